@@ -1,0 +1,107 @@
+"""torch.distributed._symmetric_memory on the simulated world: empty, rendezvous and the module helpers."""
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+import torch.distributed._symmetric_memory as symm_mem
+
+from pkbsim.symm.handle import SIGNAL_PAD_BYTES, Allocation, SimSymmetricMemory, state, storage_key
+from pkbsim.world.context import current, require
+from pkbsim.world.findings import Finding
+from pkbsim.world.patching import Patches
+from pkbsim.world.sites import user_site
+from pkbsim.world.world import SimAbort
+
+
+def empty(*size, dtype: torch.dtype | None = None, device=None, **_) -> torch.Tensor:
+    ctx = require()
+    if len(size) == 1 and isinstance(size[0], (tuple, list, torch.Size)):
+        size = tuple(size[0])
+    t = torch.empty(size, dtype=dtype or torch.get_default_dtype(), device="cpu")
+    pad = torch.zeros(SIGNAL_PAD_BYTES // 4, dtype=torch.int32)
+    alloc = Allocation(ctx.rank, t, pad)
+    st = state(ctx.world)
+    with ctx.world.lock:
+        st.by_storage[storage_key(t)] = alloc
+        st.by_pad[storage_key(pad)] = alloc
+    ctx.trace.record("symm", "empty", user_site(), shapes=[list(t.shape)], dtypes=[str(t.dtype)[6:]],
+                     bytes=t.numel() * t.element_size())
+    from pkbsim.world.ops_mode import ensure_ops_mode
+    ensure_ops_mode(ctx)
+    return t
+
+
+def resolve_comm(ctx, group):
+    """A ProcessGroup, a group name or None (WORLD) -> the engine's communicator."""
+    if group is None:
+        group = dist.group.WORLD
+    name = group if isinstance(group, str) else group.group_name
+    comm = ctx.engine.comms.get(name)
+    if comm is None:
+        raise ValueError(f"unknown process group {name!r} for symmetric memory")
+    return comm
+
+
+def allocation_of(ctx, t: torch.Tensor) -> Allocation | None:
+    return state(ctx.world).by_storage.get(storage_key(t))
+
+
+def rendezvous(tensor: torch.Tensor, group=None) -> SimSymmetricMemory:
+    ctx = require()
+    site = user_site()
+    alloc = allocation_of(ctx, tensor)
+    if alloc is None:
+        msg = f"rendezvous on a tensor that symm_mem.empty did not allocate (at {site}); allocate it with symm_mem.empty"
+        ctx.world.fail(Finding("protocol", msg, [ctx.rank], [site]))
+        raise SimAbort(msg)
+    comm = resolve_comm(ctx, group)
+    st = state(ctx.world)
+    cached = st.handles.get((storage_key(tensor), comm.name))
+    if cached is not None:
+        return cached
+    offset = tensor.storage_offset() * tensor.element_size()
+    results: dict[int, SimSymmetricMemory] = {}
+
+    def exchange(allocs):
+        for grank, gr in enumerate(comm.ranks):
+            results[gr] = SimSymmetricMemory(list(allocs), grank, comm, offset)
+
+    nbytes = tensor.untyped_storage().nbytes()
+    op = ctx.engine.post_collective(comm, ctx.rank, "symm_mem.rendezvous", (nbytes,), alloc, exchange,
+                                    f"symm_mem.rendezvous({nbytes} bytes)", site)
+    ctx.engine.wait(ctx.rank, [op], site)
+    hdl = results[ctx.rank]
+    with ctx.world.lock:
+        st.handles[(storage_key(tensor), comm.name)] = hdl
+    return hdl
+
+
+def handle_for(ctx, t: torch.Tensor, group_name: str) -> SimSymmetricMemory | None:
+    return state(ctx.world).handles.get((storage_key(t), group_name))
+
+
+def is_symm_mem_tensor(t: torch.Tensor) -> bool:
+    ctx = current()
+    return ctx is not None and allocation_of(ctx, t) is not None
+
+
+def get_symm_mem_workspace(group_name: str, min_size: int) -> SimSymmetricMemory:
+    ctx = require()
+    key = ("workspace", group_name)
+    buf = ctx.extra.get(key)
+    if buf is None or buf.numel() < min_size:
+        buf = ctx.extra[key] = empty(min_size, dtype=torch.uint8)
+    return rendezvous(buf, group_name)
+
+
+def install_symm_api(patches: Patches) -> None:
+    table = {
+        "empty": empty, "rendezvous": rendezvous, "is_symm_mem_tensor": is_symm_mem_tensor,
+        "get_symm_mem_workspace": get_symm_mem_workspace,
+        "enable_symm_mem_for_group": lambda *a, **k: None, "is_symm_mem_enabled_for_group": lambda *a, **k: True,
+        "set_backend": lambda *a, **k: None, "get_backend": lambda *a, **k: "CUDA",
+        "is_nvshmem_available": lambda: False,
+        "get_signal_pad_size": lambda: SIGNAL_PAD_BYTES,
+    }
+    for name, fn in table.items():
+        patches.set(symm_mem, name, fn)

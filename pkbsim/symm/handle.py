@@ -1,0 +1,205 @@
+"""The symmetric-memory stand-in: allocations, their signal pads, and the duck-typed handle.
+
+All ranks share one address space, so `buffer_ptrs` are the real addresses of the peers' CPU buffers
+and device code run on the CPU can follow them. Signal pads follow PyTorch's protocol: a put from
+rank s to rank d on channel c sets slot c*world+s of d's pad (blocking while it is still set); a wait
+clears the slot of its own pad (blocking until it is set). Each blocking step goes through the world's
+wait-for check, so a wait that nothing will satisfy is reported, never hung.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from pkbsim.world.clocks import happens_before
+from pkbsim.world.context import require
+from pkbsim.world.findings import Finding
+from pkbsim.world.sites import user_site
+from pkbsim.world.world import SimAbort, Wait
+
+SIGNAL_PAD_BYTES = 9216  # torch's default (get_signal_pad_size)
+
+
+@dataclass(eq=False)
+class Allocation:
+    rank: int
+    tensor: torch.Tensor
+    pad: torch.Tensor  # uint32 words
+    # per slot: (signalling rank, group name, clock of the put) and (writing rank, clock, site) of host writes
+    signals: dict[int, tuple[int, str, tuple, str]] = field(default_factory=dict)
+    host_writes: dict[int, tuple[int, tuple, str]] = field(default_factory=dict)
+
+
+class SymmState:
+    """Per-world registry: storage key -> allocation, pad storage key -> allocation."""
+
+    def __init__(self):
+        self.by_storage: dict[int, Allocation] = {}
+        self.by_pad: dict[int, Allocation] = {}
+        self.handles: dict[tuple[int, str], "SimSymmetricMemory"] = {}
+
+
+def storage_key(t: torch.Tensor) -> int:
+    return t.untyped_storage().data_ptr()
+
+
+def state(world) -> SymmState:
+    if not hasattr(world, "symm"):
+        world.symm = SymmState()
+    return world.symm
+
+
+class SimSymmetricMemory:
+    """Duck-typed `torch._C._distributed_c10d._SymmetricMemory` for one rank and one group."""
+
+    def __init__(self, allocs: list[Allocation], group_rank: int, comm, offset: int):
+        self._allocs, self._comm = allocs, comm
+        self.rank, self.world_size = group_rank, len(allocs)
+        self.offset = offset
+        self.buffer_size = allocs[group_rank].tensor.untyped_storage().nbytes()
+        self.signal_pad_size = SIGNAL_PAD_BYTES
+        self.buffer_ptrs = [a.tensor.untyped_storage().data_ptr() for a in allocs]
+        self.signal_pad_ptrs = [a.pad.data_ptr() for a in allocs]
+        self._ptr_tables = (torch.tensor(self.buffer_ptrs, dtype=torch.int64),
+                            torch.tensor(self.signal_pad_ptrs, dtype=torch.int64))
+        self.buffer_ptrs_dev = self._ptr_tables[0].data_ptr()
+        self.signal_pad_ptrs_dev = self._ptr_tables[1].data_ptr()
+        self.multicast_ptr = 0  # multicast objects are emulated by the multimem ops, not mapped
+        self.device = torch.device("cuda", group_rank)
+
+    @property
+    def group_name(self) -> str:
+        return self._comm.name
+
+    def _global(self, group_rank: int) -> int:
+        if not 0 <= group_rank < self.world_size:
+            raise ValueError(f"peer rank {group_rank} is out of range for a group of {self.world_size}")
+        return self._comm.ranks[group_rank]
+
+    # ---- views -----------------------------------------------------------------------------------
+    def get_buffer(self, rank: int, sizes, dtype: torch.dtype, storage_offset: int = 0) -> torch.Tensor:
+        storage = self._allocs[rank].tensor.untyped_storage()
+        sizes = [sizes] if isinstance(sizes, int) else list(sizes)
+        numel = 1
+        for s in sizes:
+            numel *= s
+        itemsize = torch.empty((), dtype=dtype).element_size()
+        if (storage_offset + numel) * itemsize > storage.nbytes():
+            raise RuntimeError(f"get_buffer: {numel} elements of {dtype} at offset {storage_offset} exceed the "
+                               f"{storage.nbytes()}-byte symmetric buffer of rank {rank}")
+        return torch.empty(0, dtype=dtype).set_(storage, storage_offset, sizes)
+
+    def get_remote_tensor(self, peer: int, sizes, dtype: torch.dtype) -> torch.Tensor:
+        return self.get_buffer(peer, sizes, dtype, self.offset // torch.empty((), dtype=dtype).element_size())
+
+    def get_signal_pad(self, rank: int, sizes=None, dtype: torch.dtype | None = None,
+                       storage_offset: int = 0) -> torch.Tensor:
+        pad = self._allocs[rank].pad
+        if dtype is None or dtype == torch.uint32:
+            view = pad
+        else:
+            view = pad.view(dtype)
+        view = view[storage_offset:]
+        return view if not sizes else view[: _numel(sizes)].view(sizes)
+
+    # ---- signalling --------------------------------------------------------------------------------
+    def _slot(self, channel: int, src: int) -> int:
+        slot = channel * self.world_size + src
+        if channel < 0 or slot >= self._allocs[0].pad.numel():
+            ctx = require()
+            site = user_site()
+            msg = (f"signal channel {channel} is out of range: the pad holds "
+                   f"{self._allocs[0].pad.numel() // self.world_size} channels for {self.world_size} ranks")
+            ctx.world.fail(Finding("protocol", msg, [ctx.rank], [site]))
+            raise SimAbort(msg)
+        return slot
+
+    def put_signal(self, dst_rank: int, channel: int = 0, timeout_ms: int = 0) -> None:
+        ctx = require()
+        site = user_site()
+        dst_global = self._global(dst_rank)
+        alloc = self._allocs[dst_rank]
+        slot = self._slot(channel, self.rank)
+        ctx.world.block(ctx.rank, Wait(
+            what=f"put_signal(dst_rank={dst_rank}, channel={channel})", site=site,
+            ready=lambda: int(alloc.pad[slot]) == 0,
+            waits_for=lambda: {dst_global},
+            explain=lambda: (f"rank {dst_global}'s signal pad slot {slot} (channel {channel}, from rank "
+                             f"{ctx.rank}) is still set: the previous signal was never consumed by a wait_signal"),
+            kind="protocol"))
+        with ctx.world.lock:
+            clock = ctx.world.clocks.snapshot(ctx.rank)
+            _check_host_write_race(ctx.world, alloc, slot, clock, site, ctx.rank)
+            alloc.pad[slot] = 1
+            alloc.signals[slot] = (ctx.rank, self._comm.name, clock, site)
+            ctx.trace.record("symm", "put_signal", site, group=self._comm.name, peer=dst_global, channel=channel)
+            ctx.world.changed()
+
+    def wait_signal(self, src_rank: int, channel: int = 0, timeout_ms: int = 0) -> None:
+        ctx = require()
+        site = user_site()
+        src_global = self._global(src_rank)
+        alloc = self._allocs[self.rank]
+        slot = self._slot(channel, src_rank)
+        ctx.world.block(ctx.rank, Wait(
+            what=f"wait_signal(src_rank={src_rank}, channel={channel})", site=site,
+            ready=lambda: int(alloc.pad[slot]) != 0,
+            waits_for=lambda: {src_global},
+            explain=lambda: (f"its signal pad slot {slot} (channel {channel}, from rank {src_global}) is never set"),
+            kind="protocol"))
+        with ctx.world.lock:
+            signaller = alloc.signals.pop(slot, None)
+            if signaller is not None and signaller[1] != self._comm.name:
+                msg = (f"rank {ctx.rank} consumed signal pad slot {slot} through group {self._comm.name!r}, but "
+                       f"rank {signaller[0]} set it through group {signaller[1]!r} at {signaller[3]}: two groups "
+                       f"share one allocation's signal pad, so a wait can be satisfied by another group's signal")
+                ctx.world.fail(Finding("protocol", msg, [ctx.rank, signaller[0]], [site, signaller[3]]))
+                raise SimAbort(msg)
+            if signaller is not None:
+                ctx.world.clocks.acquire(ctx.rank, signaller[2])
+            alloc.pad[slot] = 0
+            ctx.trace.record("symm", "wait_signal", site, group=self._comm.name, peer=src_global, channel=channel)
+            ctx.world.changed()
+
+    def barrier(self, channel: int = 0, timeout_ms: int = 0) -> None:
+        for peer in range(self.world_size):
+            self.put_signal(peer, channel)
+        for peer in range(self.world_size):
+            self.wait_signal(peer, channel)
+
+    def boxed(self):
+        return self
+
+
+def _numel(sizes) -> int:
+    n = 1
+    for s in ([sizes] if isinstance(sizes, int) else sizes):
+        n *= s
+    return n
+
+
+def _check_host_write_race(world, alloc: Allocation, slot: int, clock: tuple, site: str, rank: int) -> None:
+    """A host write to a pad slot (e.g. a reset) concurrent with a peer's signal may wipe the signal."""
+    w = alloc.host_writes.get(slot)
+    if w is not None and not happens_before(w[1], clock):
+        msg = (f"rank {w[0]} wrote its signal pad slot {slot} at {w[2]} with no synchronisation ordering it "
+               f"against rank {rank}'s put_signal at {site}: a signal that lands first is wiped (reset the pad "
+               f"before a barrier, not after the rendezvous)")
+        world.fail(Finding("race", msg, [w[0], rank], [w[2], site]))
+        raise SimAbort(msg)
+
+
+def on_pad_host_write(world, alloc: Allocation, slots: range, rank: int, site: str) -> None:
+    """Called (under the lock) when host code writes a signal pad outside put/wait."""
+    clock = world.clocks.snapshot(rank)
+    for slot in slots:
+        sig = alloc.signals.get(slot)
+        if sig is not None and not happens_before(sig[2], clock):
+            msg = (f"rank {rank} wrote its signal pad slot {slot} at {site} concurrently with rank {sig[0]}'s "
+                   f"put_signal at {sig[3]}: the signal can be wiped (reset the pad before a barrier)")
+            world.fail(Finding("race", msg, [rank, sig[0]], [site, sig[3]]))
+            return
+        alloc.host_writes[slot] = (rank, clock, site)
+        alloc.signals.pop(slot, None)
+    world.changed()

@@ -1,0 +1,45 @@
+"""Findings and verdicts: what a run of the simulated world concludes, and the exit code for it."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+# verdict -> exit code of `pkb check` (documented in the README)
+EXIT_CODES = {"ok": 0, "deadlock": 3, "mismatch": 3, "protocol": 3, "error": 4, "timeout": 5}
+
+# finding kind -> the verdict it implies (kinds not listed here are warnings)
+_VERDICT_OF_KIND = {
+    "deadlock": "deadlock",
+    "buffering_hazard": "deadlock",
+    "mismatch": "mismatch",
+    "p2p_mismatch": "mismatch",
+    "group_mismatch": "mismatch",
+    "protocol": "protocol",
+    "race": "protocol",
+    "error": "error",
+    "timeout": "timeout",
+}
+
+
+@dataclass
+class Finding:
+    kind: str
+    message: str
+    ranks: list[int] = field(default_factory=list)
+    sites: list[str] = field(default_factory=list)
+    details: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    def render(self) -> str:
+        head = f"{self.kind.upper().replace('_', ' ')}: {self.message}"
+        return "\n".join([head, *("  " + d for d in self.details)])
+
+
+def verdict_of(findings: list[Finding]) -> str:
+    """The verdict of a run: the most specific fatal finding wins; no fatal finding means ok."""
+    verdicts = {_VERDICT_OF_KIND[f.kind] for f in findings if f.kind in _VERDICT_OF_KIND}
+    if not verdicts:
+        return "ok"
+    # the root cause first: a mismatch or protocol error usually ends in a deadlock or an error
+    return next(v for v in ("mismatch", "protocol", "deadlock", "error", "timeout") if v in verdicts)

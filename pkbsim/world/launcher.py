@@ -1,0 +1,216 @@
+"""Run an unmodified torchrun script on N simulated ranks (threads) and collect the verdict.
+
+`simulated_process` installs, for the length of a run, everything that is per-process in a real launch
+and must become per-rank here (the c10d world, torch.cuda, os.environ, stdout, symmetric memory).
+`run_script` starts one thread per rank, each executing the script as its own `__main__` module, and
+watches them: a deadlock ends the run at once; a rank stuck outside any simulated wait ends it at the
+timeout, with every rank's Python stack.
+"""
+from __future__ import annotations
+
+import builtins
+import contextlib
+import ctypes
+import os
+import sys
+import threading
+import time
+import traceback
+import types
+from dataclasses import dataclass, field
+
+import torch
+import torch.distributed as dist
+
+from pkbsim.world import context
+from pkbsim.world.comms import Engine
+from pkbsim.world.context import RankContext
+from pkbsim.world.findings import EXIT_CODES, Finding, verdict_of
+from pkbsim.world.patching import Patches
+from pkbsim.world.sites import user_stack
+from pkbsim.world.trace import RankTrace
+from pkbsim.world.world import SimAbort, World
+
+UNLIMITED = 1 << 62
+
+
+@dataclass
+class RunOptions:
+    nproc: int
+    timeout: float = 120.0
+    p2p_buffer: int = 0
+    lazy_p2p_init: bool = False
+    record_compute: bool = False
+    shape_run: bool = False
+    output: object = None  # where the program's own prints go (default: stdout)
+
+
+@dataclass
+class RunResult:
+    verdict: str
+    world_size: int
+    findings: list[Finding]
+    ops: int
+    wall_s: float
+    traces: list[RankTrace] = field(default_factory=list)
+    eager_sends: int = 0
+    blocked_sends: int = 0
+    stuck_threads: int = 0
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CODES[self.verdict]
+
+    def to_json(self) -> dict:
+        return {"verdict": self.verdict, "world_size": self.world_size,
+                "findings": [f.to_json() for f in self.findings], "ops": self.ops, "wall_s": round(self.wall_s, 3)}
+
+
+@contextlib.contextmanager
+def simulated_process(nproc: int, output):
+    """Patch the process so that each rank thread sees its own torchrun world."""
+    from torch.testing._internal.distributed import multi_threaded_pg as mtpg
+
+    from pkbsim.symm.api import install_symm_api
+    from pkbsim.symm.ops import register_cpu_kernels
+    from pkbsim.world.cuda_shim import install_torch_cuda
+    from pkbsim.world.dist_shim import install_dist
+    from pkbsim.world.environ import install_environ
+    from pkbsim.world.process_group import register
+
+    register()
+    register_cpu_kernels()
+    patches = Patches()
+    torch._C._distributed_c10d._set_thread_isolation_mode(True)
+    mtpg._install_threaded_pg()
+    try:
+        install_torch_cuda(patches, nproc)
+        install_dist(patches)
+        install_symm_api(patches)
+        install_environ(patches, output or sys.stdout)
+        yield
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        patches.restore()
+        mtpg._uninstall_threaded_pg()
+        torch._C._distributed_c10d._set_thread_isolation_mode(False)
+
+
+def _error_finding(rank: int, exc: BaseException) -> Finding:
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if "pkbsim" not in f.filename
+              and os.sep + "torch" + os.sep not in f.filename]
+    site = f"{os.path.basename(frames[-1].filename)}:{frames[-1].lineno}" if frames else "?"
+    details = [f"{os.path.basename(f.filename)}:{f.lineno} in {f.name}: {f.line}" for f in frames[-4:]]
+    return Finding("error", f"rank {rank} raised {type(exc).__name__}: {exc}", [rank], [site], details)
+
+
+def _rank_main(world: World, engine: Engine, rank: int, code, path: str, opts: RunOptions, trace: RankTrace):
+    from pkbsim.world.cuda_shim import DeviceMapMode
+    from pkbsim.world.environ import torchrun_env
+    from pkbsim.world.ops_mode import ensure_ops_mode
+
+    ctx = RankContext(world, engine, rank, trace, device_index=0)
+    ctx.extra.update(env=torchrun_env(rank, world.size, opts.nproc), generator=torch.Generator(),
+                     record_compute=opts.record_compute)
+    context.bind(ctx)
+    status = "done"
+    try:
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(DeviceMapMode(ctx.extra["generator"]))
+            if opts.shape_run:
+                from torch._subclasses.fake_tensor import FakeTensorMode
+                stack.enter_context(FakeTensorMode(allow_non_fake_inputs=True))
+            if opts.record_compute:
+                ensure_ops_mode(ctx)
+            module = types.ModuleType("__main__")
+            module.__file__, module.__builtins__ = path, builtins
+            exec(code, module.__dict__)
+        _check_unwaited(ctx)
+    except SimAbort:
+        status = "failed"
+    except SystemExit as e:
+        if e.code not in (None, 0):
+            status = "failed"
+            if not world.failed:
+                world.fail(Finding("error", f"rank {rank} exited with status {e.code}", [rank]))
+    except BaseException as e:  # noqa: BLE001 - a rank's exception is a finding, not a crash of pkb
+        status = "failed"
+        if not world.failed:  # otherwise it is a consequence of the failure already reported
+            world.fail(_error_finding(rank, e))
+    finally:
+        world.finish(rank, status)
+        context.bind(None)
+
+
+def _check_unwaited(ctx: RankContext) -> None:
+    pending = list(ctx.extra.get("unwaited", {}).values())
+    pending = [w for w in pending if not getattr(w, "_batch", None) and w._ops and w._ops[0].kind == "coll"]
+    if pending:
+        w = pending[0]
+        msg = (f"rank {ctx.rank}: an async operation issued at {w._site} was never waited (work.wait() or "
+               f"torch.cuda.synchronize()): its buffers can be reused or freed while it is still in flight")
+        ctx.world.add_finding(Finding("race", msg, [ctx.rank], [w._site]))
+
+
+def _kill(thread: threading.Thread) -> None:
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident), ctypes.py_object(SimAbort))
+
+
+def _timeout_finding(world: World, threads: list[threading.Thread], timeout: float) -> Finding:
+    frames = sys._current_frames()
+    details = []
+    for st, th in zip(world.ranks, threads):
+        if not th.is_alive() or st.status in ("done", "failed"):
+            details.append(f"rank {st.rank}: {st.status}")
+        elif st.status == "blocked" and st.wait is not None:
+            details.append(f"rank {st.rank}: blocked in {st.wait.what} at {st.wait.site}")
+        else:
+            stack = user_stack(frames.get(th.ident))
+            details.append(f"rank {st.rank}: running outside any simulated wait, at " + " <- ".join(stack))
+    running = [st.rank for st in world.ranks if st.status == "running"]
+    return Finding("timeout", f"no result after {timeout:g} s; ranks {running} never reached a simulated "
+                   f"wait (an infinite loop, a spin on memory no one writes, or a very long computation; raise "
+                   f"--timeout if it is legitimate)", running, [], details)
+
+
+def run_script(path: str, argv: list[str], opts: RunOptions) -> RunResult:
+    """Run `path` with `argv` on opts.nproc simulated ranks; never hangs longer than opts.timeout."""
+    path = os.path.abspath(path)
+    with open(path) as f:
+        code = compile(f.read(), path, "exec")
+    world = World(opts.nproc, p2p_buffer=opts.p2p_buffer, lazy_p2p_init=opts.lazy_p2p_init)
+    world.store = dist.HashStore()
+    engine = Engine(world)
+    t0 = time.perf_counter()
+    traces = [RankTrace(r, t0) for r in range(opts.nproc)]
+    old_argv, old_path = sys.argv, list(sys.path)
+    sys.argv = [path, *argv]
+    sys.path.insert(0, os.path.dirname(path))
+    threads = [threading.Thread(target=_rank_main, args=(world, engine, r, code, path, opts, traces[r]),
+                                name=f"pkbsim-rank-{r}", daemon=True) for r in range(opts.nproc)]
+    stuck = 0
+    try:
+        with simulated_process(opts.nproc, opts.output):
+            for th in threads:
+                th.start()
+            deadline = t0 + opts.timeout
+            while any(th.is_alive() for th in threads):
+                for th in threads:
+                    th.join(timeout=0.05)
+                if time.perf_counter() > deadline:
+                    world.fail(_timeout_finding(world, threads, opts.timeout))
+                    for th in threads:
+                        if th.is_alive():
+                            _kill(th)
+                    for th in threads:
+                        th.join(timeout=2.0)
+                    stuck = sum(th.is_alive() for th in threads)
+                    break
+    finally:
+        sys.argv, sys.path[:] = old_argv, old_path
+    findings = list(world.findings)
+    ops = sum(1 for t in traces for r in t.records if r["kind"] in ("collective", "p2p", "symm"))
+    return RunResult(verdict_of(findings), opts.nproc, findings, ops, time.perf_counter() - t0, traces,
+                     world.eager_sends, world.blocked_sends_at_deadlock, stuck)

@@ -1,0 +1,129 @@
+"""A per-rank TorchDispatchMode that sees every tensor operation of the rank's program.
+
+It serves three purposes, each switched on only when needed (the mode costs ~15 us per op):
+- the compute trace: FLOPs (torch's flop formulas), bytes read and written, and bytes read from or
+  written to each peer's symmetric buffers (attributed by the storage's owner);
+- stream ordering (see streams.py): writes per stream, and reads racing with another stream's write;
+- host writes to signal pads (a reset racing with a peer's signal).
+"""
+from __future__ import annotations
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.flop_counter import flop_registry
+
+from pkbsim.symm.handle import on_pad_host_write, state, storage_key
+from pkbsim.world.findings import Finding
+from pkbsim.world.sites import user_site
+from pkbsim.world.streams import StreamOrder
+from pkbsim.world.world import SimAbort
+
+_SKIP = {torch.ops.aten.detach.default, torch.ops.aten.lift_fresh.default}
+
+
+def _stream_id(ctx) -> int:
+    return getattr(ctx.stream, "sim_id", 0) if ctx.stream is not None else 0
+
+
+def _tensors(x):
+    if isinstance(x, torch.Tensor):
+        yield x
+    elif isinstance(x, (list, tuple)):
+        for y in x:
+            yield from _tensors(y)
+
+
+def _is_view(func) -> bool:
+    return any(r.alias_info is not None and not r.alias_info.is_write for r in func._schema.returns)
+
+
+class RankOpsMode(TorchDispatchMode):
+    def __init__(self, ctx):
+        super().__init__()
+        self.ctx = ctx
+        self.record_compute = ctx.trace.enabled and ctx.extra.get("record_compute", False)
+        self.streams: StreamOrder | None = None
+
+    def track_streams(self) -> StreamOrder:
+        if self.streams is None:
+            self.streams = StreamOrder()
+        return self.streams
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        if func in _SKIP or _is_view(func):
+            return out
+        reads, writes = [], []
+        for arg, val in zip(func._schema.arguments, list(args) + [kwargs.get(a.name) for a in
+                                                                  func._schema.arguments[len(args):]]):
+            for t in _tensors(val):
+                (writes if arg.alias_info is not None and arg.alias_info.is_write else reads).append(t)
+        self._after(func, args, kwargs, out, reads, writes)
+        return out
+
+    def _after(self, func, args, kwargs, out, reads, writes) -> None:
+        ctx = self.ctx
+        symm = state(ctx.world)
+        if symm.by_pad and writes:
+            for t in writes:
+                alloc = symm.by_pad.get(storage_key(t))
+                if alloc is not None:
+                    start = t.storage_offset() * t.element_size() // 4
+                    stop = start + max(1, t.numel() * t.element_size() // 4)
+                    with ctx.world.lock:
+                        on_pad_host_write(ctx.world, alloc, range(start, stop), ctx.rank, user_site())
+        if self.streams is not None:
+            self.check_stream_order(reads, writes + list(_tensors(out)), func.__name__)
+        if self.record_compute:
+            self._record(func, args, kwargs, out, reads, writes, symm)
+
+    def check_stream_order(self, reads, writes, what: str) -> None:
+        ctx, so = self.ctx, self.streams
+        s = _stream_id(ctx)
+        site = user_site()
+        for t in reads:
+            w = so.race(storage_key(t), s)
+            if w is not None:
+                msg = (f"rank {ctx.rank} reads a buffer in {what} on stream {s} at {site}, but stream {w[0]} wrote "
+                       f"it at {w[2]} and stream {s} never waited for it (add {'s' if s else 'the stream'}"
+                       f".wait_stream(...) or an event)")
+                ctx.world.fail(Finding("race", msg, [ctx.rank], [site, w[2]]))
+                raise SimAbort(msg)
+        for t in writes:
+            so.write(storage_key(t), s, site)
+
+    def _record(self, func, args, kwargs, out, reads, writes, symm) -> None:
+        ctx = self.ctx
+        flops = 0
+        formula = flop_registry.get(func._overloadpacket)
+        if formula is not None:
+            try:
+                flops = int(formula(*args, **kwargs, out_val=out))
+            except Exception:
+                flops = 0
+        outs = list(_tensors(out)) if not writes else []
+        rd = sum(t.numel() * t.element_size() for t in reads)
+        wr = sum(t.numel() * t.element_size() for t in writes + outs)
+        peer_read: dict[int, int] = {}
+        peer_write: dict[int, int] = {}
+        if symm.by_storage:
+            for bucket, ts in ((peer_read, reads), (peer_write, writes)):
+                for t in ts:
+                    alloc = symm.by_storage.get(storage_key(t))
+                    if alloc is not None and alloc.rank != ctx.rank:
+                        bucket[alloc.rank] = bucket.get(alloc.rank, 0) + t.numel() * t.element_size()
+        fields = {"flops": flops, "bytes_read": rd, "bytes_written": wr}
+        if peer_read or peer_write:
+            fields["peer_bytes"] = {"read": peer_read, "write": peer_write}
+        ctx.trace.record("compute", str(func.overloadpacket.__name__), user_site(), stream=_stream_id(ctx),
+                         **fields)
+
+
+def ensure_ops_mode(ctx) -> RankOpsMode:
+    """Push the rank's ops mode once (on the calling rank thread) and return it."""
+    mode = ctx.extra.get("ops_mode")
+    if mode is None:
+        mode = ctx.extra["ops_mode"] = RankOpsMode(ctx)
+        mode.__enter__()
+    return mode

@@ -1,0 +1,42 @@
+"""Call sites: the user's file:line for an operation, skipping torch, pkb and stdlib plumbing."""
+from __future__ import annotations
+
+import os
+import sys
+
+_PKG_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_SKIP_PARTS = (
+    os.sep + "torch" + os.sep,
+    os.sep + "triton" + os.sep,
+    "typing_extensions.py",
+    os.sep + "functools.py",
+    os.sep + "contextlib.py",
+    os.sep + "threading.py",
+    os.sep + "runpy.py",
+)
+
+
+def _is_plumbing(filename: str) -> bool:
+    return filename.startswith(_PKG_ROOT) or any(p in filename for p in _SKIP_PARTS)
+
+
+def user_site(depth: int = 1) -> str:
+    """Return 'file.py:LINE' of the innermost frame that belongs to the user's program."""
+    frame = sys._getframe(depth)
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if not _is_plumbing(filename) and not filename.startswith("<"):
+            return f"{os.path.basename(filename)}:{frame.f_lineno}"
+        frame = frame.f_back
+    return "?"
+
+
+def user_stack(frame, limit: int = 6) -> list[str]:
+    """The user's frames of a (possibly foreign) thread's stack, innermost first."""
+    out = []
+    while frame is not None and len(out) < limit:
+        filename = frame.f_code.co_filename
+        if not filename.startswith(_PKG_ROOT) and os.sep + "threading.py" not in filename:
+            out.append(f"{os.path.basename(filename)}:{frame.f_lineno} in {frame.f_code.co_name}")
+        frame = frame.f_back
+    return out

@@ -1,0 +1,46 @@
+"""Per-rank trace of what a program did: communication, synchronisation and compute, with call sites.
+
+One record per operation, in issue order, as plain dicts so the trace is its own JSON schema:
+  {"i", "t_us", "kind": "collective"|"p2p"|"symm"|"compute"|"stream"|"host",
+   "op", "site", "stream", ... kind-specific fields (group, seq, peer, shapes, dtypes, bytes, flops,
+   peer_bytes: {"read": {rank: bytes}, "write": {rank: bytes}}, event ids)}
+The timing engine replays these traces; `pkb check --trace FILE` writes them.
+"""
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import torch
+
+
+def describe(tensors) -> tuple[list[list[int]], list[str], int]:
+    shapes, dtypes, nbytes = [], [], 0
+    for t in tensors:
+        if isinstance(t, torch.Tensor):
+            shapes.append(list(t.shape))
+            dtypes.append(str(t.dtype).replace("torch.", ""))
+            nbytes += t.numel() * t.element_size()
+    return shapes, dtypes, nbytes
+
+
+class RankTrace:
+    def __init__(self, rank: int, t0: float, enabled: bool = True):
+        self.rank, self.t0, self.enabled = rank, t0, enabled
+        self.records: list[dict[str, Any]] = []
+
+    def record(self, kind: str, op: str, site: str, stream: int = 0, **fields) -> dict | None:
+        if not self.enabled:
+            return None
+        rec = {"i": len(self.records), "t_us": round((time.perf_counter() - self.t0) * 1e6, 1),
+               "kind": kind, "op": op, "site": site, "stream": stream, **fields}
+        self.records.append(rec)
+        return rec
+
+
+def write_trace(path: str, world_size: int, traces: list[RankTrace], meta: dict) -> None:
+    doc = {"schema": "pkb.trace/1", "world_size": world_size, **meta,
+           "ranks": [{"rank": t.rank, "ops": t.records} for t in traces]}
+    with open(path, "w") as f:
+        json.dump(doc, f, indent=1)

@@ -1,0 +1,178 @@
+"""The simulated world: N rank threads, one lock, and the world-wide wait-for check.
+
+Every blocking wait of a rank (a collective, a send, a signal pad) goes through `World.block`. A rank
+that is about to sleep checks, under the lock, whether every live rank is blocked and none of their
+conditions holds; if so the run is a deadlock and every rank is released with `SimAbort`. Nothing
+sleeps without a timeout, so an abort from the watchdog or another rank's exception is always seen.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Callable
+
+from pkbsim.world.clocks import VectorClocks
+from pkbsim.world.findings import Finding
+
+
+class SimAbort(BaseException):
+    """Raised in a rank thread when the world has failed; a BaseException so `except Exception` in
+    the user's program cannot swallow it."""
+
+
+@dataclass
+class Wait:
+    """What a blocked rank waits for. `ready` is evaluated under the world lock; `waits_for` names the
+    ranks that could make it ready and `explain` says in words why it is not ready yet."""
+
+    what: str
+    site: str
+    ready: Callable[[], bool]
+    waits_for: Callable[[], set[int]] = lambda: set()
+    explain: Callable[[], str] = lambda: ""
+    kind: str = "deadlock"
+
+
+@dataclass
+class RankState:
+    rank: int
+    cond: threading.Condition
+    status: str = "running"  # running | blocked | done | failed
+    wait: Wait | None = None
+    thread: threading.Thread | None = None
+    local: dict = field(default_factory=dict)
+
+
+class World:
+    def __init__(self, size: int, *, p2p_buffer: int = 0, lazy_p2p_init: bool = False):
+        if size < 1:
+            raise ValueError("world size must be at least 1")
+        self.size = size
+        self.p2p_buffer = p2p_buffer
+        self.lazy_p2p_init = lazy_p2p_init
+        self.clocks = VectorClocks(size)
+        self.lock = threading.RLock()
+        self.ranks = [RankState(r, threading.Condition(self.lock)) for r in range(size)]
+        self.findings: list[Finding] = []
+        self.failed = False
+        self.progress = 0  # bumped on every state change; the watchdog reads it
+        self.eager_sends = 0  # sends that completed only because they were buffered
+        self.blocked_sends_at_deadlock = 0
+
+    # ---- state changes -------------------------------------------------------------------------
+    def changed(self) -> None:
+        """Call under the lock after anything a wait may depend on has changed."""
+        self.progress += 1
+        for st in self.ranks:
+            if st.status == "blocked" and st.wait is not None and st.wait.ready():
+                st.cond.notify()
+
+    def fail(self, finding: Finding) -> None:
+        """Record a fatal finding and release every rank (under the lock)."""
+        with self.lock:
+            self.findings.append(finding)
+            if not self.failed:
+                self.failed = True
+                for st in self.ranks:
+                    st.cond.notify_all()
+
+    def add_finding(self, finding: Finding) -> None:
+        with self.lock:
+            self.findings.append(finding)
+
+    def _abort_message(self) -> str:
+        root = self.findings[0] if self.findings else None
+        return f"simulated world aborted: {root.kind}: {root.message}" if root else "aborted"
+
+    # ---- blocking ------------------------------------------------------------------------------
+    def block(self, rank: int, wait: Wait) -> None:
+        """Block rank until wait.ready(); raise SimAbort on deadlock or when the world fails."""
+        st = self.ranks[rank]
+        with self.lock:
+            try:
+                while True:
+                    if self.failed:
+                        raise SimAbort(self._abort_message())
+                    if wait.ready():
+                        return
+                    st.status, st.wait = "blocked", wait
+                    if self._everyone_stuck():
+                        self._report_deadlock()
+                        raise SimAbort(self._abort_message())
+                    st.cond.wait(timeout=1.0)
+            finally:
+                st.status, st.wait = "running", None
+
+    def finish(self, rank: int, status: str = "done") -> None:
+        with self.lock:
+            st = self.ranks[rank]
+            st.status, st.wait = status, None
+            self.progress += 1
+            if not self.failed and self._everyone_stuck():
+                self._report_deadlock()
+            # a rank that finishes may be what the others were waiting for: let them re-check
+            for other in self.ranks:
+                other.cond.notify_all()
+
+    def _everyone_stuck(self) -> bool:
+        blocked = [st for st in self.ranks if st.status == "blocked"]
+        if not blocked or any(st.status == "running" for st in self.ranks):
+            return False
+        return not any(st.wait.ready() for st in blocked)
+
+    # ---- reports -------------------------------------------------------------------------------
+    def _report_deadlock(self) -> None:
+        blocked = {st.rank: st.wait for st in self.ranks if st.status == "blocked"}
+        details, sites = [], []
+        for st in self.ranks:
+            if st.rank in blocked:
+                w = blocked[st.rank]
+                why = w.explain()
+                details.append(f"rank {st.rank}: blocked in {w.what} at {w.site}" + (f" -- {why}" if why else ""))
+                sites.append(w.site)
+            else:
+                details.append(f"rank {st.rank}: {'finished' if st.status == 'done' else st.status}")
+        cycle = find_cycle({r: w.waits_for() for r, w in blocked.items()})
+        if cycle:
+            details.append("cycle: " + " -> ".join(f"rank {r}" for r in cycle + [cycle[0]]))
+        else:
+            gone = sorted({p for w in blocked.values() for p in w.waits_for()} - set(blocked))
+            if gone:
+                details.append("waiting for ranks that will never arrive: " + ", ".join(map(str, gone)))
+        kinds = {w.kind for w in blocked.values()}
+        kind = "protocol" if kinds == {"protocol"} else "deadlock"
+        self.blocked_sends_at_deadlock = sum(1 for w in blocked.values() if w.kind == "send")
+        msg = f"{len(blocked)} of {self.size} ranks are blocked and none can proceed"
+        self.findings.append(Finding(kind, msg, sorted(blocked), sites, details))
+        self.failed = True
+        for st in self.ranks:
+            st.cond.notify_all()
+
+
+def find_cycle(edges: dict[int, set[int]]) -> list[int]:
+    """A cycle in the wait-for graph among blocked ranks, as a list of ranks (empty if none)."""
+    color: dict[int, int] = {}
+    stack: list[int] = []
+
+    def visit(u: int) -> list[int]:
+        color[u] = 1
+        stack.append(u)
+        for v in sorted(edges.get(u, ())):
+            if v not in edges:
+                continue
+            if color.get(v) == 1:
+                return stack[stack.index(v):]
+            if v not in color:
+                found = visit(v)
+                if found:
+                    return found
+        color[u] = 2
+        stack.pop()
+        return []
+
+    for u in sorted(edges):
+        if u not in color:
+            found = visit(u)
+            if found:
+                return found
+    return []
