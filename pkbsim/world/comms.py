@@ -92,6 +92,8 @@ class Comm:
         self.directions: dict[tuple[int, int], Direction] = {}
 
     def __repr__(self) -> str:
+        if self.name == self.world.world_comm_name:
+            return "group WORLD"
         return f"group {self.name!r} (ranks {self.ranks})"
 
     def lane(self, rank: int, key) -> deque:
@@ -110,6 +112,8 @@ class Engine:
             c = self.comms.get(name)
             if c is None:
                 c = self.comms[name] = Comm(self.world, name, ranks)
+                if self.world.world_comm_name is None:
+                    self.world.world_comm_name = name
             return c
 
     # ---- posting ---------------------------------------------------------------------------------

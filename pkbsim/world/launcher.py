@@ -34,6 +34,10 @@ from pkbsim.world.world import SimAbort, World
 UNLIMITED = 1 << 62
 
 
+class ScriptError(Exception):
+    """The script cannot be read or compiled."""
+
+
 @dataclass
 class RunOptions:
     nproc: int
@@ -178,8 +182,13 @@ def _timeout_finding(world: World, threads: list[threading.Thread], timeout: flo
 def run_script(path: str, argv: list[str], opts: RunOptions) -> RunResult:
     """Run `path` with `argv` on opts.nproc simulated ranks; never hangs longer than opts.timeout."""
     path = os.path.abspath(path)
-    with open(path) as f:
-        code = compile(f.read(), path, "exec")
+    try:
+        with open(path) as f:
+            code = compile(f.read(), path, "exec")
+    except (OSError, UnicodeDecodeError) as e:
+        raise ScriptError(f"cannot read {path}: {e}") from None
+    except SyntaxError as e:
+        raise ScriptError(f"{os.path.basename(path)}:{e.lineno}: syntax error: {e.msg}; fix the script") from None
     world = World(opts.nproc, p2p_buffer=opts.p2p_buffer, lazy_p2p_init=opts.lazy_p2p_init)
     world.store = dist.HashStore()
     engine = Engine(world)

@@ -5,6 +5,7 @@ import os
 import sys
 
 _PKG_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_EXAMPLES = os.path.join(_PKG_ROOT, "examples")
 _SKIP_PARTS = (
     os.sep + "torch" + os.sep,
     os.sep + "triton" + os.sep,
@@ -17,7 +18,9 @@ _SKIP_PARTS = (
 
 
 def _is_plumbing(filename: str) -> bool:
-    return filename.startswith(_PKG_ROOT) or any(p in filename for p in _SKIP_PARTS)
+    if filename.startswith(_PKG_ROOT) and not filename.startswith(_EXAMPLES):
+        return True
+    return any(p in filename for p in _SKIP_PARTS)
 
 
 def user_site(depth: int = 1) -> str:
@@ -36,7 +39,7 @@ def user_stack(frame, limit: int = 6) -> list[str]:
     out = []
     while frame is not None and len(out) < limit:
         filename = frame.f_code.co_filename
-        if not filename.startswith(_PKG_ROOT) and os.sep + "threading.py" not in filename:
+        if not _is_plumbing(filename):
             out.append(f"{os.path.basename(filename)}:{frame.f_lineno} in {frame.f_code.co_name}")
         frame = frame.f_back
     return out

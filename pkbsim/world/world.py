@@ -58,6 +58,7 @@ class World:
         self.progress = 0  # bumped on every state change; the watchdog reads it
         self.eager_sends = 0  # sends that completed only because they were buffered
         self.blocked_sends_at_deadlock = 0
+        self.world_comm_name: str | None = None  # the default group's communicator, created first
 
     # ---- state changes -------------------------------------------------------------------------
     def changed(self) -> None:

@@ -1,0 +1,111 @@
+"""`pkb check`: torchrun drop-in that runs a script on simulated ranks and reports what went wrong."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from pkbsim.world.findings import EXIT_CODES
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("check", help="run a torchrun script on N simulated ranks on the CPU",
+                       description="Run an unmodified torchrun script on simulated ranks; report deadlocks, "
+                                   "mismatches, protocol errors and exceptions. Exit: 0 ok, 3 deadlock/mismatch/"
+                                   "protocol, 4 the script raised, 5 timeout, 2 bad usage.")
+    p.add_argument("--nproc-per-node", "--nproc_per_node", type=int, default=None, metavar="N",
+                   help="ranks per node (default 4; 8 with --demo)")
+    p.add_argument("--nnodes", type=int, default=1, help="simulated nodes (world size = nnodes * nproc)")
+    p.add_argument("--standalone", action="store_true", help="accepted for torchrun compatibility")
+    p.add_argument("--timeout", type=float, default=120.0, metavar="S", help="wall-clock limit in seconds")
+    p.add_argument("--p2p-buffer", type=int, default=0, metavar="BYTES",
+                   help="sends up to this size complete without a matching receive (default 0: rendezvous)")
+    p.add_argument("--lazy-p2p-init", action="store_true",
+                   help="model NCCL's lazy, blocking creation of per-pair communicators on first ungrouped p2p")
+    p.add_argument("--trace", metavar="FILE", help="write the per-rank operation trace (JSON) to FILE")
+    p.add_argument("--shape-run", action="store_true",
+                   help="run under FakeTensorMode: shapes and FLOPs only, no data (for cost prediction)")
+    p.add_argument("--json", action="store_true", help="print one JSON object; the program's output goes to stderr")
+    p.add_argument("--demo", action="store_true",
+                   help="check the bundled pipeline-parallel example and its fixed twin")
+    p.add_argument("script", nargs="?", help="the torchrun script")
+    p.add_argument("script_args", nargs=argparse.REMAINDER, help="arguments for the script")
+    p.set_defaults(run=run)
+
+
+def _options(args, nproc: int, output):
+    from pkbsim.world.launcher import RunOptions
+    return RunOptions(nproc=nproc, timeout=args.timeout, p2p_buffer=args.p2p_buffer, lazy_p2p_init=args.lazy_p2p_init,
+                      record_compute=bool(args.trace), shape_run=args.shape_run, output=output)
+
+
+def _render(result, label: str) -> str:
+    lines = [f.render() for f in result.findings]
+    head = (f"pkb check: {label}: {result.verdict.upper()} (exit {result.exit_code}) - {result.world_size} ranks, "
+            f"{result.ops} communication ops, {result.wall_s:.2f} s")
+    return "\n".join([*lines, head])
+
+
+def run(args) -> int:
+    from pkbsim.cli.main import UsageError
+
+    if args.demo and args.script:
+        raise UsageError("--demo runs the bundled example; drop SCRIPT or drop --demo")
+    nproc = args.nproc_per_node or (8 if args.demo else 4)
+    if nproc < 1 or args.nnodes < 1:
+        raise UsageError("--nproc-per-node and --nnodes must be at least 1")
+    if args.timeout <= 0:
+        raise UsageError("--timeout must be positive (seconds)")
+    if args.demo:
+        return _demo(args, nproc * args.nnodes)
+    if not args.script:
+        raise UsageError("no script given; usage: pkb check --nproc-per-node N SCRIPT [ARGS...] (or --demo)")
+    if not os.path.isfile(args.script):
+        raise UsageError(f"script {args.script!r} not found; pass the path of a torchrun script")
+    from pkbsim.world.check import check_script
+    from pkbsim.world.launcher import ScriptError
+
+    output = sys.stderr if args.json else sys.stdout
+    try:
+        result = check_script(args.script, args.script_args, _options(args, nproc * args.nnodes, output))
+    except ScriptError as e:
+        raise UsageError(str(e)) from None
+    if args.trace:
+        from pkbsim.world.trace import write_trace
+        write_trace(args.trace, result.world_size, result.traces, {"script": os.path.abspath(args.script),
+                                                                    "verdict": result.verdict})
+    if args.json:
+        print(json.dumps(result.to_json(), indent=1))
+    else:
+        print(_render(result, os.path.basename(args.script)))
+    _exit_if_stuck(result)
+    return result.exit_code
+
+
+def _demo(args, world_size: int) -> int:
+    import pkbsim.examples as ex
+    from pkbsim.world.check import check_script
+
+    root = os.path.dirname(ex.__file__)
+    expected = {"pipeline_deadlock.py": "deadlock", "pipeline_even_odd.py": "ok"}
+    results = {}
+    for name in expected:
+        out = sys.stderr if args.json else sys.stdout
+        results[name] = check_script(os.path.join(root, name), [], _options(args, world_size, out))
+        if not args.json:
+            print(_render(results[name], name) + "\n")
+    ok = all(results[n].verdict == v for n, v in expected.items())
+    if args.json:
+        print(json.dumps({n: r.to_json() for n, r in results.items()}, indent=1))
+    else:
+        print("demo: " + ("both verdicts as expected" if ok else "UNEXPECTED verdicts"))
+    return 0 if ok else 1
+
+
+def _exit_if_stuck(result) -> None:
+    """Rank threads that ignored the watchdog cannot be joined; end the process instead of hanging."""
+    if result.stuck_threads:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(EXIT_CODES["timeout"])

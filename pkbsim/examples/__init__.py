@@ -1,0 +1,1 @@
+"""Programs bundled with pkb: the default job of `pkb check --demo`."""

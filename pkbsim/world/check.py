@@ -1,0 +1,40 @@
+"""`check_script`: one run of the simulated world, plus the buffering counterfactual.
+
+NCCL's send may complete before its receive is posted when the message fits the connection buffer
+(NCCL_BUFFSIZE, 4 MiB by default) and blocks otherwise. When a verdict could depend on that, the
+program runs a second time with the other buffering rule; if the verdicts differ, the report says
+"buffering hazard": the program works or hangs depending on message size.
+"""
+from __future__ import annotations
+
+import io
+from dataclasses import replace
+
+from pkbsim.world.findings import Finding, verdict_of
+from pkbsim.world.launcher import UNLIMITED, RunOptions, RunResult, run_script
+
+
+def check_script(path: str, argv: list[str], opts: RunOptions) -> RunResult:
+    result = run_script(path, argv, opts)
+    if result.verdict == "deadlock" and result.blocked_sends and opts.p2p_buffer < UNLIMITED:
+        other = run_script(path, argv, replace(opts, p2p_buffer=UNLIMITED, output=io.StringIO(),
+                                               record_compute=False))
+        if other.verdict == "ok":
+            result.findings.append(Finding(
+                "buffering_hazard",
+                "the deadlock disappears when sends are buffered: on NCCL this program passes for small "
+                "messages and hangs once a message exceeds the connection buffer (NCCL_BUFFSIZE, 4 MiB by "
+                "default); issue the sends and receives of an exchange together (batch_isend_irecv) or order "
+                "them so that one side receives first", result.findings[0].ranks, result.findings[0].sites))
+    elif result.verdict == "ok" and result.eager_sends:
+        other = run_script(path, argv, replace(opts, p2p_buffer=0, output=io.StringIO(), record_compute=False))
+        if other.verdict == "deadlock":
+            dl = other.findings[0]
+            result.findings.append(Finding(
+                "buffering_hazard",
+                f"passes only because {result.eager_sends} send(s) fit the {opts.p2p_buffer}-byte buffer; with "
+                f"rendezvous sends (messages above NCCL_BUFFSIZE) it deadlocks", dl.ranks, dl.sites, dl.details))
+            result.verdict = verdict_of(result.findings)
+    if result.findings and result.verdict != verdict_of(result.findings):
+        result.verdict = verdict_of(result.findings)
+    return result
