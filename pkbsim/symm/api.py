@@ -69,7 +69,7 @@ def rendezvous(tensor: torch.Tensor, group=None) -> SimSymmetricMemory:
     nbytes = tensor.untyped_storage().nbytes()
     op = ctx.engine.post_collective(comm, ctx.rank, "symm_mem.rendezvous", (nbytes,), alloc, exchange,
                                     f"symm_mem.rendezvous({nbytes} bytes)", site)
-    ctx.engine.wait(ctx.rank, [op], site)
+    ctx.engine.wait(ctx.rank, [op])
     hdl = results[ctx.rank]
     with ctx.world.lock:
         st.handles[(storage_key(tensor), comm.name)] = hdl

@@ -39,7 +39,7 @@ def _collective(name: str, group_name: str, signature: tuple, arg, compute, symm
     ctx.trace.record("symm", name, site, group=comm.name, seq=op.seq, group_ranks=comm.ranks,
                      shapes=[list(t.shape) for t in symm_inputs], bytes=sum(t.numel() * t.element_size()
                                                                               for t in symm_inputs))
-    ctx.engine.wait(ctx.rank, [op], site)
+    ctx.engine.wait(ctx.rank, [op])
 
 
 def _red(op: str):

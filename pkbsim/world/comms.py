@@ -175,7 +175,7 @@ class Engine:
         if pair.next_seq[rank] == 0:
             op = self.post_collective(pair, rank, "connect", (), None, lambda args: None,
                                       f"lazy creation of the p2p communicator of ranks {a},{b}", site)
-            self.wait(rank, [op], site)
+            self.wait(rank, [op])
 
     # ---- progress --------------------------------------------------------------------------------
     def _run(self, work: list[Op]) -> None:
@@ -252,7 +252,8 @@ class Engine:
         _copy(dst, src)
 
     # ---- waiting -----------------------------------------------------------------------------------
-    def wait(self, rank: int, ops: list[Op], site: str) -> None:
+    def wait(self, rank: int, ops: list[Op]) -> None:
+        """Block `rank` until all `ops` completed (the wait site is read off the thread if it deadlocks)."""
         pending = [o for o in ops if not o.done]
         if not pending:
             return
@@ -260,7 +261,7 @@ class Engine:
         kind = "send" if all(o.kind == "send" for o in pending) else "deadlock"
         self.world.block(rank, Wait(
             what=f"{first.desc} on {first.comm}" + (f" (+{len(pending) - 1} more of its group)" if len(pending) > 1 else ""),
-            site=first.site if first.site == site else f"{first.site} (waited at {site})",
+            site=first.site,
             ready=lambda: all(o.done for o in pending),
             waits_for=lambda: set().union(*(self._waits_for(o) for o in pending if not o.done)),
             explain=lambda: "; ".join(self._explain(o) for o in pending if not o.done),

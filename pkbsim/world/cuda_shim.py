@@ -24,6 +24,7 @@ _RANDOM = {torch.randn, torch.rand, torch.randint, torch.randperm, torch.normal,
            torch.bernoulli, torch.Tensor.normal_, torch.Tensor.uniform_, torch.Tensor.random_,
            torch.Tensor.bernoulli_, torch.Tensor.exponential_}
 _SELF = {torch.Tensor.cuda, torch.Tensor.pin_memory}
+_SPECIAL = _RANDOM | _SELF | {torch.Tensor.to}
 
 
 def _is_cuda(dev) -> bool:
@@ -40,6 +41,8 @@ class DeviceMapMode(TorchFunctionMode):
         self.generator = generator
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
+        if not kwargs and func not in _SPECIAL:
+            return func(*args)
         kwargs = dict(kwargs or {})
         if func in _SELF:
             return args[0]

@@ -45,7 +45,7 @@ def install_dist(patches: Patches) -> None:
             shown = list(key) if key is not None else "all"
             op = ctx.engine.post_collective(world_comm, ctx.rank, "new_group", (key,), None, lambda a: None,
                                             f"new_group(ranks={shown})", site)
-            ctx.engine.wait(ctx.rank, [op], site)
+            ctx.engine.wait(ctx.rank, [op])
         return orig_new_group(ranks, *args, **kwargs)
 
     def batch_isend_irecv(p2p_op_list):

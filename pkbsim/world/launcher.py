@@ -11,6 +11,7 @@ from __future__ import annotations
 import builtins
 import contextlib
 import ctypes
+import gc
 import os
 import sys
 import threading
@@ -47,6 +48,9 @@ class RunOptions:
     record_compute: bool = False
     shape_run: bool = False
     output: object = None  # where the program's own prints go (default: stdout)
+    # Rank threads share the GIL; on one core their hand-offs are ~2x cheaper than across cores
+    # (benchmarks/world_overhead.py). None = let the OS place them.
+    pin_core: int | None = field(default_factory=lambda: min(os.sched_getaffinity(0)))
 
 
 @dataclass
@@ -115,6 +119,9 @@ def _rank_main(world: World, engine: Engine, rank: int, code, path: str, opts: R
     from pkbsim.world.environ import torchrun_env
     from pkbsim.world.ops_mode import ensure_ops_mode
 
+    if opts.pin_core is not None:
+        os.sched_setaffinity(0, {opts.pin_core})  # this thread only: see RunOptions.pin_core
+    world.ranks[rank].thread = threading.current_thread()
     ctx = RankContext(world, engine, rank, trace, device_index=0)
     ctx.extra.update(env=torchrun_env(rank, world.size, opts.nproc), generator=torch.Generator(),
                      record_compute=opts.record_compute)
@@ -200,6 +207,10 @@ def run_script(path: str, argv: list[str], opts: RunOptions) -> RunResult:
     threads = [threading.Thread(target=_rank_main, args=(world, engine, r, code, path, opts, traces[r]),
                                 name=f"pkbsim-rank-{r}", daemon=True) for r in range(opts.nproc)]
     stuck = 0
+    threads_before = torch.get_num_threads()
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // opts.nproc))  # the ranks are the parallelism
+    gc.collect()
+    gc.freeze()  # torch's large heap would make every full collection cost milliseconds per operation
     try:
         with simulated_process(opts.nproc, opts.output):
             for th in threads:
@@ -219,6 +230,8 @@ def run_script(path: str, argv: list[str], opts: RunOptions) -> RunResult:
                     break
     finally:
         sys.argv, sys.path[:] = old_argv, old_path
+        gc.unfreeze()
+        torch.set_num_threads(threads_before)
     findings = list(world.findings)
     ops = sum(1 for t in traces for r in t.records if r["kind"] in ("collective", "p2p", "symm"))
     return RunResult(verdict_of(findings), opts.nproc, findings, ops, time.perf_counter() - t0, traces,

@@ -27,22 +27,21 @@ class CollectiveMismatch(Exception):
 
 
 class SimWork(dist.distributed_c10d.Work):
-    def __init__(self, rank: int, ops: list[Op] | None = None, batch: Batch | None = None, result: Any = None,
-                 stream: int = 0):
+    def __init__(self, ctx, ops: list[Op], site: str, result: Any = None, stream: int = 0):
         super().__init__()
-        self._rank, self._ops, self._batch, self._result, self._stream = rank, ops or [], batch, result, stream
-        ctx = current()
-        self._site = user_site()
-        if ctx is not None:
-            ctx.extra.setdefault("unwaited", {})[id(self)] = self
+        self._rank, self._ops, self._batch, self._result, self._stream = ctx.rank, ops, ctx.batch, result, stream
+        self._site = site
+        ctx.extra.setdefault("unwaited", {})[id(self)] = self
 
     def _pending(self) -> list[Op]:
         return self._batch.ops if self._batch is not None else self._ops
 
     def wait(self, timeout=None) -> bool:
         ctx = require()
-        ctx.engine.wait(self._rank, self._pending(), user_site())
-        ctx.extra.get("unwaited", {}).pop(id(self), None)
+        pending = self._pending()
+        if not all(op.done for op in pending):
+            ctx.engine.wait(self._rank, pending)
+        ctx.extra["unwaited"].pop(id(self), None)
         mode = ctx.extra.get("ops_mode")
         if mode is not None and mode.streams is not None:
             mode.streams.wait_stream(_stream_id(ctx), self._stream)
@@ -71,8 +70,7 @@ class SimWork(dist.distributed_c10d.Work):
         return fut
 
 
-def _fmt(tensors) -> str:
-    shapes, dtypes, _ = describe(tensors)
+def _fmt(shapes, dtypes) -> str:
     if not shapes:
         return ""
     if len(shapes) == 1:
@@ -86,7 +84,10 @@ def _moving(execute: Callable[[list], None], tensors) -> Callable[[list], None]:
         return lambda args: None
 
     def run(args):
-        with _disable_current_modes(), torch.no_grad():
+        if torch._C._len_torch_dispatch_stack() or torch.is_grad_enabled():
+            with _disable_current_modes(), torch.no_grad():
+                execute(args)
+        else:
             execute(args)
     return run
 
@@ -138,7 +139,7 @@ class SimProcessGroup(dist.ProcessGroup):
         ctx = require()
         site = user_site()
         shapes, dtypes, nbytes = describe(tensors)
-        desc = f"{name}({_fmt(tensors)}{', ' + extra if extra else ''})"
+        desc = f"{name}({_fmt(shapes, dtypes)}{', ' + extra if extra else ''})"
 
         def guarded(all_args):
             try:
@@ -155,7 +156,7 @@ class SimProcessGroup(dist.ProcessGroup):
         ctx.trace.record("collective", name, site, stream=_stream_id(ctx), group=self._comm.name, seq=op.seq,
                          group_ranks=self._comm.ranks, shapes=shapes, dtypes=dtypes, bytes=nbytes,
                          **({"detail": extra} if extra else {}))
-        return SimWork(ctx.rank, [op], ctx.batch, result, _stream_id(ctx))
+        return SimWork(ctx, [op], site, result, _stream_id(ctx))
 
     @staticmethod
     def _redop(opts) -> Any:
@@ -346,7 +347,7 @@ class SimProcessGroup(dist.ProcessGroup):
         shapes, dtypes, nbytes = describe([tensor])
         ctx.trace.record("p2p", kind, site, stream=_stream_id(ctx), group=self._comm.name, peer=peer,
                          shapes=shapes, dtypes=dtypes, bytes=nbytes, batched=ctx.batch is not None)
-        return SimWork(ctx.rank, [op], ctx.batch, [tensor], _stream_id(ctx))
+        return SimWork(ctx, [op], site, [tensor], _stream_id(ctx))
 
     def send(self, tensors, dstRank, tag=0):
         return self._p2p("send", tensors[0], dstRank)

@@ -15,8 +15,11 @@ class NotSimulated(Exception):
     """A feature the simulated world does not implement; reported, never guessed."""
 
 
+_NAMES = {op: str(op).split(".")[-1] for op in RedOpType.__members__.values()}
+
+
 def op_name(op) -> str:
-    return str(op).split(".")[-1]
+    return _NAMES.get(op) or str(op).split(".")[-1]
 
 
 def reduce_tensors(tensors: list[torch.Tensor], op) -> torch.Tensor:

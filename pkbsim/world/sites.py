@@ -17,10 +17,16 @@ _SKIP_PARTS = (
 )
 
 
+_plumbing_cache: dict[str, bool] = {}
+
+
 def _is_plumbing(filename: str) -> bool:
-    if filename.startswith(_PKG_ROOT) and not filename.startswith(_EXAMPLES):
-        return True
-    return any(p in filename for p in _SKIP_PARTS)
+    hit = _plumbing_cache.get(filename)
+    if hit is None:
+        hit = (filename.startswith(_PKG_ROOT) and not filename.startswith(_EXAMPLES)) or \
+            any(p in filename for p in _SKIP_PARTS) or filename.startswith("<")
+        _plumbing_cache[filename] = hit
+    return hit
 
 
 def user_site(depth: int = 1) -> str:
@@ -28,7 +34,7 @@ def user_site(depth: int = 1) -> str:
     frame = sys._getframe(depth)
     while frame is not None:
         filename = frame.f_code.co_filename
-        if not _is_plumbing(filename) and not filename.startswith("<"):
+        if not _is_plumbing(filename):
             return f"{os.path.basename(filename)}:{frame.f_lineno}"
         frame = frame.f_back
     return "?"

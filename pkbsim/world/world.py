@@ -116,10 +116,13 @@ class World:
                 other.cond.notify_all()
 
     def _everyone_stuck(self) -> bool:
-        blocked = [st for st in self.ranks if st.status == "blocked"]
-        if not blocked or any(st.status == "running" for st in self.ranks):
-            return False
-        return not any(st.wait.ready() for st in blocked)
+        blocked = []
+        for st in self.ranks:
+            if st.status == "running":
+                return False
+            if st.status == "blocked":
+                blocked.append(st)
+        return bool(blocked) and not any(st.wait.ready() for st in blocked)
 
     # ---- reports -------------------------------------------------------------------------------
     def _report_deadlock(self) -> None:
@@ -129,7 +132,11 @@ class World:
             if st.rank in blocked:
                 w = blocked[st.rank]
                 why = w.explain()
-                details.append(f"rank {st.rank}: blocked in {w.what} at {w.site}" + (f" -- {why}" if why else ""))
+                where = w.site
+                waited = _waiting_site(st.thread)
+                if waited and waited != where:
+                    where += f" (waited at {waited})"
+                details.append(f"rank {st.rank}: blocked in {w.what} at {where}" + (f" -- {why}" if why else ""))
                 sites.append(w.site)
             else:
                 details.append(f"rank {st.rank}: {'finished' if st.status == 'done' else st.status}")
@@ -148,6 +155,17 @@ class World:
         self.failed = True
         for st in self.ranks:
             st.cond.notify_all()
+
+
+def _waiting_site(thread) -> str | None:
+    """The user's line where a blocked rank thread is waiting now."""
+    import sys
+
+    from pkbsim.world.sites import user_stack
+
+    frame = sys._current_frames().get(thread.ident) if thread is not None else None
+    stack = user_stack(frame, limit=1) if frame is not None else []
+    return stack[0].split(" in ")[0] if stack else None
 
 
 def find_cycle(edges: dict[int, set[int]]) -> list[int]:
