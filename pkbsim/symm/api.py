@@ -60,17 +60,15 @@ def rendezvous(tensor: torch.Tensor, group=None) -> SimSymmetricMemory:
     if cached is not None:
         return cached
     offset = tensor.storage_offset() * tensor.element_size()
-    results: dict[int, SimSymmetricMemory] = {}
 
     def exchange(allocs):
-        for grank, gr in enumerate(comm.ranks):
-            results[gr] = SimSymmetricMemory(list(allocs), grank, comm, offset)
+        return {gr: SimSymmetricMemory(list(allocs), grank, comm, offset) for grank, gr in enumerate(comm.ranks)}
 
     nbytes = tensor.untyped_storage().nbytes()
     op = ctx.engine.post_collective(comm, ctx.rank, "symm_mem.rendezvous", (nbytes,), alloc, exchange,
                                     f"symm_mem.rendezvous({nbytes} bytes)", site)
     ctx.engine.wait(ctx.rank, [op])
-    hdl = results[ctx.rank]
+    hdl = op.slot.result[ctx.rank]
     with ctx.world.lock:
         st.handles[(storage_key(tensor), comm.name)] = hdl
     return hdl

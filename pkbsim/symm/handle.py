@@ -41,7 +41,11 @@ class SymmState:
 
 
 def storage_key(t: torch.Tensor) -> int:
-    return t.untyped_storage().data_ptr()
+    """Identity of a tensor's memory: its storage address (fake tensors of a shape run have none)."""
+    try:
+        return t.untyped_storage().data_ptr()
+    except (RuntimeError, NotImplementedError):
+        return id(t)
 
 
 def state(world) -> SymmState:

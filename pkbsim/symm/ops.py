@@ -33,13 +33,14 @@ def _collective(name: str, group_name: str, signature: tuple, arg, compute, symm
 
     def execute(args):
         with _disable_current_modes(), torch.no_grad():
-            compute(args)
+            return compute(args)
     op = ctx.engine.post_collective(comm, ctx.rank, f"symm_mem.{name}", signature, arg, execute,
                                     f"symm_mem.{name}", site)
     ctx.trace.record("symm", name, site, group=comm.name, seq=op.seq, group_ranks=comm.ranks,
                      shapes=[list(t.shape) for t in symm_inputs], bytes=sum(t.numel() * t.element_size()
                                                                               for t in symm_inputs))
     ctx.engine.wait(ctx.rank, [op])
+    return op.slot.result
 
 
 def _red(op: str):
@@ -80,15 +81,8 @@ def multimem_all_reduce_(input, reduce_op, group_name):
 
 
 def fused_all_gather_matmul(A, Bs, gather_dim, group_name, *, return_A=True):
-    gathered: dict[int, torch.Tensor] = {}
-    ctx = require()
-
-    def compute(args):
-        full = torch.cat(list(args), dim=gather_dim)
-        for r in resolve_comm(ctx, group_name).ranks:
-            gathered[r] = full
-    _collective("fused_all_gather_matmul", group_name, (tuple(A.shape), A.dtype, gather_dim), A, compute)
-    full = gathered[ctx.rank].clone()
+    full = _collective("fused_all_gather_matmul", group_name, (tuple(A.shape), A.dtype, gather_dim), A,
+                       lambda args: torch.cat(list(args), dim=gather_dim)).clone()
     return (full if return_A else None), [torch.matmul(full, B) for B in Bs]
 
 
@@ -96,16 +90,11 @@ def fused_matmul_reduce_scatter(A, B, reduce_op, scatter_dim, group_name):
     red = _red(reduce_op)
     ctx = require()
     partial = torch.matmul(A, B)
-    results: dict[int, torch.Tensor] = {}
     comm = resolve_comm(ctx, group_name)
-
-    def compute(args):
-        total = reduce_tensors(list(args), red)
-        for i, chunk in enumerate(total.chunk(len(args), dim=scatter_dim)):
-            results[comm.ranks[i]] = chunk.clone()
-    _collective("fused_matmul_reduce_scatter", group_name, (tuple(partial.shape), partial.dtype, reduce_op,
-                                                            scatter_dim), partial, compute)
-    return results[ctx.rank]
+    chunks = _collective("fused_matmul_reduce_scatter", group_name,
+                         (tuple(partial.shape), partial.dtype, reduce_op, scatter_dim), partial,
+                         lambda args: reduce_tensors(list(args), red).chunk(len(args), dim=scatter_dim))
+    return chunks[comm.group_rank[ctx.rank]].clone()
 
 
 def get_remote_tensors(x, group_name):

@@ -71,6 +71,7 @@ class Slot:
     execute: Callable[[list[Any]], None]
     ops: dict[int, Op] = field(default_factory=dict)
     args: dict[int, Any] = field(default_factory=dict)
+    result: Any = None  # what execute returned, shared by every member
 
 
 @dataclass(eq=False)
@@ -210,7 +211,7 @@ class Engine:
                 # an inactive member will retry when its lane frees up
                 return []
             if not any(o.done for o in slot.ops.values()):
-                slot.execute([slot.args[i] for i in range(len(members))])
+                slot.result = slot.execute([slot.args[i] for i in range(len(members))])
                 del op.comm.slots[slot.seq]
                 self.world.clocks.join(members)
             return list(slot.ops.values())

@@ -144,12 +144,10 @@ def _rank_main(world: World, engine: Engine, rank: int, code, path: str, opts: R
     except SystemExit as e:
         if e.code not in (None, 0):
             status = "failed"
-            if not world.failed:
-                world.fail(Finding("error", f"rank {rank} exited with status {e.code}", [rank]))
+            world.fail(Finding("error", f"rank {rank} exited with status {e.code}", [rank]), unless_failed=True)
     except BaseException as e:  # noqa: BLE001 - a rank's exception is a finding, not a crash of pkb
         status = "failed"
-        if not world.failed:  # otherwise it is a consequence of the failure already reported
-            world.fail(_error_finding(rank, e))
+        world.fail(_error_finding(rank, e), unless_failed=True)
     finally:
         world.finish(rank, status)
         context.bind(None)

@@ -18,7 +18,7 @@ from pkbsim.world.sites import user_site
 from pkbsim.world.streams import StreamOrder
 from pkbsim.world.world import SimAbort
 
-_SKIP = {torch.ops.aten.detach.default, torch.ops.aten.lift_fresh.default}
+_SKIP = {torch.ops.aten.detach.default, torch.ops.aten.lift_fresh.default, torch.ops.aten.set_.source_Storage_storage_offset}
 
 
 def _stream_id(ctx) -> int:

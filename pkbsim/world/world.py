@@ -68,9 +68,12 @@ class World:
             if st.status == "blocked" and st.wait is not None and st.wait.ready():
                 st.cond.notify()
 
-    def fail(self, finding: Finding) -> None:
-        """Record a fatal finding and release every rank (under the lock)."""
+    def fail(self, finding: Finding, unless_failed: bool = False) -> None:
+        """Record a fatal finding and release every rank. With unless_failed, a finding that arrives after
+        the world already failed is dropped (it is a consequence of the first)."""
         with self.lock:
+            if unless_failed and self.failed:
+                return
             self.findings.append(finding)
             if not self.failed:
                 self.failed = True

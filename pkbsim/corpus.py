@@ -1,0 +1,119 @@
+"""The labelled corpus (tests/corpus): read each program's header, run it, score the checker.
+
+Header (leading comment block of each program):
+    # pkb-corpus
+    # family: C1
+    # world_sizes: 2, 4
+    # expect: mismatch
+    # twin: C1_order_fixed.py
+    # options: --lazy-p2p-init          (optional)
+Scoring follows the MPI bug-benchmark practice: per family, a buggy case is a true positive when the
+verdict equals its label, a fixed twin a true negative when the verdict is ok; a run that hangs or
+crashes the checker is inconclusive.
+"""
+from __future__ import annotations
+
+import io
+import os
+from dataclasses import dataclass, field
+
+from pkbsim.world.check import check_script
+from pkbsim.world.launcher import RunOptions
+
+
+@dataclass
+class Case:
+    path: str
+    family: str
+    expect: str
+    world_sizes: list[int]
+    twin: str = ""
+    options: list[str] = field(default_factory=list)
+    title: str = ""
+
+    @property
+    def name(self) -> str:
+        return os.path.basename(self.path)
+
+    @property
+    def buggy(self) -> bool:
+        return self.expect != "ok"
+
+
+def parse_header(path: str) -> Case | None:
+    fields: dict[str, str] = {}
+    with open(path) as f:
+        lines = f.read().splitlines()
+    if not lines or lines[0].strip() != "# pkb-corpus":
+        return None
+    for line in lines[1:]:
+        if not line.startswith("#"):
+            break
+        key, _, value = line[1:].partition(":")
+        fields[key.strip()] = value.strip()
+    missing = {"family", "expect", "world_sizes"} - fields.keys()
+    if missing:
+        raise ValueError(f"{path}: corpus header lacks {sorted(missing)}")
+    return Case(path, fields["family"], fields["expect"], [int(x) for x in fields["world_sizes"].split(",")],
+                fields.get("twin", ""), fields.get("options", "").split(), fields.get("title", ""))
+
+
+def load_corpus(root: str) -> list[Case]:
+    cases = [parse_header(os.path.join(root, n)) for n in sorted(os.listdir(root)) if n.endswith(".py")]
+    return [c for c in cases if c is not None]
+
+
+def run_options(case: Case, world_size: int, timeout: float = 60.0) -> RunOptions:
+    opts = RunOptions(nproc=world_size, timeout=timeout, output=io.StringIO())
+    args = list(case.options)
+    while args:
+        flag = args.pop(0)
+        if flag == "--lazy-p2p-init":
+            opts.lazy_p2p_init = True
+        elif flag == "--p2p-buffer":
+            opts.p2p_buffer = int(args.pop(0))
+        else:
+            raise ValueError(f"{case.name}: unknown option {flag!r} in the corpus header")
+    return opts
+
+
+@dataclass
+class Outcome:
+    case: Case
+    world_size: int
+    verdict: str
+    wall_s: float
+    message: str = ""
+
+    @property
+    def correct(self) -> bool:
+        return self.verdict == self.case.expect
+
+    @property
+    def conclusive(self) -> bool:
+        return self.verdict != "timeout" or self.case.expect == "timeout"
+
+
+def run_case(case: Case, world_size: int, timeout: float = 60.0) -> Outcome:
+    res = check_script(case.path, [], run_options(case, world_size, timeout))
+    msg = res.findings[0].message if res.findings else ""
+    return Outcome(case, world_size, res.verdict, res.wall_s, msg)
+
+
+def score(outcomes: list[Outcome]) -> dict[str, dict]:
+    """Per family: TP/FN over buggy runs, TN/FP over fixed runs, precision, recall, conclusiveness."""
+    table: dict[str, dict] = {}
+    for o in outcomes:
+        row = table.setdefault(o.case.family, {"tp": 0, "fn": 0, "tn": 0, "fp": 0, "runs": 0, "inconclusive": 0})
+        row["runs"] += 1
+        row["inconclusive"] += not o.conclusive
+        if o.case.buggy:
+            row["tp" if o.correct else "fn"] += 1
+        else:
+            row["tn" if o.correct else "fp"] += 1
+    for row in table.values():
+        flagged = row["tp"] + row["fp"]
+        row["precision"] = row["tp"] / flagged if flagged else 1.0
+        row["recall"] = row["tp"] / (row["tp"] + row["fn"]) if row["tp"] + row["fn"] else 1.0
+        row["conclusiveness"] = 1 - row["inconclusive"] / row["runs"]
+    return table
