@@ -88,7 +88,7 @@ class RankOpsMode(TorchDispatchMode):
                 msg = (f"rank {ctx.rank} reads a buffer in {what} on stream {s} at {site}, but stream {w[0]} wrote "
                        f"it at {w[2]} and stream {s} never waited for it (add {'s' if s else 'the stream'}"
                        f".wait_stream(...) or an event)")
-                ctx.world.fail(Finding("race", msg, [ctx.rank], [site, w[2]]))
+                ctx.world.fail(Finding("race", msg, [ctx.rank], [site, w[2]]), unless_failed=True)
                 raise SimAbort(msg)
         for t in writes:
             so.write(storage_key(t), s, site)

@@ -1,0 +1,31 @@
+import io
+import os
+import textwrap
+
+import pytest
+
+from pkbsim.world.check import check_script
+from pkbsim.world.launcher import RunOptions
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+PRELUDE = """\
+import os, torch, torch.distributed as dist
+dist.init_process_group("nccl")
+torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+rank, world = dist.get_rank(), dist.get_world_size()
+"""
+
+
+@pytest.fixture
+def run_program(tmp_path):
+    """Run a program body (after a torchrun prelude) on N simulated ranks; returns the RunResult."""
+    def run(body: str, nproc: int = 2, prelude: bool = True, **opts):
+        src = (PRELUDE if prelude else "") + textwrap.dedent(body)
+        path = tmp_path / "prog.py"
+        path.write_text(src)
+        out = io.StringIO()
+        res = check_script(str(path), opts.pop("argv", []), RunOptions(nproc=nproc, output=out, **opts))
+        res.output = out.getvalue()
+        return res
+    return run

@@ -1,0 +1,41 @@
+# pkb-corpus
+# family: C2
+# title: every rank joins the final all_reduce of the metrics, even with no validation data
+# patterns: all_reduce
+# world_sizes: 2, 4
+# expect: ok
+# twin: C2_skipped_final_allreduce_bug.py
+# source: pytorch/pytorch#138322
+import os
+
+import torch
+import torch.distributed as dist
+
+
+def main():
+    dist.init_process_group("nccl")
+    local_rank = int(os.environ["LOCAL_RANK"])
+    torch.cuda.set_device(local_rank)
+    rank = dist.get_rank()
+    world = dist.get_world_size()
+
+    grad = torch.ones(256, device="cuda")
+    dist.all_reduce(grad)  # training step: every rank takes part
+    assert torch.equal(grad, torch.full((256,), float(world), device="cuda"))
+
+    n_val = 0 if rank == world - 1 else 2  # the last rank's validation shard is empty
+    totals = torch.zeros(2, device="cuda")  # [loss sum, sample count]
+    for i in range(n_val):
+        totals += torch.tensor([float(rank + i), 1.0], device="cuda")
+    # FIX: an empty shard contributes zeros, but the rank still takes part in the collective
+    dist.all_reduce(totals)
+
+    expected = torch.tensor([float(sum(2 * r + 1 for r in range(world - 1))), 2.0 * (world - 1)], device="cuda")
+    assert torch.equal(totals, expected), totals
+    if rank == 0:
+        print("val loss", (totals[0] / totals[1]).item())
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
