@@ -36,7 +36,7 @@ def add_parser(sub) -> None:
 
 def _options(args, nproc: int, output):
     from pkbsim.world.launcher import RunOptions
-    return RunOptions(nproc=nproc, timeout=args.timeout, p2p_buffer=args.p2p_buffer, lazy_p2p_init=args.lazy_p2p_init,
+    return RunOptions(nproc=nproc * args.nnodes, nproc_per_node=nproc, timeout=args.timeout, p2p_buffer=args.p2p_buffer, lazy_p2p_init=args.lazy_p2p_init,
                       record_compute=bool(args.trace), shape_run=args.shape_run, output=output)
 
 
@@ -52,13 +52,13 @@ def run(args) -> int:
 
     if args.demo and args.script:
         raise UsageError("--demo runs the bundled example; drop SCRIPT or drop --demo")
-    nproc = args.nproc_per_node or (8 if args.demo else 4)
+    nproc = args.nproc_per_node if args.nproc_per_node is not None else (8 if args.demo else 4)
     if nproc < 1 or args.nnodes < 1:
         raise UsageError("--nproc-per-node and --nnodes must be at least 1")
     if args.timeout <= 0:
         raise UsageError("--timeout must be positive (seconds)")
     if args.demo:
-        return _demo(args, nproc * args.nnodes)
+        return _demo(args, nproc)
     if not args.script:
         raise UsageError("no script given; usage: pkb check --nproc-per-node N SCRIPT [ARGS...] (or --demo)")
     if not os.path.isfile(args.script):
@@ -68,7 +68,7 @@ def run(args) -> int:
 
     output = sys.stderr if args.json else sys.stdout
     try:
-        result = check_script(args.script, args.script_args, _options(args, nproc * args.nnodes, output))
+        result = check_script(args.script, args.script_args, _options(args, nproc, output))
     except ScriptError as e:
         raise UsageError(str(e)) from None
     if args.trace:
@@ -83,7 +83,7 @@ def run(args) -> int:
     return result.exit_code
 
 
-def _demo(args, world_size: int) -> int:
+def _demo(args, nproc: int) -> int:
     import pkbsim.examples as ex
     from pkbsim.world.check import check_script
 
@@ -92,7 +92,7 @@ def _demo(args, world_size: int) -> int:
     results = {}
     for name in expected:
         out = sys.stderr if args.json else sys.stdout
-        results[name] = check_script(os.path.join(root, name), [], _options(args, world_size, out))
+        results[name] = check_script(os.path.join(root, name), [], _options(args, nproc, out))
         if not args.json:
             print(_render(results[name], name) + "\n")
     ok = all(results[n].verdict == v for n, v in expected.items())

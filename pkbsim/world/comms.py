@@ -91,6 +91,7 @@ class Comm:
         self.slots: dict[int, Slot] = {}
         self.lanes: dict[tuple, deque] = {}
         self.directions: dict[tuple[int, int], Direction] = {}
+        self.devices: dict[int, tuple[int, int, str]] = {}  # rank -> (node, GPU index, first-use site)
 
     def __repr__(self) -> str:
         if self.name == self.world.world_comm_name:

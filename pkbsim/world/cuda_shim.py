@@ -48,12 +48,29 @@ class DeviceMapMode(TorchFunctionMode):
             return args[0]
         dev = kwargs.get("device")
         if dev is not None and _is_cuda(dev):
+            _note_explicit_device(dev)
             kwargs["device"] = "cpu"
         if func is torch.Tensor.to and len(args) > 1 and _is_cuda(args[1]):
+            _note_explicit_device(args[1])
             args = (args[0], "cpu", *args[2:])
         if func in _RANDOM and kwargs.get("generator") is None:
             kwargs["generator"] = self.generator
         return func(*args, **kwargs)
+
+
+def _note_explicit_device(dev) -> None:
+    """Remember "cuda:i" written out by the program: NCCL uses the tensors' device, not the current one."""
+    index = dev if isinstance(dev, int) else torch.device(dev).index
+    ctx = current()
+    if index is not None and ctx is not None:
+        ctx.extra["explicit_device"] = index
+
+
+def bound_device(ctx) -> int:
+    """The GPU a rank's NCCL communicators would be created on."""
+    if ctx.extra.get("device_set"):
+        return ctx.device_index
+    return ctx.extra.get("explicit_device", ctx.device_index)
 
 
 class SimStream:

@@ -34,6 +34,7 @@ def install_dist(patches: Patches) -> None:
             from pkbsim.world.cuda_shim import set_device
             set_device(device_id)
         ctx.trace.record("host", "init_process_group", user_site(), backend=str(backend))
+        ctx.extra["nccl"] = "nccl" in str(backend).lower()  # device rules only bind NCCL programs
         return orig_init(BACKEND_NAME, world_size=ctx.world.size, rank=ctx.rank, store=ctx.world.store)
 
     def new_group(ranks=None, *args, **kwargs):

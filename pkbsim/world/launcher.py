@@ -41,7 +41,8 @@ class ScriptError(Exception):
 
 @dataclass
 class RunOptions:
-    nproc: int
+    nproc: int  # world size
+    nproc_per_node: int | None = None  # ranks per simulated node (default: all on one node)
     timeout: float = 120.0
     p2p_buffer: int = 0
     lazy_p2p_init: bool = False
@@ -123,7 +124,7 @@ def _rank_main(world: World, engine: Engine, rank: int, code, path: str, opts: R
         os.sched_setaffinity(0, {opts.pin_core})  # this thread only: see RunOptions.pin_core
     world.ranks[rank].thread = threading.current_thread()
     ctx = RankContext(world, engine, rank, trace, device_index=0)
-    ctx.extra.update(env=torchrun_env(rank, world.size, opts.nproc), generator=torch.Generator(),
+    ctx.extra.update(env=torchrun_env(rank, world.size, world.nproc_per_node), generator=torch.Generator(),
                      record_compute=opts.record_compute)
     context.bind(ctx)
     status = "done"
@@ -194,7 +195,8 @@ def run_script(path: str, argv: list[str], opts: RunOptions) -> RunResult:
         raise ScriptError(f"cannot read {path}: {e}") from None
     except SyntaxError as e:
         raise ScriptError(f"{os.path.basename(path)}:{e.lineno}: syntax error: {e.msg}; fix the script") from None
-    world = World(opts.nproc, p2p_buffer=opts.p2p_buffer, lazy_p2p_init=opts.lazy_p2p_init)
+    world = World(opts.nproc, nproc_per_node=opts.nproc_per_node, p2p_buffer=opts.p2p_buffer,
+                  lazy_p2p_init=opts.lazy_p2p_init)
     world.store = dist.HashStore()
     engine = Engine(world)
     t0 = time.perf_counter()
@@ -210,7 +212,7 @@ def run_script(path: str, argv: list[str], opts: RunOptions) -> RunResult:
     gc.collect()
     gc.freeze()  # torch's large heap would make every full collection cost milliseconds per operation
     try:
-        with simulated_process(opts.nproc, opts.output):
+        with simulated_process(world.nproc_per_node, opts.output):
             for th in threads:
                 th.start()
             deadline = t0 + opts.timeout

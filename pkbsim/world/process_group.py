@@ -18,6 +18,7 @@ from pkbsim.world.findings import Finding
 from pkbsim.world.reduce import NotSimulated, op_name, reduce_tensors
 from pkbsim.world.sites import user_site
 from pkbsim.world.trace import describe
+from pkbsim.world.world import SimAbort
 
 BACKEND_NAME = "sim"
 
@@ -138,6 +139,8 @@ class SimProcessGroup(dist.ProcessGroup):
               tensors: list, extra: str = "", result: Any = None) -> SimWork:
         ctx = require()
         site = user_site()
+        if ctx.rank not in self._comm.devices and ctx.extra.get("nccl"):
+            self._bind_device(ctx, site, name)
         shapes, dtypes, nbytes = describe(tensors)
         desc = f"{name}({_fmt(shapes, dtypes)}{', ' + extra if extra else ''})"
 
@@ -157,6 +160,30 @@ class SimProcessGroup(dist.ProcessGroup):
                          group_ranks=self._comm.ranks, shapes=shapes, dtypes=dtypes, bytes=nbytes,
                          **({"detail": extra} if extra else {}))
         return SimWork(ctx, [op], site, result, _stream_id(ctx))
+
+    def _bind_device(self, ctx, site: str, op: str) -> None:
+        """NCCL creates a communicator on each member's device at first use; two members on one GPU fail."""
+        from pkbsim.world.cuda_shim import bound_device
+
+        if op == "barrier" and not ctx.extra.get("device_set") and "explicit_device" not in ctx.extra:
+            msg = (f"rank {ctx.rank} calls barrier() at {site} before its GPU is known (no torch.cuda.set_device, "
+                   f"no device_id): PyTorch guesses GPU rank % device_count for the barrier's communicator, "
+                   f"which can hang; call torch.cuda.set_device(LOCAL_RANK) first")
+            ctx.world.fail(Finding("protocol", msg, [ctx.rank], [site]), unless_failed=True)
+            raise SimAbort(msg)
+        dev = bound_device(ctx)
+        node = ctx.rank // ctx.world.nproc_per_node
+        with ctx.world.lock:
+            self._comm.devices[ctx.rank] = (node, dev, site)
+            clash = [r for r, (n, d, _) in self._comm.devices.items() if r != ctx.rank and (n, d) == (node, dev)]
+        if clash:
+            other = clash[0]
+            msg = (f"ranks {other} and {ctx.rank} both use cuda:{dev} of node {node} in {self._comm} (first "
+                   f"collectives at {self._comm.devices[other][2]} and {site}); NCCL fails with 'Duplicate GPU "
+                   f"detected' or hangs: call torch.cuda.set_device(LOCAL_RANK) before the first collective")
+            ctx.world.fail(Finding("protocol", msg, [other, ctx.rank], [self._comm.devices[other][2], site]),
+                           unless_failed=True)
+            raise SimAbort(msg)
 
     @staticmethod
     def _redop(opts) -> Any:

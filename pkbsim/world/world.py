@@ -44,10 +44,12 @@ class RankState:
 
 
 class World:
-    def __init__(self, size: int, *, p2p_buffer: int = 0, lazy_p2p_init: bool = False):
+    def __init__(self, size: int, *, nproc_per_node: int | None = None, p2p_buffer: int = 0,
+                 lazy_p2p_init: bool = False):
         if size < 1:
             raise ValueError("world size must be at least 1")
         self.size = size
+        self.nproc_per_node = nproc_per_node or size
         self.p2p_buffer = p2p_buffer
         self.lazy_p2p_init = lazy_p2p_init
         self.clocks = VectorClocks(size)

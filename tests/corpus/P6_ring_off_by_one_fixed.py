@@ -1,0 +1,36 @@
+# pkb-corpus
+# family: P6
+# title: ring exchange that sends right and receives from the left
+# patterns: batch_isend_irecv, isend, irecv
+# world_sizes: 4, 8
+# expect: ok
+# twin: P6_ring_off_by_one_bug.py
+# source: NVIDIA/Megatron-LM#1450
+import os
+
+import torch
+import torch.distributed as dist
+
+
+def main():
+    dist.init_process_group("nccl")
+    local_rank = int(os.environ["LOCAL_RANK"])
+    torch.cuda.set_device(local_rank)
+    rank = dist.get_rank()
+    world = dist.get_world_size()
+
+    right = (rank + 1) % world
+    left = (rank - 1) % world  # FIX
+    send_buf = torch.full((512,), float(rank), device="cuda")
+    recv_buf = torch.empty(512, device="cuda")
+    ops = [dist.P2POp(dist.isend, send_buf, right), dist.P2POp(dist.irecv, recv_buf, left)]
+    for work in dist.batch_isend_irecv(ops):
+        work.wait()
+
+    assert torch.equal(recv_buf, torch.full((512,), float(left), device="cuda"))
+    print(f"rank {rank}: got {recv_buf[0].item()} from {left}")
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

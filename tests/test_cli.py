@@ -1,0 +1,81 @@
+"""`pkb check` as users call it: JSON schema, exit codes, one-line errors for bad input."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from pkbsim.cli.main import main
+
+OK = 'import torch, torch.distributed as dist\ndist.init_process_group("gloo")\ndist.barrier()\nprint("hi")\n'
+DEADLOCK = ('import torch, torch.distributed as dist\ndist.init_process_group("gloo")\n'
+            'if dist.get_rank() == 0:\n    dist.barrier()\n')
+
+
+@pytest.fixture
+def script(tmp_path):
+    def make(src, name="s.py"):
+        p = tmp_path / name
+        p.write_text(src)
+        return str(p)
+    return make
+
+
+def test_json_schema_and_exit_codes(script, capsys):
+    assert main(["check", "--nproc-per-node", "2", "--json", script(OK)]) == 0
+    out, err = capsys.readouterr()
+    doc = json.loads(out)
+    assert doc["verdict"] == "ok" and doc["world_size"] == 2 and doc["findings"] == [] and doc["ops"] == 2
+    assert "[rank 0] hi" in err and "[rank 1] hi" in err  # program output kept off the JSON stream
+
+    assert main(["check", "--nproc-per-node", "3", "--json", script(DEADLOCK)]) == 3
+    doc = json.loads(capsys.readouterr()[0])
+    assert doc["verdict"] == "deadlock"
+    f = doc["findings"][0]
+    assert set(f) == {"kind", "message", "ranks", "sites", "details"} and f["ranks"] == [0] and f["sites"] == ["s.py:4"]
+
+
+def test_error_and_timeout_exit_codes(script, capsys):
+    assert main(["check", "--nproc-per-node", "2", script("raise RuntimeError('x')\n")]) == 4
+    assert "RuntimeError: x" in capsys.readouterr()[0]
+    assert main(["check", "--nproc-per-node", "2", "--timeout", "1", script("while True:\n    pass\n")]) == 5
+
+
+def test_trace_file(script, tmp_path, capsys):
+    trace = tmp_path / "t.json"
+    src = OK + "x = torch.ones(8, 8).cuda() @ torch.ones(8, 8).cuda()\ndist.all_reduce(x)\n"
+    assert main(["check", "--nproc-per-node", "2", "--trace", str(trace), script(src)]) == 0
+    doc = json.loads(trace.read_text())
+    ops = doc["ranks"][1]["ops"]
+    assert doc["schema"] == "pkb.trace/1" and doc["world_size"] == 2
+    mm = [o for o in ops if o["kind"] == "compute" and o["op"] == "mm"]
+    assert mm and mm[0]["flops"] == 2 * 8 * 8 * 8 and mm[0]["site"] == "s.py:5"
+    ar = [o for o in ops if o["op"] == "all_reduce"]
+    assert ar and ar[0]["bytes"] == 256 and ar[0]["seq"] == 1
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["check", "--nproc-per-node", "2", "nope.py"], "not found"),
+    (["check", "--nproc-per-node", "0", "x.py"], "at least 1"),
+    (["check"], "no script given"),
+    (["check", "--timeout", "0", "x.py"], "--timeout"),
+])
+def test_bad_input_is_one_line_and_exit_2(argv, needle, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr()[1].strip().splitlines()
+    assert len(err) == 1 and needle in err[0] and err[0].startswith("pkb check: error:")
+
+
+def test_syntax_error_names_the_line(script, capsys):
+    assert main(["check", script("x = (\n")]) == 2
+    assert "s.py:1: syntax error" in capsys.readouterr()[1]
+
+
+def test_console_script_runs_the_demo():
+    exe = os.path.join(os.path.dirname(sys.executable), "pkb")
+    proc = subprocess.run([exe, "check", "--demo", "--nproc-per-node", "4"], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "DEADLOCK" in proc.stdout and "cycle: rank 2 -> rank 3 -> rank 2" in proc.stdout
+    assert "both verdicts as expected" in proc.stdout
