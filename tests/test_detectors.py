@@ -254,3 +254,19 @@ hdl.put_signal(dst_rank=peer, channel=0)
 hdl2.wait_signal(src_rank=peer, channel=0)
 """)
     assert bug.verdict == "protocol" and "share one allocation" in bug.findings[0].message
+
+
+def test_two_communicators_in_opposite_orders(run_program):
+    body = """
+        a, b = dist.new_group([0, 1]), dist.new_group([0, 1])
+        x, y = torch.ones(4, device="cuda"), torch.ones(4, device="cuda")
+        order = [a, b] if rank == 0 else [b, a]
+        works = [dist.all_reduce(x if g is a else y, group=g, async_op=True) for g in ORDER]
+        for w in works:
+            w.wait()
+    """
+    bug = run_program(body.replace("ORDER", "order"))
+    assert bug.verdict == "deadlock" and bug.findings[0].kind == "order_hazard"
+    assert "opposite orders" in bug.findings[0].message
+    fixed = run_program(body.replace("ORDER", "[a, b]"))
+    assert fixed.verdict == "ok"

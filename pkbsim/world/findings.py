@@ -10,6 +10,7 @@ EXIT_CODES = {"ok": 0, "deadlock": 3, "mismatch": 3, "protocol": 3, "error": 4, 
 _VERDICT_OF_KIND = {
     "deadlock": "deadlock",
     "buffering_hazard": "deadlock",
+    "order_hazard": "deadlock",
     "mismatch": "mismatch",
     "p2p_mismatch": "mismatch",
     "group_mismatch": "mismatch",

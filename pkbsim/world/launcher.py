@@ -65,6 +65,10 @@ class RunResult:
     eager_sends: int = 0
     blocked_sends: int = 0
     stuck_threads: int = 0
+    group_labels: dict = field(default_factory=dict)
+
+    def group_label(self, name: str) -> str:
+        return self.group_labels.get(name, f"group {name!r}")
 
     @property
     def exit_code(self) -> int:
@@ -234,5 +238,6 @@ def run_script(path: str, argv: list[str], opts: RunOptions) -> RunResult:
         torch.set_num_threads(threads_before)
     findings = list(world.findings)
     ops = sum(1 for t in traces for r in t.records if r["kind"] in ("collective", "p2p", "symm"))
+    labels = {name: repr(c) for name, c in engine.comms.items()}
     return RunResult(verdict_of(findings), opts.nproc, findings, ops, time.perf_counter() - t0, traces,
-                     world.eager_sends, world.blocked_sends_at_deadlock, stuck)
+                     world.eager_sends, world.blocked_sends_at_deadlock, stuck, labels)
