@@ -19,6 +19,7 @@ from pkbsim.world.launcher import RunOptions, run_script
 ALL_REDUCE = """
 import os, time, torch, torch.distributed as dist
 dist.init_process_group("nccl")
+torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
 x = torch.ones(256, device="cuda")  # 1 KiB
 dist.barrier()
 t0 = time.perf_counter()
@@ -30,8 +31,9 @@ if dist.get_rank() == 0:
 """
 
 RING = """
-import time, torch, torch.distributed as dist
+import os, time, torch, torch.distributed as dist
 dist.init_process_group("nccl")
+torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
 r, w = dist.get_rank(), dist.get_world_size()
 x, y = torch.ones(256, device="cuda"), torch.empty(256, device="cuda")
 dist.barrier()
@@ -45,8 +47,9 @@ if r == 0:
 """
 
 STARTUP = """
-import torch.distributed as dist
+import os, torch, torch.distributed as dist
 dist.init_process_group("nccl")
+torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
 dist.barrier()
 dist.destroy_process_group()
 """

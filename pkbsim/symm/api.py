@@ -22,6 +22,7 @@ def empty(*size, dtype: torch.dtype | None = None, device=None, **_) -> torch.Te
     alloc = Allocation(ctx.rank, t, pad)
     st = state(ctx.world)
     with ctx.world.lock:
+        ctx.world.track_clocks = True
         st.by_storage[storage_key(t)] = alloc
         st.by_pad[storage_key(pad)] = alloc
     ctx.trace.record("symm", "empty", user_site(), shapes=[list(t.shape)], dtypes=[str(t.dtype)[6:]],

@@ -161,7 +161,7 @@ class Engine:
             verb, prep = ("send", "to") if kind == "send" else ("recv", "from")
             desc = f"{verb}({tuple(tensor.shape)}, {str(tensor.dtype).replace('torch.', '')}, {prep} rank {peer})"
             op = Op(rank, comm, kind, desc, site, lane, batch, peer=peer, tensor=tensor,
-                    clock=w.clocks.snapshot(rank) if kind == "send" else ())
+                    clock=w.clocks.snapshot(rank) if kind == "send" and w.track_clocks else ())
             d = comm.directions.setdefault((rank, peer) if kind == "send" else (peer, rank), Direction())
             (d.sends if kind == "send" else d.recvs).append(op)
             lane.append(op)
@@ -214,7 +214,8 @@ class Engine:
             if not any(o.done for o in slot.ops.values()):
                 slot.result = slot.execute([slot.args[i] for i in range(len(members))])
                 del op.comm.slots[slot.seq]
-                self.world.clocks.join(members)
+                if self.world.track_clocks:
+                    self.world.clocks.join(members)
             return list(slot.ops.values())
         return self._try_p2p(op)
 
@@ -236,7 +237,8 @@ class Engine:
             if not (send_ready and r.active()):
                 break
             self._deliver(s, r)
-            w.clocks.acquire(r.rank, s.clock)
+            if s.clock:
+                w.clocks.acquire(r.rank, s.clock)
             d.matched += 1
             if s.buffered is None:
                 finished.append(s)

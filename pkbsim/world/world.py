@@ -53,6 +53,7 @@ class World:
         self.p2p_buffer = p2p_buffer
         self.lazy_p2p_init = lazy_p2p_init
         self.clocks = VectorClocks(size)
+        self.track_clocks = False  # switched on by the first symmetric allocation (races need it)
         self.lock = threading.RLock()
         self.ranks = [RankState(r, threading.Condition(self.lock)) for r in range(size)]
         self.findings: list[Finding] = []
@@ -80,6 +81,8 @@ class World:
             if not self.failed:
                 self.failed = True
                 for st in self.ranks:
+                    if st.status == "blocked" and st.wait is not None and st.rank not in finding.ranks:
+                        finding.details.append(f"rank {st.rank}: released from {st.wait.what} at {st.wait.site}")
                     st.cond.notify_all()
 
     def add_finding(self, finding: Finding) -> None:
