@@ -159,11 +159,13 @@ class Engine:
             key = "coll" if batch is not None else ("p2p", min(rank, peer), max(rank, peer))
             lane = comm.lane(rank, key)
             verb, prep = ("send", "to") if kind == "send" else ("recv", "from")
-            desc = f"{verb}({tuple(tensor.shape)}, {str(tensor.dtype).replace('torch.', '')}, {prep} rank {peer})"
+            d = comm.directions.setdefault((rank, peer) if kind == "send" else (peer, rank), Direction())
+            mine = d.sends if kind == "send" else d.recvs
+            desc = (f"{verb}({tuple(tensor.shape)}, {str(tensor.dtype).replace('torch.', '')}, {prep} rank {peer}) "
+                    f"#{len(mine)}")
             op = Op(rank, comm, kind, desc, site, lane, batch, peer=peer, tensor=tensor,
                     clock=w.clocks.snapshot(rank) if kind == "send" and w.track_clocks else ())
-            d = comm.directions.setdefault((rank, peer) if kind == "send" else (peer, rank), Direction())
-            (d.sends if kind == "send" else d.recvs).append(op)
+            mine.append(op)
             lane.append(op)
             if batch is not None:
                 batch.ops.append(op)

@@ -6,7 +6,7 @@
 # expect: mismatch
 # twin: C1_allreduce_allgather_order_fixed.py
 # source: NVIDIA/nccl#296
-# bug_line: ?
+# bug_line: 29
 import os
 
 import torch

@@ -6,7 +6,7 @@
 # expect: mismatch
 # twin: C1_broadcast_barrier_order_fixed.py
 # source: pytorch/pytorch#54059
-# bug_line: ?
+# bug_line: 30
 import os
 
 import torch

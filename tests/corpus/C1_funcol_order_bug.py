@@ -6,7 +6,7 @@
 # expect: mismatch
 # twin: C1_funcol_order_fixed.py
 # source: hiyouga/LlamaFactory#8261
-# bug_line: ?
+# bug_line: 39
 import os
 
 import torch

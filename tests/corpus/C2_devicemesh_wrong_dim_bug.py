@@ -6,7 +6,7 @@
 # expect: deadlock
 # twin: C2_devicemesh_wrong_dim_fixed.py
 # source: https://docs.pytorch.org/docs/stable/distributed.html#torch.distributed.device_mesh.DeviceMesh
-# bug_line: ?
+# bug_line: 31
 import os
 
 import torch

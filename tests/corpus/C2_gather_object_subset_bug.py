@@ -6,7 +6,7 @@
 # expect: deadlock
 # twin: C2_gather_object_subset_fixed.py
 # source: pytorch/pytorch#138322
-# bug_line: ?
+# bug_line: 28
 import os
 
 import torch

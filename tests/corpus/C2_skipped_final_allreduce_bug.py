@@ -6,7 +6,7 @@
 # expect: deadlock
 # twin: C2_skipped_final_allreduce_fixed.py
 # source: pytorch/pytorch#138322
-# bug_line: ?
+# bug_line: 32
 import os
 
 import torch

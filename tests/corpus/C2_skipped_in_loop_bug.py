@@ -6,7 +6,7 @@
 # expect: deadlock
 # twin: C2_skipped_in_loop_fixed.py
 # source: pytorch/pytorch#163546
-# bug_line: ?
+# bug_line: 30
 import os
 
 import torch

@@ -6,7 +6,7 @@
 # expect: mismatch
 # twin: C3_all_to_all_uneven_splits_fixed.py
 # source: pytorch/pytorch#140563
-# bug_line: ?
+# bug_line: 34
 import os
 
 import torch

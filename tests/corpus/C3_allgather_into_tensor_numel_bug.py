@@ -6,7 +6,7 @@
 # expect: mismatch
 # twin: C3_allgather_into_tensor_numel_fixed.py
 # source: NVIDIA/nccl#1417
-# bug_line: ?
+# bug_line: 29
 import os
 
 import torch

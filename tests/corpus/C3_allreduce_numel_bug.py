@@ -6,7 +6,7 @@
 # expect: mismatch
 # twin: C3_allreduce_numel_fixed.py
 # source: NVIDIA/nccl#1394
-# bug_line: ?
+# bug_line: 27
 import os
 
 import torch

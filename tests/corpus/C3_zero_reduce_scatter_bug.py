@@ -6,7 +6,7 @@
 # expect: mismatch
 # twin: C3_zero_reduce_scatter_fixed.py
 # source: NVIDIA/nccl#1417
-# bug_line: ?
+# bug_line: 34
 import os
 
 import torch

@@ -6,7 +6,7 @@
 # expect: mismatch
 # twin: C4_token_count_dtype_fixed.py
 # source: pytorch/pytorch#140563
-# bug_line: ?
+# bug_line: 31
 import os
 
 import torch

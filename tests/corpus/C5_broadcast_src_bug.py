@@ -6,7 +6,7 @@
 # expect: mismatch
 # twin: C5_broadcast_src_fixed.py
 # source: tensorflow/benchmarks#432
-# bug_line: ?
+# bug_line: 29
 import os
 
 import torch

@@ -6,7 +6,7 @@
 # expect: mismatch
 # twin: C5_reduce_op_fixed.py
 # source: tensorflow/benchmarks#432
-# bug_line: ?
+# bug_line: 31
 import os
 
 import torch

@@ -6,7 +6,7 @@
 # expect: deadlock
 # twin: C6_uneven_iterations_fixed.py
 # source: microsoft/PyMarlin#80
-# bug_line: ?
+# bug_line: 27
 import os
 
 import torch

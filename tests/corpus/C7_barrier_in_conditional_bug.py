@@ -6,7 +6,7 @@
 # expect: mismatch
 # twin: C7_barrier_in_conditional_fixed.py
 # source: pytorch/pytorch#54059
-# bug_line: ?
+# bug_line: 30
 import os
 
 import torch

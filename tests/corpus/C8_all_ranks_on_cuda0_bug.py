@@ -6,7 +6,7 @@
 # expect: protocol
 # twin: C8_all_ranks_on_cuda0_fixed.py
 # source: yiqiao-yin/deepspeed-course#17
-# bug_line: ?
+# bug_line: 25
 import os
 
 import torch

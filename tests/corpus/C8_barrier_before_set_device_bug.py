@@ -6,7 +6,7 @@
 # expect: protocol
 # twin: C8_barrier_before_set_device_fixed.py
 # source: NVIDIA/nccl#1906
-# bug_line: ?
+# bug_line: 22
 import os
 
 import torch

@@ -6,7 +6,7 @@
 # expect: protocol
 # twin: D1_double_put_signal_fixed.py
 # source: microsoft/mscclpp#806
-# bug_line: ?
+# bug_line: 37
 import os
 
 import torch

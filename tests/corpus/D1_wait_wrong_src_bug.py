@@ -6,7 +6,7 @@
 # expect: protocol
 # twin: D1_wait_wrong_src_fixed.py
 # source: pytorch/pytorch#163194
-# bug_line: ?
+# bug_line: 33
 import os
 
 import torch

@@ -6,7 +6,7 @@
 # expect: protocol
 # twin: D2_two_groups_same_allocation_fixed.py
 # source: pytorch/pytorch#192581
-# bug_line: ?
+# bug_line: 30
 import os
 
 import torch

@@ -6,7 +6,7 @@
 # expect: protocol
 # twin: D3_signal_pad_reset_race_fixed.py
 # source: apache/tvm#16797
-# bug_line: ?
+# bug_line: 29
 import os
 
 import torch

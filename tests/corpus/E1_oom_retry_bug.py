@@ -6,7 +6,7 @@
 # expect: error
 # twin: E1_oom_retry_fixed.py
 # source: HabanaAI/vllm-fork#417
-# bug_line: ?
+# bug_line: 31
 import os
 
 import torch

@@ -6,7 +6,7 @@
 # expect: error
 # twin: E1_value_error_one_rank_fixed.py
 # source: pytorch/pytorch#163546
-# bug_line: ?
+# bug_line: 27
 import os
 
 import torch

@@ -6,7 +6,7 @@
 # expect: mismatch
 # twin: G1_new_group_own_pair_fixed.py
 # source: pytorch/pytorch#25390
-# bug_line: ?
+# bug_line: 25
 import os
 
 import torch

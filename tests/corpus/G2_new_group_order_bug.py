@@ -6,7 +6,7 @@
 # expect: mismatch
 # twin: G2_new_group_order_fixed.py
 # source: openxla/xla#36981
-# bug_line: ?
+# bug_line: 29
 import os
 
 import torch

@@ -6,7 +6,7 @@
 # expect: deadlock
 # twin: G3_two_comms_blocking_order_fixed.py
 # source: NVIDIA/nccl#195
-# bug_line: ?
+# bug_line: 32
 import os
 
 import torch

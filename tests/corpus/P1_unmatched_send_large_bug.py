@@ -6,7 +6,7 @@
 # expect: deadlock
 # twin: P1_unmatched_send_large_fixed.py
 # source: NVIDIA/nccl#1025
-# bug_line: ?
+# bug_line: 28
 import os
 
 import torch

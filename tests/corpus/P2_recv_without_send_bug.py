@@ -6,7 +6,7 @@
 # expect: deadlock
 # twin: P2_recv_without_send_fixed.py
 # source: NVIDIA/nccl#2130
-# bug_line: ?
+# bug_line: 30
 import os
 
 import torch

@@ -6,7 +6,7 @@
 # expect: mismatch
 # twin: P3_recv_count_fixed.py
 # source: https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/api/p2p.html
-# bug_line: ?
+# bug_line: 30
 import os
 
 import torch

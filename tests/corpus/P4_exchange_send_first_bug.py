@@ -6,7 +6,7 @@
 # expect: deadlock
 # twin: P4_exchange_send_first_fixed.py
 # source: NVIDIA/nccl#479
-# bug_line: ?
+# bug_line: 28
 import os
 
 import torch

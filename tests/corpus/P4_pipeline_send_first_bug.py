@@ -6,7 +6,7 @@
 # expect: deadlock
 # twin: P4_pipeline_send_first_fixed.py
 # source: pytorch/pytorch#172668
-# bug_line: ?
+# bug_line: 33
 import os
 
 import torch

@@ -6,7 +6,7 @@
 # expect: deadlock
 # twin: P5_skip_connection_batch_fixed.py
 # source: pytorch/PiPPy#969
-# bug_line: ?
+# bug_line: 33
 import os
 
 import torch

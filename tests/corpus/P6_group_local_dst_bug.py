@@ -6,7 +6,7 @@
 # expect: deadlock
 # twin: P6_group_local_dst_fixed.py
 # source: pytorch/pytorch#140460
-# bug_line: ?
+# bug_line: 31
 import os
 
 import torch

@@ -6,7 +6,7 @@
 # expect: deadlock
 # twin: P6_ring_off_by_one_fixed.py
 # source: NVIDIA/Megatron-LM#1450
-# bug_line: ?
+# bug_line: 28
 import os
 
 import torch

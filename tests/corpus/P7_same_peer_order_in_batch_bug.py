@@ -6,7 +6,7 @@
 # expect: mismatch
 # twin: P7_same_peer_order_in_batch_fixed.py
 # source: https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/usage/p2p.html
-# bug_line: ?
+# bug_line: 32
 import os
 
 import torch

@@ -7,7 +7,7 @@
 # twin: P8_lazy_p2p_init_order_fixed.py
 # source: NVIDIA/Megatron-LM#5240
 # options: --lazy-p2p-init
-# bug_line: ?
+# bug_line: 33
 import os
 
 import torch

@@ -6,7 +6,7 @@
 # expect: protocol
 # twin: S1_side_stream_no_wait_fixed.py
 # source: NVIDIA/Megatron-LM#3670
-# bug_line: ?
+# bug_line: 29
 import os
 
 import torch

@@ -6,7 +6,7 @@
 # expect: protocol
 # twin: S2_async_work_not_waited_fixed.py
 # source: pytorch/pytorch#188655
-# bug_line: ?
+# bug_line: 28
 import os
 
 import torch

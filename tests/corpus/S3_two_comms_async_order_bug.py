@@ -6,7 +6,7 @@
 # expect: deadlock
 # twin: S3_two_comms_async_order_fixed.py
 # source: NVIDIA/nccl#217
-# bug_line: ?
+# bug_line: 34
 import os
 
 import torch
