@@ -10,12 +10,10 @@ class VectorClocks:
     def __init__(self, n: int):
         self.vc = [[0] * n for _ in range(n)]
 
-    def tick(self, rank: int) -> tuple[int, ...]:
+    def snapshot(self, rank: int) -> tuple[int, ...]:
+        """Advance rank's own clock (a new event) and return the clock of that event."""
         self.vc[rank][rank] += 1
         return tuple(self.vc[rank])
-
-    def snapshot(self, rank: int) -> tuple[int, ...]:
-        return self.tick(rank)
 
     def acquire(self, rank: int, released: tuple[int, ...]) -> None:
         mine = self.vc[rank]

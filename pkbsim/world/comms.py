@@ -312,12 +312,12 @@ def _nbytes(t: torch.Tensor) -> int:
     return t.numel() * t.element_size()
 
 
-def _is_fake(t: torch.Tensor) -> bool:
+def is_fake(t: torch.Tensor) -> bool:
     return t.device.type == "meta" or type(t).__name__ == "FakeTensor"
 
 
 def _snapshot(t: torch.Tensor) -> torch.Tensor:
-    if _is_fake(t):
+    if is_fake(t):
         return t
     from torch.utils._python_dispatch import _disable_current_modes
 
@@ -326,7 +326,7 @@ def _snapshot(t: torch.Tensor) -> torch.Tensor:
 
 
 def _copy(dst: torch.Tensor, src: torch.Tensor) -> None:
-    if _is_fake(dst) or _is_fake(src):
+    if is_fake(dst) or is_fake(src):
         return
     from torch.utils._python_dispatch import _disable_current_modes
 

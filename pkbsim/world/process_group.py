@@ -12,7 +12,7 @@ import torch
 import torch.distributed as dist
 from torch.utils._python_dispatch import _disable_current_modes
 
-from pkbsim.world.comms import Batch, Comm, Op, _is_fake
+from pkbsim.world.comms import Comm, Op, is_fake
 from pkbsim.world.context import current, require
 from pkbsim.world.findings import Finding
 from pkbsim.world.reduce import NotSimulated, op_name, reduce_tensors
@@ -81,7 +81,7 @@ def _fmt(shapes, dtypes) -> str:
 
 def _moving(execute: Callable[[list], None], tensors) -> Callable[[list], None]:
     """Executors move real data with tracing modes off; shape runs (fake/meta tensors) move nothing."""
-    if any(isinstance(t, torch.Tensor) and _is_fake(t) for t in tensors):
+    if any(isinstance(t, torch.Tensor) and is_fake(t) for t in tensors):
         return lambda args: None
 
     def run(args):
