@@ -203,10 +203,12 @@ hdl.wait_signal(src_rank=rank, channel=0)   # wrong source: should be peer
     assert any("never set" in d for d in bug.findings[0].details)
     fixed = run_program(SYMM + """
 peer = 1 - rank
-hdl.get_buffer(peer, (4,), torch.float32).fill_(rank + 1.0)
-hdl.put_signal(dst_rank=peer, channel=0)
-hdl.wait_signal(src_rank=peer, channel=0)
-assert torch.all(buf[:4] == peer + 1.0)
+for it in range(3):
+    hdl.get_buffer(peer, (4,), torch.float32).fill_(rank + it + 1.0)
+    hdl.put_signal(dst_rank=peer, channel=0)
+    hdl.wait_signal(src_rank=peer, channel=0)
+    assert torch.all(buf[:4] == peer + it + 1.0)
+    hdl.barrier(channel=1)
 """)
     assert fixed.verdict == "ok"
 

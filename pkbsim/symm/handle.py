@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import torch
+from torch.utils._python_dispatch import _disable_current_modes
 
 from pkbsim.world.clocks import happens_before
 from pkbsim.world.context import require
@@ -135,7 +136,7 @@ class SimSymmetricMemory:
         with ctx.world.lock:
             clock = ctx.world.clocks.snapshot(ctx.rank)
             _check_host_write_race(ctx.world, alloc, slot, clock, site, ctx.rank)
-            alloc.pad[slot] = 1
+            _set_slot(alloc.pad, slot, 1)
             alloc.signals[slot] = (ctx.rank, self._comm.name, clock, site)
             ctx.trace.record("symm", "put_signal", site, group=self._comm.name, peer=dst_global, channel=channel)
             ctx.world.changed()
@@ -162,7 +163,7 @@ class SimSymmetricMemory:
                 raise SimAbort(msg)
             if signaller is not None:
                 ctx.world.clocks.acquire(ctx.rank, signaller[2])
-            alloc.pad[slot] = 0
+            _set_slot(alloc.pad, slot, 0)
             ctx.trace.record("symm", "wait_signal", site, group=self._comm.name, peer=src_global, channel=channel)
             ctx.world.changed()
 
@@ -174,6 +175,12 @@ class SimSymmetricMemory:
 
     def boxed(self):
         return self
+
+
+def _set_slot(pad: torch.Tensor, slot: int, value: int) -> None:
+    """A protocol write to a pad: kept out of the rank's ops mode, which treats pad writes as host resets."""
+    with _disable_current_modes():
+        pad[slot] = value
 
 
 def _numel(sizes) -> int:

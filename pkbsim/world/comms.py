@@ -263,11 +263,15 @@ class Engine:
         pending = [o for o in ops if not o.done]
         if not pending:
             return
-        first = pending[0]
         kind = "send" if all(o.kind == "send" for o in pending) else "deadlock"
+
+        def what() -> str:
+            left = [o for o in pending if not o.done] or pending
+            more = f" (+{len(left) - 1} more of its group)" if len(left) > 1 else ""
+            return f"{left[0].desc} on {left[0].comm}{more}"
         self.world.block(rank, Wait(
-            what=f"{first.desc} on {first.comm}" + (f" (+{len(pending) - 1} more of its group)" if len(pending) > 1 else ""),
-            site=first.site,
+            what=what,
+            site=pending[0].site,
             ready=lambda: all(o.done for o in pending),
             waits_for=lambda: set().union(*(self._waits_for(o) for o in pending if not o.done)),
             explain=lambda: "; ".join(self._explain(o) for o in pending if not o.done),

@@ -179,7 +179,7 @@ def _timeout_finding(world: World, threads: list[threading.Thread], timeout: flo
         if not th.is_alive() or st.status in ("done", "failed"):
             details.append(f"rank {st.rank}: {st.status}")
         elif st.status == "blocked" and st.wait is not None:
-            details.append(f"rank {st.rank}: blocked in {st.wait.what} at {st.wait.site}")
+            details.append(f"rank {st.rank}: blocked in {st.wait.label()} at {st.wait.site}")
         else:
             stack = user_stack(frames.get(th.ident))
             details.append(f"rank {st.rank}: running outside any simulated wait, at " + " <- ".join(stack))

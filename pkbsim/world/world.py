@@ -25,12 +25,15 @@ class Wait:
     """What a blocked rank waits for. `ready` is evaluated under the world lock; `waits_for` names the
     ranks that could make it ready and `explain` says in words why it is not ready yet."""
 
-    what: str
+    what: str | Callable[[], str]  # a callable is evaluated when a report is written
     site: str
     ready: Callable[[], bool]
     waits_for: Callable[[], set[int]] = lambda: set()
     explain: Callable[[], str] = lambda: ""
     kind: str = "deadlock"
+
+    def label(self) -> str:
+        return self.what() if callable(self.what) else self.what
 
 
 @dataclass
@@ -82,7 +85,7 @@ class World:
                 self.failed = True
                 for st in self.ranks:
                     if st.status == "blocked" and st.wait is not None and st.rank not in finding.ranks:
-                        finding.details.append(f"rank {st.rank}: released from {st.wait.what} at {st.wait.site}")
+                        finding.details.append(f"rank {st.rank}: released from {st.wait.label()} at {st.wait.site}")
                     st.cond.notify_all()
 
     def add_finding(self, finding: Finding) -> None:
@@ -144,7 +147,7 @@ class World:
                 waited = _waiting_site(st.thread)
                 if waited and waited != where:
                     where += f" (waited at {waited})"
-                details.append(f"rank {st.rank}: blocked in {w.what} at {where}" + (f" -- {why}" if why else ""))
+                details.append(f"rank {st.rank}: blocked in {w.label()} at {where}" + (f" -- {why}" if why else ""))
                 sites.append(w.site)
             else:
                 details.append(f"rank {st.rank}: {'finished' if st.status == 'done' else st.status}")

@@ -6,7 +6,7 @@
 # expect: deadlock
 # twin: C2_devicemesh_wrong_dim_fixed.py
 # source: https://docs.pytorch.org/docs/stable/distributed.html#torch.distributed.device_mesh.DeviceMesh
-# bug_line: 31
+# bug_line: 32
 import os
 
 import torch
@@ -24,8 +24,9 @@ def main():
     mesh = init_device_mesh("cuda", (world // 2, 2), mesh_dim_names=("dp", "tp"))
     tp_rank = mesh.get_local_rank("tp")
     partial = torch.full((256,), float(rank), device="cuda")  # row-parallel matmul partial sum
+    bias = torch.zeros(256, device="cuda")
     if tp_rank == 1:
-        partial += 0.0  # the last tp shard also adds the bias (zero here)
+        partial += bias  # the last tp shard also owns the bias
         # BUG: mesh dim 0 is "dp", not "tp": this rank reduces with its dp peers, and its tp
         # peer waits in the tp group for a partner that never comes
         dist.all_reduce(partial, group=mesh.get_group(0))

@@ -23,8 +23,9 @@ def main():
     mesh = init_device_mesh("cuda", (world // 2, 2), mesh_dim_names=("dp", "tp"))
     tp_rank = mesh.get_local_rank("tp")
     partial = torch.full((256,), float(rank), device="cuda")  # row-parallel matmul partial sum
+    bias = torch.zeros(256, device="cuda")
     if tp_rank == 1:
-        partial += 0.0  # the last tp shard also adds the bias (zero here)
+        partial += bias  # the last tp shard also owns the bias
         dist.all_reduce(partial, group=mesh.get_group("tp"))  # FIX: the tp dimension, by name
     else:
         dist.all_reduce(partial, group=mesh.get_group("tp"))

@@ -1,7 +1,7 @@
 # pkb-corpus
 # family: G1
 # title: every rank calls new_group([0, 1]); only the members use it
-# patterns: new_group, all_reduce
+# patterns: new_group, all_reduce, device_id
 # world_sizes: 4, 8
 # expect: ok
 # twin: G1_new_group_subset_bug.py
@@ -13,9 +13,10 @@ import torch.distributed as dist
 
 
 def main():
-    dist.init_process_group("nccl")
     local_rank = int(os.environ["LOCAL_RANK"])
     torch.cuda.set_device(local_rank)
+    # eager init: with a bound device, new_group splits the WORLD communicator (ncclCommSplit)
+    dist.init_process_group("nccl", device_id=torch.device("cuda", local_rank))
     rank = dist.get_rank()
 
     x = torch.full((64,), float(rank), device="cuda")

@@ -1,7 +1,7 @@
 # pkb-corpus
 # family: P5
-# title: pipeline with a skip connection 0->2; P2P ops batched per peer, peers in sorted order
-# patterns: batch_isend_irecv, isend, irecv
+# title: stage 2 puts the gradient send for stage 1 into the same batch as its forward receives, so the batch can complete
+# patterns: batch_isend_irecv, send, recv
 # world_sizes: 4, 8
 # expect: ok
 # twin: P5_skip_connection_batch_bug.py
@@ -12,36 +12,38 @@ import torch
 import torch.distributed as dist
 
 
-def batch_per_peer(ops):
-    # FIX (PiPPy#1000): one batch_isend_irecv per peer instead of one batch across peers
-    for peer in sorted({op.peer for op in ops}):
-        for work in dist.batch_isend_irecv([op for op in ops if op.peer == peer]):
-            work.wait()
-
-
 def main():
     dist.init_process_group("nccl")
-    local_rank = int(os.environ["LOCAL_RANK"])
-    torch.cuda.set_device(local_rank)
-    stage = dist.get_rank()
-    world = dist.get_world_size()
-
+    torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+    stage, world = dist.get_rank(), dist.get_world_size()
     n = 1024
-    # stage i feeds stage i + 1; stage 0 also feeds stage 2 directly (skip connection)
-    recv_from = {0: [], 2: [0, 1]}.get(stage, [stage - 1])
-    send_to = {0: [1, 2]}.get(stage, [stage + 1] if stage < world - 1 else [])
-
-    inputs = [torch.empty(n, device="cuda") for _ in recv_from]
-    if inputs:
-        batch_per_peer([dist.P2POp(dist.irecv, t, src) for t, src in zip(inputs, recv_from)])
-    out = sum(inputs) + 1 if inputs else torch.ones(n, device="cuda")  # the stage's compute
-    if send_to:
-        batch_per_peer([dist.P2POp(dist.isend, out, dst) for dst in send_to])
-
-    # stage 0: 1, stage 1: 2, stage 2: 1 + 2 + 1 = 4, then +1 per stage
-    expected = {0: 1.0, 1: 2.0}.get(stage, 2.0 + stage)
-    assert torch.equal(out, torch.full((n,), expected, device="cuda")), out[0]
-    print(f"stage {stage}: out[0] = {out[0].item()}")
+    act = torch.full((n,), float(stage), device="cuda")
+    grad = torch.full((n,), 100.0 + stage, device="cuda")
+    if stage == 0:
+        ops = [dist.P2POp(dist.isend, act, 1), dist.P2POp(dist.isend, act, 2)]
+        for w in dist.batch_isend_irecv(ops):
+            w.wait()
+    elif stage == 1:
+        x, g = torch.empty(n, device="cuda"), torch.empty(n, device="cuda")
+        dist.recv(x, 0)
+        dist.recv(g, 2)
+        assert torch.equal(g, torch.full((n,), 102.0, device="cuda"))
+        dist.send(x + 1, 2)
+    elif stage == 2:
+        skip, x = torch.empty(n, device="cuda"), torch.empty(n, device="cuda")
+        ops = [dist.P2POp(dist.irecv, skip, 0), dist.P2POp(dist.irecv, x, 1),
+               dist.P2POp(dist.isend, grad, 1)]  # FIX: the gradient goes out with the receives
+        for w in dist.batch_isend_irecv(ops):
+            w.wait()
+        assert torch.equal(x + skip, torch.full((n,), 1.0, device="cuda"))
+        if world > 3:
+            dist.send(x + skip, 3)
+    else:
+        x = torch.empty(n, device="cuda")
+        dist.recv(x, stage - 1)
+        assert torch.equal(x, torch.full((n,), float(stage - 2), device="cuda"))
+        if stage < world - 1:
+            dist.send(x + 1, stage + 1)
     dist.destroy_process_group()
 
 

@@ -1,15 +1,21 @@
 # pkb-corpus
 # family: C8
-# title: torch.cuda.set_device before the first collective
-# patterns: barrier, set_device, all_reduce
+# title: torch.cuda.set_device before the first collective (the seed broadcast)
+# patterns: broadcast, set_device, all_reduce
 # world_sizes: 2, 4
 # expect: ok
-# twin: C8_barrier_before_set_device_bug.py
+# twin: C8_collective_before_set_device_bug.py
 # source: NVIDIA/nccl#1906
 import os
 
 import torch
 import torch.distributed as dist
+
+
+def shared_seed(rank):
+    seed = torch.tensor([1234 if rank == 0 else 0], device="cuda")
+    dist.broadcast(seed, src=0)  # every rank shuffles its data with rank 0's seed
+    return int(seed.item())
 
 
 def main():
@@ -18,12 +24,14 @@ def main():
     world = dist.get_world_size()
     local_rank = int(os.environ["LOCAL_RANK"])
     torch.cuda.set_device(local_rank)  # FIX: bind the device before any collective
-    dist.barrier()
+    seed = shared_seed(rank)
 
+    torch.manual_seed(seed)
     x = torch.full((256,), float(rank), device="cuda")
     dist.all_reduce(x)
+    assert seed == 1234
     assert torch.equal(x, torch.full((256,), float(world * (world - 1) // 2), device="cuda"))
-    print(f"rank {rank}/{world}: x[0] = {x[0].item()}")
+    print(f"rank {rank}/{world}: seed {seed} x[0] = {x[0].item()}")
     dist.destroy_process_group()
 
 
