@@ -82,20 +82,20 @@ class RunResult:
 @contextlib.contextmanager
 def simulated_process(nproc: int, output):
     """Patch the process so that each rank thread sees its own torchrun world."""
-    from torch.testing._internal.distributed import multi_threaded_pg as mtpg
-
     from pkbsim.symm.api import install_symm_api
     from pkbsim.symm.ops import register_cpu_kernels
     from pkbsim.world.cuda_shim import install_torch_cuda
     from pkbsim.world.dist_shim import install_dist
     from pkbsim.world.environ import install_environ
     from pkbsim.world.process_group import register
+    from pkbsim.world.thread_world import install, uninstall
 
     register()
     register_cpu_kernels()
     patches = Patches()
     torch._C._distributed_c10d._set_thread_isolation_mode(True)
-    mtpg._install_threaded_pg()
+    old_world = install()
+    no_autograd_threads = torch.autograd.set_multithreading_enabled(False)
     try:
         install_torch_cuda(patches, nproc)
         install_dist(patches)
@@ -107,7 +107,8 @@ def simulated_process(nproc: int, output):
             with contextlib.suppress(Exception):
                 stream.flush()
         patches.restore()
-        mtpg._uninstall_threaded_pg()
+        no_autograd_threads.__exit__(None, None, None)
+        uninstall(old_world)
         torch._C._distributed_c10d._set_thread_isolation_mode(False)
 
 
