@@ -48,7 +48,7 @@ def _render(result, label: str) -> str:
 
 
 def run(args) -> int:
-    from pkbsim.cli.main import UsageError
+    from pkbsim.cli.errors import UsageError
 
     if args.demo and args.script:
         raise UsageError("--demo runs the bundled example; drop SCRIPT or drop --demo")

@@ -1,24 +1,26 @@
-"""`pkb`: the command line. Each subcommand lives in its own module and registers itself here.
+"""`pkb`: the command line. Each subcommand is a module `pkbsim/cli/<name>_cmd.py` with
+`add_parser(subparsers)`; they are found here by name, so adding a command touches no other file.
 
 Exit codes: 0 success; 2 bad usage or input (one line on stderr naming the problem and the fix);
-`pkb check`: 3 deadlock/mismatch/protocol error, 4 the program raised, 5 watchdog timeout.
+further codes per command (see each command's --help).
 """
 from __future__ import annotations
 
 import argparse
+import importlib
+import pkgutil
 import sys
 
-from pkbsim.cli import check_cmd
-
-
-class UsageError(Exception):
-    """Bad input from the user: printed as one line, exit code 2."""
+import pkbsim.cli as cli_pkg
+from pkbsim.cli.errors import UsageError
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pkb", description="Evaluator for multi-GPU kernels.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    check_cmd.add_parser(sub)
+    for info in sorted(pkgutil.iter_modules(cli_pkg.__path__), key=lambda m: m.name):
+        if info.name.endswith("_cmd"):
+            importlib.import_module(f"pkbsim.cli.{info.name}").add_parser(sub)
     return parser
 
 

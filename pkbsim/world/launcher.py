@@ -19,6 +19,7 @@ import time
 import traceback
 import types
 from dataclasses import dataclass, field
+from typing import Callable
 
 import torch
 import torch.distributed as dist
@@ -120,7 +121,8 @@ def _error_finding(rank: int, exc: BaseException) -> Finding:
     return Finding("error", f"rank {rank} raised {type(exc).__name__}: {exc}", [rank], [site], details)
 
 
-def _rank_main(world: World, engine: Engine, rank: int, code, path: str, opts: RunOptions, trace: RankTrace):
+def _rank_main(world: World, engine: Engine, rank: int, body: Callable[[RankContext], None], opts: RunOptions,
+               trace: RankTrace):
     from pkbsim.world.cuda_shim import DeviceMapMode
     from pkbsim.world.environ import torchrun_env
     from pkbsim.world.ops_mode import ensure_ops_mode
@@ -141,9 +143,7 @@ def _rank_main(world: World, engine: Engine, rank: int, code, path: str, opts: R
                 stack.enter_context(FakeTensorMode(allow_non_fake_inputs=True))
             if opts.record_compute:
                 ensure_ops_mode(ctx)
-            module = types.ModuleType("__main__")
-            module.__file__, module.__builtins__ = path, builtins
-            exec(code, module.__dict__)
+            body(ctx)
         _check_unwaited(ctx)
     except SimAbort:
         status = "failed"
@@ -190,8 +190,8 @@ def _timeout_finding(world: World, threads: list[threading.Thread], timeout: flo
                    f"--timeout if it is legitimate)", running, [], details)
 
 
-def run_script(path: str, argv: list[str], opts: RunOptions) -> RunResult:
-    """Run `path` with `argv` on opts.nproc simulated ranks; never hangs longer than opts.timeout."""
+def _script_body(path: str, argv: list[str]) -> Callable[[RankContext], None]:
+    """Each rank executes the script as its own `__main__` module: no module state is shared."""
     path = os.path.abspath(path)
     try:
         with open(path) as f:
@@ -200,16 +200,36 @@ def run_script(path: str, argv: list[str], opts: RunOptions) -> RunResult:
         raise ScriptError(f"cannot read {path}: {e}") from None
     except SyntaxError as e:
         raise ScriptError(f"{os.path.basename(path)}:{e.lineno}: syntax error: {e.msg}; fix the script") from None
+
+    def body(ctx: RankContext) -> None:
+        module = types.ModuleType("__main__")
+        module.__file__, module.__builtins__ = path, builtins
+        exec(code, module.__dict__)
+    return body
+
+
+def run_script(path: str, argv: list[str], opts: RunOptions) -> RunResult:
+    """Run `path` with `argv` on opts.nproc simulated ranks; never hangs longer than opts.timeout."""
+    body = _script_body(path, argv)
+    path = os.path.abspath(path)
+    old_argv, old_path = sys.argv, list(sys.path)
+    sys.argv = [path, *argv]
+    sys.path.insert(0, os.path.dirname(path))
+    try:
+        return run_ranks(body, opts)
+    finally:
+        sys.argv, sys.path[:] = old_argv, old_path
+
+
+def run_ranks(body: Callable[[RankContext], None], opts: RunOptions) -> RunResult:
+    """Call body(ctx) on every simulated rank (a torchrun-like environment, no process group yet)."""
     world = World(opts.nproc, nproc_per_node=opts.nproc_per_node, p2p_buffer=opts.p2p_buffer,
                   lazy_p2p_init=opts.lazy_p2p_init)
     world.store = dist.HashStore()
     engine = Engine(world)
     t0 = time.perf_counter()
     traces = [RankTrace(r, t0) for r in range(opts.nproc)]
-    old_argv, old_path = sys.argv, list(sys.path)
-    sys.argv = [path, *argv]
-    sys.path.insert(0, os.path.dirname(path))
-    threads = [threading.Thread(target=_rank_main, args=(world, engine, r, code, path, opts, traces[r]),
+    threads = [threading.Thread(target=_rank_main, args=(world, engine, r, body, opts, traces[r]),
                                 name=f"pkbsim-rank-{r}", daemon=True) for r in range(opts.nproc)]
     stuck = 0
     threads_before = torch.get_num_threads()
@@ -234,7 +254,6 @@ def run_script(path: str, argv: list[str], opts: RunOptions) -> RunResult:
                     stuck = sum(th.is_alive() for th in threads)
                     break
     finally:
-        sys.argv, sys.path[:] = old_argv, old_path
         gc.unfreeze()
         torch.set_num_threads(threads_before)
     findings = list(world.findings)
