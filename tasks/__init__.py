@@ -1,1 +1,2 @@
-"""The benchmark suite: the Task API and one module per task. Not built yet: see issue 5."""
+"""The benchmark suite: the Task API (api.py), the registry (registry.py) and one module per task,
+grouped by category in sub-packages. Depends on nothing else of pkb."""

@@ -130,6 +130,9 @@ class Engine:
             comm.next_seq[rank] += 1
             lane = comm.lane(rank, "coll")
             op = Op(rank, comm, "coll", f"{desc} seq#{seq}", site, lane, batch, seq=seq)
+            if w.no_comm:
+                op.done = True
+                return op
             slot = comm.slots.get(seq)
             if slot is None:
                 slot = comm.slots[seq] = Slot(seq, name, signature, execute)
@@ -151,6 +154,8 @@ class Engine:
     def post_p2p(self, comm: Comm, rank: int, kind: str, peer: int, tensor: torch.Tensor, site: str,
                  batch: Batch | None = None) -> Op:
         w = self.world
+        if w.no_comm:
+            return Op(rank, comm, kind, f"{kind} to/from rank {peer}", site, deque(), done=True)
         if w.lazy_p2p_init and batch is None:
             self._connect(comm, rank, peer, site)
         with w.lock:

@@ -49,6 +49,7 @@ class RunOptions:
     lazy_p2p_init: bool = False
     record_compute: bool = False
     shape_run: bool = False
+    no_comm: bool = False  # communication completes without moving data (task validation)
     output: object = None  # where the program's own prints go (default: stdout)
     # Rank threads share the GIL; on one core their hand-offs are ~2x cheaper than across cores
     # (benchmarks/world_overhead.py). None = let the OS place them.
@@ -226,6 +227,7 @@ def run_ranks(body: Callable[[RankContext], None], opts: RunOptions) -> RunResul
     world = World(opts.nproc, nproc_per_node=opts.nproc_per_node, p2p_buffer=opts.p2p_buffer,
                   lazy_p2p_init=opts.lazy_p2p_init)
     world.store = dist.HashStore()
+    world.no_comm = opts.no_comm
     engine = Engine(world)
     t0 = time.perf_counter()
     traces = [RankTrace(r, t0) for r in range(opts.nproc)]

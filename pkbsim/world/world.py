@@ -56,6 +56,7 @@ class World:
         self.p2p_buffer = p2p_buffer
         self.lazy_p2p_init = lazy_p2p_init
         self.clocks = VectorClocks(size)
+        self.no_comm = False  # every operation completes at once and moves nothing (a "skip it" candidate)
         self.track_clocks = False  # switched on by the first symmetric allocation (races need it)
         self.lock = threading.RLock()
         self.ranks = [RankState(r, threading.Condition(self.lock)) for r in range(size)]

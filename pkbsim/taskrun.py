@@ -1,0 +1,61 @@
+"""Run a task's reference (or any function with its signature) on the simulated world.
+
+Each rank initialises a process group the way torchrun programs do, builds its inputs with the
+task's make_inputs, keeps a copy of them, calls the function and keeps its outputs.
+"""
+from __future__ import annotations
+
+import io
+import os
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+import torch.distributed as dist
+
+from pkbsim.world.launcher import RunOptions, RunResult, run_ranks
+from tasks.api import TaskContext, as_outputs
+from tasks.registry import TaskSpec
+
+
+@dataclass
+class TaskRun:
+    result: RunResult
+    inputs: list[tuple | None]  # per rank, copied before the call
+    outputs: list[tuple | None]  # per rank
+
+    @property
+    def ok(self) -> bool:
+        return self.result.verdict == "ok" and all(o is not None for o in self.outputs)
+
+
+def _copy(x):
+    if isinstance(x, torch.Tensor):
+        return x.detach().clone()
+    if isinstance(x, (list, tuple)):
+        return type(x)(_copy(y) for y in x)
+    return x
+
+
+def run_task(task: TaskSpec, fn: Callable | None, world_size: int, *, seed: int = 0, trial: int = 0,
+             preset: str = "screen", no_comm: bool = False, timeout: float = 120.0,
+             output=None) -> TaskRun:
+    """Call fn (default: the reference) on every rank with that rank's inputs."""
+    fn = fn or task.reference
+    inputs: list = [None] * world_size
+    outputs: list = [None] * world_size
+
+    def body(ctx) -> None:
+        dist.init_process_group("nccl")
+        local = int(os.environ["LOCAL_RANK"])
+        torch.cuda.set_device(local)
+        tctx = TaskContext(ctx.rank, world_size, seed, trial, preset, dict(task.sizes[preset]),
+                           torch.device("cuda", local))
+        args = task.make_inputs(tctx)
+        inputs[ctx.rank] = _copy(args)
+        outputs[ctx.rank] = _copy(as_outputs(fn(*args)))
+        dist.destroy_process_group()
+
+    opts = RunOptions(nproc=world_size, timeout=timeout, output=output or io.StringIO(), no_comm=no_comm,
+                      shape_run=preset == "full")
+    return TaskRun(run_ranks(body, opts), inputs, outputs)

@@ -1,0 +1,1 @@
+"""Collective communication tasks: the NCCL collectives as out-of-place functions."""
