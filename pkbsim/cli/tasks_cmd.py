@@ -1,0 +1,108 @@
+"""`pkb tasks`: list the benchmark's tasks, show one, validate them."""
+from __future__ import annotations
+
+import inspect
+import json
+import sys
+
+from pkbsim.cli.errors import UsageError
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("tasks", help="list, show and validate benchmark tasks",
+                       description="List tasks (default), `show SLUG`, or `validate SLUG|--all`. "
+                                   "Exit: 0 ok, 1 a validation check failed, 2 bad usage.")
+    p.add_argument("action", nargs="?", choices=["list", "show", "validate"], default="list")
+    p.add_argument("slug", nargs="?", help="task slug or id (show, validate)")
+    p.add_argument("--category", help="list only this category")
+    p.add_argument("--all", action="store_true", help="validate every task")
+    p.add_argument("--world-sizes", default="2,4,8", help="validate at these world sizes (default 2,4,8)")
+    p.add_argument("--no-full", action="store_true", help="validate: skip the full-size shape run")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(run=run)
+
+
+def _task(key: str):
+    from tasks.registry import TaskError, get
+    try:
+        return get(key)
+    except TaskError as e:
+        raise UsageError(str(e)) from None
+
+
+def _all():
+    from tasks.registry import TaskError, all_tasks
+    try:
+        return all_tasks()
+    except TaskError as e:
+        raise UsageError(f"a task module is broken: {e}") from None
+
+
+def run(args) -> int:
+    if args.action == "list":
+        return _list(args)
+    if args.action == "show":
+        if not args.slug:
+            raise UsageError("usage: pkb tasks show SLUG")
+        return _show(args)
+    return _validate(args)
+
+
+def _list(args) -> int:
+    from tasks.api import CATEGORIES
+    if args.category and args.category not in CATEGORIES:
+        raise UsageError(f"unknown category {args.category!r}; choose one of {', '.join(CATEGORIES)}")
+    tasks = [t for t in _all() if not args.category or t.category == args.category]
+    if args.json:
+        print(json.dumps({"tasks": [t.summary() for t in tasks]}, indent=1))
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+    table = Table("id", "slug", "category", "world sizes", "origin", box=None, pad_edge=False)
+    for t in tasks:
+        table.add_row(str(t.id), t.slug, t.category, t.world_sizes.describe(), t.origin)
+    Console(width=160).print(table)
+    print(f"{len(tasks)} tasks")
+    return 0
+
+
+def _show(args) -> int:
+    t = _task(args.slug)
+    doc = t.summary() | {"reference_source": inspect.getsource(t.reference),
+                         "make_inputs_source": inspect.getsource(t.make_inputs)}
+    if args.json:
+        print(json.dumps(doc, indent=1))
+        return 0
+    print(f"{t.id} {t.slug}: {t.title}\n  category: {t.category}\n  origin: {t.origin}\n"
+          f"  world sizes: {t.world_sizes.describe()}\n  signature: {t.signature}\n  sizes: {t.sizes}")
+    for o in doc["outputs"]:
+        print(f"  output {o['name']}: {o['dtype']}, rtol={o['rtol']:g}, atol={o['atol']:g}, NaN: {o['nan']}")
+    print("\n" + doc["make_inputs_source"] + "\n" + doc["reference_source"])
+    return 0
+
+
+def _validate(args) -> int:
+    from pkbsim.taskcheck import validate
+    try:
+        sizes = tuple(int(x) for x in args.world_sizes.split(","))
+    except ValueError:
+        raise UsageError("--world-sizes takes integers separated by commas, e.g. 2,4,8") from None
+    if args.all == bool(args.slug):
+        raise UsageError("usage: pkb tasks validate SLUG, or pkb tasks validate --all")
+    tasks = _all() if args.all else [_task(args.slug)]
+    report, failed = [], 0
+    for i, t in enumerate(tasks, 1):
+        checks = validate(t, sizes, full=not args.no_full)
+        bad = [c for c in checks if not c.ok]
+        failed += bool(bad)
+        report.append({"slug": t.slug, "ok": not bad, "checks": [c.to_json() for c in checks]})
+        if not args.json:
+            print(f"[{i}/{len(tasks)}] {t.slug}: {'ok' if not bad else 'FAILED'}", file=sys.stderr)
+            for c in checks if len(tasks) == 1 else bad:
+                where = f" @{c.world_size}" if c.world_size else ""
+                print(f"  {'ok  ' if c.ok else 'FAIL'} {c.name}{where}" + (f": {c.message}" if c.message else ""))
+    if args.json:
+        print(json.dumps({"tasks": report, "failed": failed}, indent=1))
+    elif len(tasks) > 1:
+        print(f"{len(tasks) - failed} of {len(tasks)} tasks valid")
+    return 1 if failed else 0
