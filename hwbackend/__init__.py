@@ -1,1 +1,3 @@
-"""Real-GPU scoring (torchrun launcher, worker, timing, integrity). Not built yet: see issue 7."""
+"""Real-GPU scoring: a trusted scorer runs reference and candidate under torchrun in separate process
+sessions, checks correctness on fresh secret-seeded inputs, times them from its own clock and records
+everything in SQLite. Public entry points: `score` (score.py) and `leaderboard` (leaderboard.py)."""

@@ -1,0 +1,87 @@
+"""Integrity checks that run inside a rank worker, around the candidate's calls.
+
+Everything here is captured before the candidate's module is imported, so that later monkeypatching
+of module attributes cannot change what the harness calls; patching itself is detected by comparing
+the attributes with the captured originals. (A candidate in the same process can still patch memory
+directly; the scorer's own clock and the separate reference process are the defences that do not
+depend on this module.)
+"""
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+
+import torch
+import torch.distributed as dist
+
+import tasks.api as task_api
+
+# (module or class, attribute) pairs a cheating candidate might replace to fake time or results
+WATCHED = [
+    (time, "perf_counter"), (time, "perf_counter_ns"), (time, "monotonic"), (time, "time"), (time, "sleep"),
+    (torch.cuda, "synchronize"), (torch.cuda, "Event"), (torch.cuda.Event, "elapsed_time"),
+    (torch.cuda.Event, "record"), (dist, "barrier"), (dist, "all_reduce"), (dist, "all_gather_into_tensor"),
+    (torch, "randn"), (torch, "rand"), (torch, "randint"), (torch, "allclose"), (torch, "equal"),
+    (torch.Tensor, "clone"), (torch.Tensor, "copy_"), (task_api, "compare"), (task_api.TaskContext, "randn"),
+    (task_api.TaskContext, "rand"), (task_api.TaskContext, "randint"), (threading, "enumerate"),
+]
+
+
+class Guard:
+    def __init__(self, device: torch.device, backend: str):
+        self.device, self.backend = device, backend
+        self.originals = [(obj, name, getattr(obj, name)) for obj, name in WATCHED]
+        self.sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+        self.barrier = dist.barrier
+        self.enumerate_threads = threading.enumerate
+        self.clock = time.perf_counter
+
+    def tampered(self) -> list[str]:
+        names = []
+        for obj, name, orig in self.originals:
+            if getattr(obj, name, None) is not orig:
+                owner = getattr(obj, "__name__", type(obj).__name__)
+                names.append(f"{owner}.{name}")
+        return names
+
+    def threads(self) -> set[int]:
+        return {t.ident for t in self.enumerate_threads() if t.is_alive()}
+
+    def poison_allocator(self, nbytes: int) -> None:
+        """Fill memory the allocator will hand out next with NaN, so stale reads show up as NaN."""
+        if self.device.type == "cuda":
+            junk = torch.empty(max(1, nbytes // 4), dtype=torch.float32, device=self.device)
+            junk.fill_(float("nan"))
+            del junk
+
+
+def fingerprint(tensors) -> str:
+    h = hashlib.sha1()
+    for t in tensors:
+        if isinstance(t, torch.Tensor):
+            h.update(str((tuple(t.shape), t.dtype)).encode())
+            h.update(t.detach().contiguous().cpu().view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
+
+
+def flat_tensors(x) -> list[torch.Tensor]:
+    if isinstance(x, torch.Tensor):
+        return [x]
+    if isinstance(x, (list, tuple)):
+        return [t for y in x for t in flat_tensors(y)]
+    return []
+
+
+def output_problems(outputs: tuple, inputs) -> list[str]:
+    """Outputs must be plain dense tensors that do not alias an input."""
+    problems = []
+    in_ptrs = {t.untyped_storage().data_ptr() for t in flat_tensors(inputs) if t.numel()}
+    for i, o in enumerate(outputs):
+        if not isinstance(o, torch.Tensor):
+            problems.append(f"output {i} is {type(o).__name__}, not a tensor")
+        elif type(o) is not torch.Tensor:
+            problems.append(f"output {i} is a tensor subclass ({type(o).__name__})")
+        elif o.numel() and o.untyped_storage().data_ptr() in in_ptrs:
+            problems.append(f"output {i} aliases an input")
+    return problems

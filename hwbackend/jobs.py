@@ -1,0 +1,183 @@
+"""One scoring job: torchrun with N rank workers in a session of their own, driven over a socket,
+killed as a whole when it ends or overruns; processes that escaped the session are found (the
+scorer is their subreaper) and killed too, and reported.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+from hwbackend.protocol import Channel
+
+PR_SET_CHILD_SUBREAPER = 36
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# variables the machine requires for every GPU program (NVLink multicast off), passed through untouched
+PASS_THROUGH = ("PATH", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "LD_LIBRARY_PATH",
+                "NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS",
+                "NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME")
+
+
+class JobFailure(Exception):
+    def __init__(self, status: str, message: str, rank: int | None = None, details: str = ""):
+        super().__init__(message)
+        self.status, self.message, self.rank, self.details = status, message, rank, details
+
+
+def become_subreaper() -> None:
+    """Orphans of our jobs are re-parented to this process instead of init, so none can hide."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+def _children() -> list[int]:
+    me, kids = os.getpid(), []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                if int(fields[1]) == me and fields[0] != "Z":
+                    kids.append(int(entry))
+            except (OSError, IndexError, ValueError):
+                continue
+    return kids
+
+
+class Job:
+    def __init__(self, role: str, task: str, nproc: int, backend: str, timeout: float, preset: str = "screen",
+                 candidate: str | None = None):
+        self.role, self.task, self.nproc, self.backend = role, task, nproc, backend
+        self.timeout, self.preset, self.candidate = timeout, preset, candidate
+        self.dir = tempfile.mkdtemp(prefix=f"pkb-{role}-")
+        self.out_dir = os.path.join(self.dir, "out")
+        self.status_dir = os.path.join(self.dir, "status")
+        for d in (self.out_dir, self.status_dir, os.path.join(self.dir, "tmp")):
+            os.makedirs(d)
+        self.channels: list[Channel] = []
+        self.proc: subprocess.Popen | None = None
+        self.deadline = 0.0
+        self.leftovers = 0
+
+    def _env(self, sock_path: str) -> dict:
+        env = {k: os.environ[k] for k in PASS_THROUGH if k in os.environ}
+        tmp = os.path.join(self.dir, "tmp")
+        env.update(HOME=self.dir, TMPDIR=tmp, TORCH_EXTENSIONS_DIR=os.path.join(self.dir, "torch_extensions"),
+                   TRITON_CACHE_DIR=os.path.join(self.dir, "triton"), PYTHONPATH=REPO_ROOT, PYTHONUNBUFFERED="1",
+                   PKB_CONTROL=sock_path, PKB_ROLE=self.role, PKB_TASK=self.task, PKB_BACKEND=self.backend,
+                   PKB_PRESET=self.preset, PKB_OUT=self.out_dir, PKB_STATUS=self.status_dir,
+                   OMP_NUM_THREADS="1")
+        if self.candidate:
+            env["PKB_CANDIDATE"] = os.path.abspath(self.candidate)
+        return env
+
+    def start(self) -> None:
+        sock_path = os.path.join(self.dir, "ctl.sock")
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(sock_path)
+        listener.listen(self.nproc)
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={self.nproc}",
+               "--max-restarts=0", "-m", "hwbackend.worker"]
+        self.log = open(os.path.join(self.dir, "job.log"), "wb")
+        self.proc = subprocess.Popen(cmd, env=self._env(sock_path), cwd=self.dir, stdout=self.log,
+                                     stderr=subprocess.STDOUT, start_new_session=True,
+                                     preexec_fn=_limits)
+        self.deadline = time.monotonic() + self.timeout
+        try:
+            while len(self.channels) < self.nproc:
+                listener.settimeout(max(0.05, self._left()))
+                try:
+                    conn, _ = listener.accept()
+                except socket.timeout:
+                    if self.proc.poll() is not None:
+                        raise JobFailure("error", f"torchrun exited with status {self.proc.returncode} before "
+                                         f"all ranks connected", details=self.log_tail()) from None
+                    if self._left() <= 0:
+                        raise JobFailure("timeout", "the ranks did not start within the timeout") from None
+                    continue
+                self.channels.append(Channel(conn))
+        finally:
+            listener.close()
+
+    def _left(self) -> float:
+        return self.deadline - time.monotonic()
+
+    def send_all(self, **msg) -> None:
+        for ch in self.channels:
+            ch.send(**msg)
+
+    def gather(self, expect: str = "done") -> list[dict]:
+        """One reply from every rank; a rank's error or the deadline ends the job."""
+        replies: list[dict | None] = [None] * len(self.channels)
+        for i, ch in enumerate(self.channels):
+            while replies[i] is None:
+                ch.sock.settimeout(max(0.01, self._left()))
+                try:
+                    msg = ch.recv()
+                except socket.timeout:
+                    raise JobFailure("timeout", f"no answer within {self.timeout:g} s", details=self.last_ops()) from None
+                except (ConnectionError, OSError):
+                    raise JobFailure("error", "a rank died without reporting", details=self.log_tail()) from None
+                if msg.get("event") == "error":
+                    raise JobFailure(msg["kind"], msg["message"], msg.get("rank"), msg.get("traceback", ""))
+                replies[i] = msg
+        return replies
+
+    def last_ops(self) -> str:
+        lines = []
+        for r in range(self.nproc):
+            try:
+                with open(os.path.join(self.status_dir, f"rank{r}")) as f:
+                    lines.append(f"rank {r}: {f.read()}")
+            except OSError:
+                lines.append(f"rank {r}: not started")
+        return "\n".join(lines)
+
+    def log_tail(self, n: int = 2000) -> str:
+        try:
+            self.log.flush()
+            with open(os.path.join(self.dir, "job.log"), "rb") as f:
+                return f.read()[-n:].decode(errors="replace")
+        except OSError:
+            return ""
+
+    def finish(self) -> None:
+        """End the job: ask the ranks to leave, then kill whatever is left, escapees included."""
+        try:
+            self.send_all(phase="bye")
+        except OSError:
+            pass
+        for ch in self.channels:
+            ch.close()
+        if self.proc is not None:
+            try:
+                self.proc.wait(timeout=max(0.5, min(10.0, self._left())))
+            except subprocess.TimeoutExpired:
+                pass
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.proc.wait()
+        time.sleep(0.05)
+        strays = _children()
+        for pid in strays:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+            except (ProcessLookupError, ChildProcessError):
+                pass
+        self.leftovers = len(strays)
+        self.log.close()
+
+
+def _limits() -> None:
+    import resource
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))

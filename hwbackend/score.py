@@ -1,0 +1,183 @@
+"""`score`: the trusted scorer. Candidate and reference run as separate torchrun jobs, the candidate
+first (so no reference output exists while it runs), on the same secret-seeded inputs; outputs of the
+correctness trials and of randomly chosen timed calls are compared here, and time is read from this
+process's clock.
+"""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import random
+import secrets
+import shutil
+import uuid
+from dataclasses import dataclass, field
+
+import torch
+
+from hwbackend.jobs import Job, JobFailure, become_subreaper
+from hwbackend.store import Store
+from hwbackend.timing import summarize
+from tasks.api import compare
+from tasks.registry import TaskSpec, get
+
+IMPLAUSIBLE_SPEEDUP = 10.0
+
+
+@dataclass
+class Plan:
+    correctness: list[int]
+    warmup: list[int]
+    timed: list[list[int]]
+    dump: list[list[int]]
+
+
+@dataclass
+class JobResult:
+    samples: list[float]
+    out_dir: str
+    findings: list[str] = field(default_factory=list)
+
+
+class Seeds:
+    """Per-call seeds derived from a secret that never leaves this process."""
+
+    def __init__(self):
+        self.secret = secrets.token_bytes(32)
+        self.rng = random.Random(int.from_bytes(hmac.new(self.secret, b"choices", "sha256").digest()[:8], "little"))
+
+    def __call__(self, *key) -> int:
+        digest = hmac.new(self.secret, repr(key).encode(), "sha256").digest()
+        return int.from_bytes(digest[:8], "little") >> 2
+
+
+def _plan(seeds: Seeds, launch: int, trials: int, warmup: int, batches: int, calls: int) -> Plan:
+    return Plan(correctness=[seeds("trial", launch, i) for i in range(trials)],
+                warmup=[seeds("warmup", launch, i) for i in range(warmup)],
+                timed=[[seeds("timed", launch, b, i) for i in range(calls)] for b in range(batches)],
+                dump=[sorted(seeds.rng.sample(range(calls), k=min(2, calls))) for _ in range(batches)])
+
+
+def _run_job(role: str, task: TaskSpec, plan: Plan, nproc: int, backend: str, timeout: float, preset: str,
+             candidate: str | None) -> JobResult:
+    import time
+    job = Job(role, task.slug, nproc, backend, timeout, preset, candidate)
+    findings: list[str] = []
+    try:
+        job.start()
+        for reply in job.gather():
+            findings += reply.get("findings", [])
+        if plan.correctness:
+            job.send_all(phase="correctness", seeds=plan.correctness)
+            for reply in job.gather():
+                findings += reply.get("findings", [])
+        job.send_all(phase="warmup", seeds=plan.warmup)
+        job.gather()
+        samples = []
+        for b, seeds in enumerate(plan.timed):
+            job.send_all(phase="timed", batch=b, seeds=seeds)
+            job.gather()
+            t0 = time.perf_counter()
+            job.send_all(phase="go")
+            job.gather()
+            samples.append((time.perf_counter() - t0) / len(seeds))
+            job.send_all(phase="dump", batch=b, indices=plan.dump[b])
+            for reply in job.gather():
+                findings += reply.get("findings", [])
+        return JobResult(samples, job.out_dir, sorted(set(findings)))
+    finally:
+        job.finish()
+        if job.leftovers and role == "candidate":
+            findings.append(f"{job.leftovers} process(es) of the candidate were still running after its job ended")
+
+
+def _compare_outputs(task: TaskSpec, cand_dir: str, ref_dir: str, names: list[str], nproc: int) -> list[dict]:
+    """Per checked call and rank: None if equal, else the first mismatch."""
+    failures = []
+    for name in names:
+        for rank in range(nproc):
+            c = torch.load(os.path.join(cand_dir, f"{name}-rank{rank}.pt"), weights_only=True)
+            r = torch.load(os.path.join(ref_dir, f"{name}-rank{rank}.pt"), weights_only=True)
+            if len(c) != len(r):
+                failures.append({"kind": "incorrect", "rank": rank,
+                                 "message": f"{name}: {len(c)} outputs, expected {len(r)}"})
+                continue
+            for spec, o, ref in zip(task.outputs, c, r):
+                msg = compare(o, ref, spec)
+                if msg:
+                    failures.append({"kind": "incorrect", "rank": rank, "message": f"{name}: {msg}"})
+                    break
+    return failures
+
+
+def score(task: str, candidate: str, nproc: int, backend: str = "nccl", trials: int = 3, launches: int = 2,
+          batches: int = 4, calls: int = 4, warmup: int = 2, timeout: float = 300.0, preset: str = "screen",
+          db: str | None = None, label: str | None = None, resume: bool = False, progress=None) -> dict:
+    """Score one candidate file against a task's reference; returns the result document."""
+    spec = get(task)
+    become_subreaper()
+    sha = hashlib.sha256(open(candidate, "rb").read()).hexdigest()
+    store = Store(db) if db else None
+    if store and resume:
+        done = store.completed(spec.slug, sha, nproc, backend)
+        if done:
+            return done
+    run_id = uuid.uuid4().hex[:12]
+    label = label or os.path.basename(os.path.dirname(os.path.abspath(candidate)))
+    if store:
+        store.start(run_id, spec.slug, os.path.abspath(candidate), sha, label, nproc, backend)
+    seeds, say = Seeds(), (progress or (lambda msg: None))
+    result = {"run_id": run_id, "task": spec.slug, "status": None, "correct": False, "speedup": None,
+              "speedup_ci95": None, "reference_ms": None, "candidate_ms": None, "trials": [], "findings": []}
+    ref_s, cand_s, cleanup = [], [], []
+    try:
+        for launch in range(launches):
+            plan = _plan(seeds, launch, trials if launch == 0 else 0, warmup, batches, calls)
+            say(f"launch {launch + 1}/{launches}: candidate")
+            cand = _run_job("candidate", spec, plan, nproc, backend, timeout, preset, candidate)
+            cleanup.append(cand.out_dir)
+            say(f"launch {launch + 1}/{launches}: reference")
+            ref = _run_job("reference", spec, plan, nproc, backend, timeout, preset, None)
+            cleanup.append(ref.out_dir)
+            names = [f"trial{i}" for i in range(len(plan.correctness))] + \
+                    [f"timed{b}-{i}" for b, idx in enumerate(plan.dump) for i in idx]
+            failures = _compare_outputs(spec, cand.out_dir, ref.out_dir, names, nproc)
+            for name in names:
+                for rank in range(nproc):
+                    bad = [f for f in failures if f["rank"] == rank and f["message"].startswith(name + ":")]
+                    entry = {"launch": launch, "call": name, "rank": rank, "ok": not bad,
+                             "message": bad[0]["message"] if bad else ""}
+                    result["trials"].append(entry)
+                    if store:
+                        store.trial(run_id, f"launch{launch}", names.index(name), rank, not bad, entry["message"])
+            result["findings"] += [{"kind": "integrity", "rank": None, "message": m} for m in cand.findings]
+            if failures:
+                result["findings"] += failures[:8]
+                result["status"] = "incorrect"
+                return result
+            ref_s.append(ref.samples)
+            cand_s.append(cand.samples)
+        result["correct"] = True
+        result.update({k: v for k, v in summarize(ref_s, cand_s).items() if k != "faster"})
+        faster = summarize(ref_s, cand_s)["faster"]
+        if result["speedup"] > IMPLAUSIBLE_SPEEDUP:
+            result["findings"].append({"kind": "integrity", "rank": None,
+                                       "message": f"speed-up {result['speedup']:.1f}x is above the plausibility "
+                                                  f"limit of {IMPLAUSIBLE_SPEEDUP:g}x: review by hand"})
+        if any(f["kind"] == "integrity" for f in result["findings"]):
+            result["status"] = "integrity"
+        else:
+            result["status"] = "faster" if faster else "slower"
+        return result
+    except JobFailure as e:
+        status = {"cuda_error": "error", "exception": "error"}.get(e.status, e.status)
+        result["status"] = status
+        result["findings"].append({"kind": e.status, "rank": e.rank, "message": e.message,
+                                   **({"details": e.details} if e.details else {})})
+        return result
+    finally:
+        for d in cleanup:
+            shutil.rmtree(os.path.dirname(d), ignore_errors=True)
+        if store:
+            store.finish(run_id, result)

@@ -1,0 +1,44 @@
+"""What the timing samples mean: speed-up with a bootstrap confidence interval and a noise margin.
+
+Samples are per-call times of one timed batch (the scorer's clock from "go" to the last rank's
+"done", over the calls of the batch), gathered over several launches of each job.
+"""
+from __future__ import annotations
+
+import random
+import statistics
+
+MIN_NOISE = 0.02  # a 2% floor: below it no run-to-run difference is trusted
+
+
+def bootstrap_ratio(ref: list[float], cand: list[float], n: int = 2000, seed: int = 0) -> tuple[float, float]:
+    """95% interval of median(ref) / median(cand) by resampling both sample sets."""
+    rng = random.Random(seed)
+    ratios = sorted(statistics.median(rng.choices(ref, k=len(ref))) / statistics.median(rng.choices(cand, k=len(cand)))
+                    for _ in range(n))
+    return ratios[int(0.025 * n)], ratios[int(0.975 * n) - 1]
+
+
+def noise_margin(ref_by_launch: list[list[float]]) -> float:
+    """Relative spread of the reference against itself: between launches if there are several, else
+    between the two halves of its samples."""
+    groups = [g for g in ref_by_launch if g]
+    if len(groups) < 2:
+        flat = groups[0] if groups else []
+        groups = [flat[0::2], flat[1::2]] if len(flat) >= 2 else [flat]
+    meds = [statistics.median(g) for g in groups if g]
+    if len(meds) < 2:
+        return MIN_NOISE
+    return max(MIN_NOISE, (max(meds) - min(meds)) / statistics.median(meds))
+
+
+def summarize(ref_by_launch: list[list[float]], cand_by_launch: list[list[float]]) -> dict:
+    ref = [x for g in ref_by_launch for x in g]
+    cand = [x for g in cand_by_launch for x in g]
+    speedup = statistics.median(ref) / statistics.median(cand)
+    lo, hi = bootstrap_ratio(ref, cand)
+    noise = noise_margin(ref_by_launch)
+    faster = lo > 1.0 and speedup > 1.0 + noise
+    return {"speedup": speedup, "speedup_ci95": [lo, hi], "noise_margin": noise,
+            "reference_ms": statistics.median(ref) * 1e3, "candidate_ms": statistics.median(cand) * 1e3,
+            "faster": faster}

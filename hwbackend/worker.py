@@ -1,0 +1,170 @@
+"""One rank of a scoring job, started by torchrun: `python -m hwbackend.worker`.
+
+It runs either the task's reference or the candidate's `solution` (never both: the two live in
+different jobs), builds inputs from the per-call seeds the scorer sends, and reports back over the
+control channel. Integrity probes (guard.py) are set up before the candidate is imported.
+"""
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import os
+import sys
+import traceback
+
+import torch
+import torch.distributed as dist
+
+from hwbackend.guard import Guard, fingerprint, flat_tensors, output_problems
+from hwbackend.protocol import Channel, connect
+from tasks.api import TaskContext, as_outputs
+from tasks.registry import get
+
+POISON_BYTES = 64 << 20
+
+
+class Worker:
+    def __init__(self, ch: Channel):
+        self.ch = ch
+        self.rank, self.world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+        self.local = int(os.environ.get("LOCAL_RANK", "0"))
+        self.role, self.backend = os.environ["PKB_ROLE"], os.environ["PKB_BACKEND"]
+        self.out_dir, self.status_path = os.environ["PKB_OUT"], os.path.join(os.environ["PKB_STATUS"], f"rank{self.rank}")
+        self.task = get(os.environ["PKB_TASK"])
+        self.preset = os.environ.get("PKB_PRESET", "screen")
+        if self.backend == "nccl":
+            torch.cuda.set_device(self.local)
+            self.device = torch.device("cuda", self.local)
+        else:
+            self.device = torch.device("cpu")
+        self.status("init_process_group")
+        dist.init_process_group(self.backend)
+        self.guard = Guard(self.device, self.backend)
+        self.fn = self.task.reference
+        self.kept: list = []
+
+    def status(self, text: str) -> None:
+        with open(self.status_path, "w") as f:
+            f.write(text)
+
+    def load_candidate(self) -> None:
+        path = os.environ["PKB_CANDIDATE"]
+        self.status("importing the candidate")
+        spec = importlib.util.spec_from_file_location("pkb_candidate", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        fn = getattr(module, "solution", None)
+        if not callable(fn):
+            raise AttributeError("the candidate defines no solution(...) function")
+        want = list(inspect.signature(self.task.reference).parameters)
+        got = list(inspect.signature(fn).parameters)
+        if len(got) != len(want):
+            raise TypeError(f"solution takes {len(got)} parameters ({', '.join(got)}); the task's signature is "
+                            f"{self.task.signature}")
+        self.fn = fn
+
+    def inputs(self, seed: int):
+        ctx = TaskContext(self.rank, self.world, seed, 0, self.preset, dict(self.task.sizes[self.preset]), self.device)
+        return self.task.make_inputs(ctx)
+
+    def call(self, args, check: bool) -> tuple[tuple, list[str]]:
+        findings = []
+        before = fingerprint(flat_tensors(args)) if check else None
+        threads = self.guard.threads()
+        self.guard.poison_allocator(POISON_BYTES)
+        out = as_outputs(self.fn(*args))
+        self.guard.sync()
+        self.guard.barrier()
+        if check:
+            if fingerprint(flat_tensors(args)) != before:
+                findings.append("the candidate modified its inputs")
+            findings += output_problems(out, args)
+            extra = self.guard.threads() - threads
+            if extra:
+                findings.append(f"{len(extra)} thread(s) still running after solution returned")
+        return out, findings
+
+    def save(self, name: str, out: tuple) -> None:
+        torch.save([o.detach().cpu() if isinstance(o, torch.Tensor) else o for o in out],
+                   os.path.join(self.out_dir, f"{name}-rank{self.rank}.pt"))
+
+    def serve(self) -> None:
+        findings = []
+        if self.role == "candidate":
+            self.load_candidate()
+            findings += [f"{name} was replaced by the candidate" for name in self.guard.tampered()]
+        self.ch.send(event="ready", rank=self.rank, findings=findings)
+        while True:
+            msg = self.ch.recv()
+            phase = msg["phase"]
+            if phase == "bye":
+                return
+            if phase == "correctness":
+                findings = []
+                for i, seed in enumerate(msg["seeds"]):
+                    self.status(f"correctness trial {i}: calling {self.role}")
+                    out, f = self.call(self.inputs(seed), check=True)
+                    findings += [f"trial {i}: {x}" for x in f]
+                    self.save(f"trial{i}", out)
+                findings += [f"{name} was replaced by the candidate" for name in self.guard.tampered()]
+                self.ch.send(event="done", findings=findings)
+            elif phase == "warmup":
+                for i, seed in enumerate(msg["seeds"]):
+                    self.status(f"warm-up call {i}")
+                    self.call(self.inputs(seed), check=False)
+                self.ch.send(event="done", findings=[])
+            elif phase == "timed":
+                batch = [self.inputs(seed) for seed in msg["seeds"]]
+                self.ch.send(event="ready")
+                self.ch.recv()  # go
+                self.status(f"timed batch {msg['batch']}")
+                self.guard.barrier()
+                self.kept = [self.call(args, check=False)[0] for args in batch]
+                self.ch.send(event="done", findings=[])
+            elif phase == "dump":
+                for i in msg["indices"]:
+                    self.save(f"timed{msg['batch']}-{i}", self.kept[i])
+                self.kept = []
+                f = [f"{name} was replaced by the candidate" for name in self.guard.tampered()]
+                self.ch.send(event="done", findings=f)
+
+
+def classify(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}"
+    if "Error building extension" in text or "nvcc" in text and "error" in text.lower() or \
+            isinstance(exc, (SyntaxError, ImportError)) and "pkb_candidate" in "".join(traceback.format_tb(exc.__traceback__)):
+        return "compile_error"
+    if "CUDA error" in text or type(exc).__name__ in ("AcceleratorError", "CudaError"):
+        return "cuda_error"
+    return "exception"
+
+
+def first_compiler_error(text: str) -> str:
+    for line in text.splitlines():
+        if "error" in line.lower() and (".cu" in line or ".cpp" in line or "error:" in line):
+            return line.strip()
+    return text.strip().splitlines()[-1] if text.strip() else ""
+
+
+def main() -> int:
+    ch = connect(os.environ.pop("PKB_CONTROL"))
+    rank = int(os.environ.get("RANK", "0"))
+    try:
+        Worker(ch).serve()
+        dist.destroy_process_group()
+        return 0
+    except BaseException as exc:  # noqa: BLE001 - every failure is reported to the scorer
+        kind = classify(exc)
+        tb = traceback.format_exception(type(exc), exc, exc.__traceback__)
+        message = f"{type(exc).__name__}: {exc}"
+        if kind == "compile_error":
+            message = first_compiler_error(str(exc)) or message
+        try:
+            ch.send(event="error", kind=kind, rank=rank, message=message[:2000], traceback="".join(tb[-6:])[-3000:])
+        except OSError:
+            pass
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
