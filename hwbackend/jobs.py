@@ -23,6 +23,10 @@ PASS_THROUGH = ("PATH", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "
                 "NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME")
 
 
+_PEER_FAILURE = ("Connection closed", "Connection reset", "Broken pipe", "NCCL communicator was aborted",
+                 "remote process exited", "Timed out")
+
+
 class JobFailure(Exception):
     def __init__(self, status: str, message: str, rank: int | None = None, details: str = ""):
         super().__init__(message)
@@ -126,9 +130,27 @@ class Job:
                 except (ConnectionError, OSError):
                     raise JobFailure("error", "a rank died without reporting", details=self.log_tail()) from None
                 if msg.get("event") == "error":
-                    raise JobFailure(msg["kind"], msg["message"], msg.get("rank"), msg.get("traceback", ""))
+                    raise self._root_cause(msg)
                 replies[i] = msg
         return replies
+
+    def _root_cause(self, first: dict) -> JobFailure:
+        """When one rank fails its peers fail too ("connection closed"); report the rank that failed first
+        in its own right: wait briefly for the others' reports and prefer an error that is not a peer's."""
+        errors = [first]
+        for ch in self.channels:
+            ch.sock.settimeout(1.0)
+            try:
+                while True:
+                    msg = ch.recv()
+                    if msg.get("event") == "error":
+                        errors.append(msg)
+                        break
+            except (OSError, ConnectionError, ValueError):
+                continue
+        own = [e for e in errors if not any(p in e["message"] for p in _PEER_FAILURE)]
+        e = (own or errors)[0]
+        return JobFailure(e["kind"], e["message"], e.get("rank"), e.get("traceback", ""))
 
     def last_ops(self) -> str:
         lines = []

@@ -64,6 +64,7 @@ def _run_job(role: str, task: TaskSpec, plan: Plan, nproc: int, backend: str, ti
     import time
     job = Job(role, task.slug, nproc, backend, timeout, preset, candidate)
     findings: list[str] = []
+    result = JobResult([], job.out_dir, findings)
     try:
         job.start()
         for reply in job.gather():
@@ -74,22 +75,22 @@ def _run_job(role: str, task: TaskSpec, plan: Plan, nproc: int, backend: str, ti
                 findings += reply.get("findings", [])
         job.send_all(phase="warmup", seeds=plan.warmup)
         job.gather()
-        samples = []
         for b, seeds in enumerate(plan.timed):
             job.send_all(phase="timed", batch=b, seeds=seeds)
             job.gather()
             t0 = time.perf_counter()
             job.send_all(phase="go")
             job.gather()
-            samples.append((time.perf_counter() - t0) / len(seeds))
+            result.samples.append((time.perf_counter() - t0) / len(seeds))
             job.send_all(phase="dump", batch=b, indices=plan.dump[b])
             for reply in job.gather():
                 findings += reply.get("findings", [])
-        return JobResult(samples, job.out_dir, sorted(set(findings)))
+        return result
     finally:
         job.finish()
         if job.leftovers and role == "candidate":
             findings.append(f"{job.leftovers} process(es) of the candidate were still running after its job ended")
+        result.findings = sorted(set(findings))
 
 
 def _compare_outputs(task: TaskSpec, cand_dir: str, ref_dir: str, names: list[str], nproc: int) -> list[dict]:

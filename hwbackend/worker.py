@@ -91,7 +91,14 @@ class Worker:
     def serve(self) -> None:
         findings = []
         if self.role == "candidate":
-            self.load_candidate()
+            try:
+                self.load_candidate()
+            except SyntaxError as e:
+                raise CompileError(f"{os.path.basename(e.filename or '?')}:{e.lineno}: {e.msg}") from e
+            except Exception as e:
+                if "Error building extension" in str(e) or "nvcc" in str(e):
+                    raise CompileError(first_compiler_error(str(e)) or str(e)) from e
+                raise
             findings += [f"{name} was replaced by the candidate" for name in self.guard.tampered()]
         self.ch.send(event="ready", rank=self.rank, findings=findings)
         while True:
@@ -129,11 +136,14 @@ class Worker:
                 self.ch.send(event="done", findings=f)
 
 
+class CompileError(Exception):
+    """The candidate's Python or CUDA source does not compile."""
+
+
 def classify(exc: BaseException) -> str:
-    text = f"{type(exc).__name__}: {exc}"
-    if "Error building extension" in text or "nvcc" in text and "error" in text.lower() or \
-            isinstance(exc, (SyntaxError, ImportError)) and "pkb_candidate" in "".join(traceback.format_tb(exc.__traceback__)):
+    if isinstance(exc, CompileError):
         return "compile_error"
+    text = f"{type(exc).__name__}: {exc}"
     if "CUDA error" in text or type(exc).__name__ in ("AcceleratorError", "CudaError"):
         return "cuda_error"
     return "exception"
@@ -156,9 +166,7 @@ def main() -> int:
     except BaseException as exc:  # noqa: BLE001 - every failure is reported to the scorer
         kind = classify(exc)
         tb = traceback.format_exception(type(exc), exc, exc.__traceback__)
-        message = f"{type(exc).__name__}: {exc}"
-        if kind == "compile_error":
-            message = first_compiler_error(str(exc)) or message
+        message = str(exc) if kind == "compile_error" else f"{type(exc).__name__}: {exc}"
         try:
             ch.send(event="error", kind=kind, rank=rank, message=message[:2000], traceback="".join(tb[-6:])[-3000:])
         except OSError:

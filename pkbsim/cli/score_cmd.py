@@ -1,0 +1,79 @@
+"""`pkb score`: score a candidate against a task's reference on real GPUs (NCCL) or the CPU (gloo)."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+from pkbsim.cli.errors import UsageError
+
+EXIT = {"faster": 0, "slower": 0, "incorrect": 1, "integrity": 1, "error": 4, "compile_error": 4, "timeout": 5}
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("score", help="score a candidate on real GPUs (or gloo on the CPU)",
+                       description="Run reference and candidate under torchrun, check correctness on secret-seeded "
+                                   "inputs and time both. Exit: 0 faster/slower, 1 incorrect/integrity, 4 error or "
+                                   "compile error, 5 timeout, 2 bad usage.")
+    p.add_argument("candidate", help="candidate file defining solution(...)")
+    p.add_argument("--task", required=True, help="task slug or id (`pkb tasks` lists them)")
+    p.add_argument("--nproc-per-node", "--nproc_per_node", type=int, default=None, metavar="N",
+                   help="ranks (default: number of GPUs, or 2 with gloo)")
+    p.add_argument("--backend", choices=["nccl", "gloo"], default=None, help="default: nccl if GPUs are present")
+    p.add_argument("--trials", type=int, default=3, help="correctness trials with fresh inputs (default 3)")
+    p.add_argument("--launches", type=int, default=2, help="launches of each job, interleaved (default 2)")
+    p.add_argument("--batches", type=int, default=4, help="timed batches per launch (default 4)")
+    p.add_argument("--calls", type=int, default=4, help="timed calls per batch (default 4)")
+    p.add_argument("--preset", choices=["screen", "full"], default=None,
+                   help="input sizes (default: full with nccl, screen with gloo)")
+    p.add_argument("--timeout", type=float, default=300.0, metavar="S", help="wall-clock limit per job")
+    p.add_argument("--db", default=os.environ.get("PKB_DB", "pkb_results.sqlite"), help="SQLite results file")
+    p.add_argument("--label", help="group name for the leaderboard (default: the candidate's folder)")
+    p.add_argument("--resume", action="store_true", help="reuse a stored result for the same file, task and size")
+    p.add_argument("--json", action="store_true", help="print the result document as JSON")
+    p.set_defaults(run=run)
+
+
+def run(args) -> int:
+    import torch
+
+    from hwbackend.score import score
+    from tasks.registry import TaskError, get
+
+    if not os.path.isfile(args.candidate):
+        raise UsageError(f"candidate {args.candidate!r} not found; pass the path of a file defining solution(...)")
+    try:
+        get(args.task)
+    except TaskError as e:
+        raise UsageError(str(e)) from None
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    backend = args.backend or ("nccl" if gpus else None)
+    if backend is None:
+        raise UsageError("no CUDA GPU here; pass --backend gloo to score on the CPU")
+    if backend == "nccl" and not gpus:
+        raise UsageError("--backend nccl needs CUDA GPUs and this machine has none; use --backend gloo")
+    nproc = args.nproc_per_node or (gpus if backend == "nccl" else 2)
+    if nproc < 1 or (backend == "nccl" and nproc > gpus):
+        raise UsageError(f"--nproc-per-node {nproc} is not possible here ({gpus} GPUs)")
+    if min(args.trials, args.launches, args.batches, args.calls) < 1 or args.timeout <= 0:
+        raise UsageError("--trials, --launches, --batches and --calls must be >= 1 and --timeout > 0")
+    preset = args.preset or ("full" if backend == "nccl" else "screen")
+    progress = None if args.json else (lambda msg: print(f"pkb score: {msg}", file=sys.stderr))
+    res = score(args.task, args.candidate, nproc, backend, args.trials, args.launches, args.batches, args.calls,
+                timeout=args.timeout, preset=preset, db=args.db, label=args.label, resume=args.resume,
+                progress=progress)
+    if args.json:
+        print(json.dumps(res, indent=1))
+    else:
+        line = f"pkb score: {res['task']}: {res['status'].upper()}"
+        if res.get("speedup") is not None:
+            lo, hi = res["speedup_ci95"]
+            line += (f" - speed-up {res['speedup']:.3f}x (95% CI {lo:.3f}-{hi:.3f}), reference "
+                     f"{res['reference_ms']:.3f} ms, candidate {res['candidate_ms']:.3f} ms")
+        for f in res["findings"]:
+            rank = f" rank {f['rank']}" if f.get("rank") is not None else ""
+            print(f"  {f['kind']}{rank}: {f['message']}")
+            if f.get("details"):
+                print("    " + f["details"].strip().replace("\n", "\n    "))
+        print(line)
+    return EXIT[res["status"]]

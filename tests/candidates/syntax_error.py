@@ -1,0 +1,5 @@
+"""Broken: does not compile. Must be "compile_error"."""
+
+
+def solution(x)
+    return x

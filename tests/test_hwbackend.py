@@ -1,0 +1,93 @@
+"""hwbackend with gloo on the CPU: the honest reference, each cheating candidate, and the scorer's math."""
+import os
+import subprocess
+import time
+
+import pytest
+
+from hwbackend.jobs import _children
+from hwbackend.leaderboard import aggregate
+from hwbackend.score import score
+from hwbackend.store import Store
+from hwbackend.timing import summarize
+
+from conftest import HERE
+
+CANDS = os.path.join(HERE, "candidates")
+
+
+def _score(name, nproc=2, **kw):
+    opts = dict(backend="gloo", launches=1, batches=1, calls=2, timeout=30) | kw
+    return score("all_reduce", os.path.join(CANDS, f"{name}.py"), nproc, **opts)
+
+
+def _no_leftovers():
+    assert _children() == []
+    ps = subprocess.run(["ps", "-eo", "cmd"], capture_output=True, text=True).stdout
+    assert "hwbackend.worker" not in ps and "time.sleep(0.001)" not in ps
+
+
+@pytest.mark.parametrize("nproc,launches", [(2, 2), (4, 1)])
+def test_reference_as_candidate_is_correct_and_not_faster(nproc, launches, tmp_path):
+    res = _score("reference_copy", nproc, launches=launches, batches=4, calls=4, db=str(tmp_path / "r.sqlite"))
+    assert res["correct"] and res["status"] == "slower", res
+    lo, hi = res["speedup_ci95"]
+    assert lo <= res["speedup"] <= hi and res["reference_ms"] > 0 and res["candidate_ms"] > 0
+    assert all(t["ok"] for t in res["trials"]) and len(res["trials"]) == nproc * (3 + launches * 4 * 2)  # trials + 2 checked calls per timed batch
+    again = _score("reference_copy", nproc, db=str(tmp_path / "r.sqlite"), resume=True)
+    assert again.get("resumed") and again["status"] == res["status"]
+    _no_leftovers()
+
+
+@pytest.mark.parametrize("name,status,needle", [
+    ("cache_results", "incorrect", "trial1"),
+    ("skip_communication", "incorrect", "trial0"),
+    ("mutate_inputs", "integrity", "modified its inputs"),
+    ("patch_timers", "integrity", "time.perf_counter was replaced"),
+    ("background_thread", None, None),
+    ("slow_down_reference", "integrity", "still running after its job ended"),
+    ("raises", "error", "bad shape on rank 1"),
+    ("syntax_error", "compile_error", "syntax_error.py:4"),
+])
+def test_cheating_and_broken_candidates(name, status, needle):
+    res = _score(name)
+    if name == "background_thread":  # either its late writes are caught, or the thread is
+        assert res["status"] in ("incorrect", "integrity")
+        assert any("thread" in f["message"] for f in res["findings"]) or res["status"] == "incorrect"
+    else:
+        assert res["status"] == status, res["findings"]
+        assert any(needle in f["message"] for f in res["findings"]), res["findings"]
+    assert not res["correct"] or res["status"] == "integrity"
+    _no_leftovers()
+
+
+def test_deadlock_ends_in_timeout_naming_each_rank():
+    t0 = time.monotonic()
+    res = _score("deadlock", timeout=15)
+    assert res["status"] == "timeout" and time.monotonic() - t0 < 60
+    details = res["findings"][0]["details"]
+    assert "rank 0:" in details and "rank 1: correctness trial 0" in details
+    _no_leftovers()
+
+
+def test_summary_and_leaderboard_math():
+    s = summarize([[1.0, 1.1, 0.9, 1.0]], [[0.5, 0.55, 0.45, 0.5]])
+    assert s["speedup"] == pytest.approx(2.0) and s["faster"] and s["speedup_ci95"][0] > 1.5
+    same = summarize([[1.0, 1.1, 0.9, 1.0]], [[1.0, 1.05, 0.95, 1.0]])
+    assert not same["faster"]
+    rows = aggregate([{"label": "m", "correct": 1, "speedup": 2.0}, {"label": "m", "correct": 1, "speedup": 0.5},
+                      {"label": "m", "correct": 0, "speedup": None}, {"label": "m", "correct": 1, "speedup": 1.2}])
+    r = rows[0]
+    assert r["scored"] == 4 and r["correct_rate"] == 0.75
+    assert (r["fast_0"], r["fast_1"], r["fast_1.5"], r["fast_2"]) == (0.75, 0.5, 0.25, 0.0)
+    assert r["geomean_speedup"] == pytest.approx((2.0 * 0.5 * 1.2) ** (1 / 3))
+
+
+def test_store_round_trip(tmp_path):
+    st = Store(str(tmp_path / "x.sqlite"))
+    st.start("r1", "all_reduce", "/c.py", "abc", "lab", 2, "gloo")
+    st.trial("r1", "launch0", 0, 0, True, "")
+    st.finish("r1", {"status": "slower", "correct": True, "speedup": 0.9, "speedup_ci95": [0.8, 1.1],
+                     "reference_ms": 1.0, "candidate_ms": 1.1, "findings": []})
+    assert st.completed("all_reduce", "abc", 2, "gloo")["speedup"] == 0.9
+    assert st.latest_runs()[0]["label"] == "lab"
