@@ -43,7 +43,7 @@ def run(args) -> int:
     if not os.path.isfile(args.candidate):
         raise UsageError(f"candidate {args.candidate!r} not found; pass the path of a file defining solution(...)")
     try:
-        get(args.task)
+        task = get(args.task)
     except TaskError as e:
         raise UsageError(str(e)) from None
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
@@ -55,6 +55,9 @@ def run(args) -> int:
     nproc = args.nproc_per_node or (gpus if backend == "nccl" else 2)
     if nproc < 1 or (backend == "nccl" and nproc > gpus):
         raise UsageError(f"--nproc-per-node {nproc} is not possible here ({gpus} GPUs)")
+    if not task.supports(nproc):
+        raise UsageError(f"task {task.slug} supports world sizes {task.world_sizes.describe()}, not {nproc}; "
+                         f"pass a supported --nproc-per-node")
     if min(args.trials, args.launches, args.batches, args.calls) < 1 or args.timeout <= 0:
         raise UsageError("--trials, --launches, --batches and --calls must be >= 1 and --timeout > 0")
     preset = args.preset or ("full" if backend == "nccl" else "screen")

@@ -1,0 +1,113 @@
+"""One fully sharded data-parallel training step, as PyTorch FSDP2 (fully_shard) runs it.
+
+The model is a stack of L residual layers without bias, h <- h + tanh(h @ W_l^T), W_l of shape (D, D),
+with loss 0.5 * sum((h_L - y)^2) / B_local per rank (the global loss is the mean over ranks). Each
+layer is its own FSDP unit and every parameter is sharded on dim 0 (FSDP2's Shard(0)): rank r holds
+rows [r*D/ws, (r+1)*D/ws) of every W_l, stacked as w_shard of shape (L, D/ws, D), plus the AdamW
+moments m, v of those rows. The step:
+
+    forward   per layer: all-gather W_l (the next layer's all-gather is prefetched), compute, free it
+              (reshard_after_forward=True)
+    backward  per layer, last to first: all-gather W_l again, compute the input and weight gradients,
+              reduce-scatter the weight gradient (average over ranks) into this rank's rows
+    AdamW     (beta1 0.9, beta2 0.999, eps 1e-8, decoupled weight decay `wd`, bias correction with
+              `step`) on the local shard
+
+Returns (w_shard, m, v) after the step, each (L, D/ws, D).
+"""
+import torch
+import torch.distributed as dist
+
+from tasks.api import Output, WorldSizes
+
+SLUG = "fsdp_adamw_step"
+ID = 53
+TITLE = "FSDP2 step: per-layer parameter all-gather (forward and backward), gradient reduce-scatter, AdamW"
+CATEGORY = "parallelism"
+ORIGIN = "PyTorch FSDP2 fully_shard (per-parameter Shard(0), reshard_after_forward, prefetch) + AdamW"
+WORLD_SIZES = WorldSizes(min=2, power_of_two=True)
+SIZES = {
+    "screen": {"batch": 16, "dim": 32, "layers": 3, "lr": 1e-2, "wd": 0.1, "step": 10, "g_scale": 2e-2},
+    "full": {"batch": 2048, "dim": 2048, "layers": 8, "lr": 1e-2, "wd": 0.1, "step": 10, "g_scale": 2e-3},
+}
+BETA1, BETA2, EPS = 0.9, 0.999, 1e-8
+
+
+def _shard_shape(s, n, r):
+    return (s["layers"], s["dim"] // n, s["dim"])
+
+
+OUTPUTS = [
+    Output("w_shard", torch.float32, shape=_shard_shape),
+    # m is signed, of the gradients' scale (1e-3..1e-2): an absolute floor 1e-8 keeps it relative
+    Output("m", torch.float32, atol=1e-8, shape=_shard_shape),
+    # v is positive and bounded away from zero: compared relatively
+    Output("v", torch.float32, atol=1e-12, shape=_shard_shape),
+]
+
+
+def make_inputs(ctx):
+    s = ctx.size
+    n, d, layers, g = ctx.world_size, s["dim"], s["layers"], s["g_scale"]
+    x = ctx.randn(s["batch"], d)                     # this rank's slice of the batch
+    y = ctx.randn(s["batch"], d)
+    w = ctx.randn(layers, d, d, scale=d ** -0.5, shared=True)
+    rows = slice(ctx.rank * d // n, (ctx.rank + 1) * d // n)
+    w_shard = w[:, rows].contiguous()                # FSDP2 Shard(0) of every layer's weight
+    m = ctx.randn(layers, d // n, d, scale=g)        # AdamW moments of the local rows
+    v = (ctx.rand(layers, d // n, d) + 0.5) * g * g
+    return x, y, w_shard, m, v, s["lr"], s["wd"], s["step"]
+
+
+def reference(x, y, w_shard, m, v, lr, wd, step):
+    world = dist.get_world_size()
+    layers, rows, d = w_shard.shape
+
+    def gather(l):
+        full = torch.empty(d, d, device=x.device)
+        return full, dist.all_gather_into_tensor(full, w_shard[l], async_op=True)
+
+    # forward: all-gather layer by layer (next one prefetched), keep activations, free the weights
+    hs, ts = [x], []
+    nxt = gather(0)
+    for l in range(layers):
+        w_full, work = nxt
+        work.wait()
+        if l + 1 < layers:
+            nxt = gather(l + 1)
+        t = torch.tanh(hs[-1] @ w_full.t())
+        ts.append(t)
+        hs.append(hs[-1] + t)
+        del w_full
+    # backward: all-gather again, reduce-scatter each weight gradient as soon as it exists
+    g = (hs[-1] - y) / x.shape[0]
+    grads, works = [None] * layers, []
+    nxt = gather(layers - 1)
+    for l in reversed(range(layers)):
+        w_full, work = nxt
+        work.wait()
+        if l > 0:
+            nxt = gather(l - 1)
+        g_pre = g * (1 - ts[l] * ts[l])
+        g_w = g_pre.t() @ hs[l]
+        if l > 0:
+            g = g + g_pre @ w_full
+        grads[l] = torch.empty(rows, d, device=x.device)
+        works.append(dist.reduce_scatter_tensor(grads[l], g_w, op=dist.ReduceOp.AVG, async_op=True))
+        del w_full
+    for work in works:
+        work.wait()
+    grad = torch.stack(grads)
+    # AdamW on the local shard
+    p = w_shard * (1 - lr * wd)
+    m = BETA1 * m + (1 - BETA1) * grad
+    v = BETA2 * v + (1 - BETA2) * grad * grad
+    p = p - lr * (m / (1 - BETA1 ** step)) / ((v / (1 - BETA2 ** step)).sqrt() + EPS)
+    return p, m, v
+
+
+def speed_of_light(size, world_size):
+    b, d, layers = size["batch"], size["dim"], size["layers"]
+    nbytes = 4 * layers * d * d
+    # two all-gathers and one reduce-scatter of every layer
+    return {"link_bytes_per_rank": 3 * (world_size - 1) / world_size * nbytes, "flops": 6 * b * d * d * layers}
