@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.util
 import inspect
 import os
+import re
 import sys
 import traceback
 
@@ -143,17 +144,23 @@ class CompileError(Exception):
 def classify(exc: BaseException) -> str:
     if isinstance(exc, CompileError):
         return "compile_error"
-    text = f"{type(exc).__name__}: {exc}"
-    if "CUDA error" in text or type(exc).__name__ in ("AcceleratorError", "CudaError"):
+    text = f"{type(exc).__name__}: {exc}".lower()
+    if any(k in text for k in ("cuda error", "cuda failure", "device-side assert", "illegal memory access")) \
+            or type(exc).__name__ in ("AcceleratorError", "CudaError"):
         return "cuda_error"
     return "exception"
 
 
+_COMPILER_ERROR = re.compile(r"(\S+\.(?:cu|cuh|cpp|cc|h|hpp))[(:](\d+)\)?:?\s*(?:\d+:\s*)?(?:fatal )?error[:\s]",
+                             re.IGNORECASE)
+
+
 def first_compiler_error(text: str) -> str:
+    """The first `file(line): error ...` (nvcc) or `file:line:col: error: ...` (gcc) line of a build log."""
     for line in text.splitlines():
-        if "error" in line.lower() and (".cu" in line or ".cpp" in line or "error:" in line):
+        if _COMPILER_ERROR.search(line):
             return line.strip()
-    return text.strip().splitlines()[-1] if text.strip() else ""
+    return ""
 
 
 def main() -> int:

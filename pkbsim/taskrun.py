@@ -5,6 +5,7 @@ task's make_inputs, keeps a copy of them, calls the function and keeps its outpu
 """
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 from dataclasses import dataclass
@@ -12,6 +13,7 @@ from typing import Callable
 
 import torch
 import torch.distributed as dist
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from pkbsim.world.launcher import RunOptions, RunResult, run_ranks
 from tasks.api import TaskContext, as_outputs
@@ -37,6 +39,22 @@ def _copy(x):
     return x
 
 
+_EMPTY = {torch.ops.aten.empty.memory_format, torch.ops.aten.empty_strided.default,
+          torch.ops.aten.empty_like.default, torch.ops.aten.new_empty.default,
+          torch.ops.aten.new_empty_strided.default}
+
+
+class PoisonEmpty(TorchDispatchMode):
+    """Fills every uninitialised allocation with NaN (or -1 for integers), so that a run cannot pass by
+    reading memory a previous run left behind."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if func in _EMPTY and isinstance(out, torch.Tensor) and out.numel():
+            out.fill_(float("nan") if out.is_floating_point() else -1)
+        return out
+
+
 def run_task(task: TaskSpec, fn: Callable | None, world_size: int, *, seed: int = 0, trial: int = 0,
              preset: str = "screen", no_comm: bool = False, timeout: float = 120.0,
              output=None) -> TaskRun:
@@ -53,7 +71,9 @@ def run_task(task: TaskSpec, fn: Callable | None, world_size: int, *, seed: int 
                            torch.device("cuda", local))
         args = task.make_inputs(tctx)
         inputs[ctx.rank] = _copy(args)
-        outputs[ctx.rank] = _copy(as_outputs(fn(*args)))
+        with PoisonEmpty() if no_comm else contextlib.nullcontext():
+            result = fn(*args)
+        outputs[ctx.rank] = _copy(as_outputs(result))
         dist.destroy_process_group()
 
     opts = RunOptions(nproc=world_size, timeout=timeout, output=output or io.StringIO(), no_comm=no_comm,

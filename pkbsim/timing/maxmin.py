@@ -1,37 +1,59 @@
-"""Max-min fair rates by progressive filling, vectorised over all flows at once.
+"""Max-min fair rates by progressive filling, resource by resource.
 
-Each round gives every unfrozen flow the same rate increase until a resource saturates (or a flow reaches
-its own cap); flows through the tightest resource freeze at that level. Rounds = distinct bottleneck levels,
-usually one or two for a collective, so one solve is a few numpy passes over the (flows x hops) route array.
+The water level rises for every unfrozen flow; the resource with the lowest fair share (capacity left / its
+unfrozen flows) saturates first and freezes its flows at that share. Shares never decrease while filling
+(flows freeze at or below the share of every resource they cross), so taking resources one at a time in
+order of share is exact, ties included. Each step touches only the flows of the saturating resource (a CSR
+index by resource), so a solve costs one pass over the routes plus a few small numpy steps per resource that
+saturates. Per-flow caps are private resources with one flow each.
+
+Warm start: when flows were only removed since the last solve, filling is unchanged below the lowest rate a
+removed flow had (the removed flows' resources saturated no earlier than that), so flows known to be below it
+keep their rates (`known`) and filling resumes from there.
 """
 from __future__ import annotations
 
 import numpy as np
 
-_TIE = 1e-9   # flows within this relative distance of the bottleneck freeze together
-
-
-def max_min_rates(routes: np.ndarray, caps: np.ndarray, flow_caps: np.ndarray) -> np.ndarray:
+def max_min_rates(routes: np.ndarray, caps: np.ndarray, flow_caps: np.ndarray,
+                  known: np.ndarray | None = None) -> np.ndarray:
     """routes: (F, L) resource indices (padded with an index whose capacity is inf); caps: (R,) per resource;
-    flow_caps: (F,) per-flow limits (inf for none). Returns the (F,) max-min fair rates."""
-    nres = len(caps)
-    rate = np.empty(len(routes))
-    left = caps.astype(float).copy()
-    idx = np.arange(len(routes))
-    r, fc = routes, flow_caps
-    while idx.size:
-        counts = np.bincount(r.ravel(), minlength=nres)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            share = left / counts
-        level = np.minimum(share[r].min(axis=1), fc)
-        m = level.min()
-        if not np.isfinite(m):   # nothing limits the rest: they move instantly
-            rate[idx] = np.inf
-            break
-        freeze = level <= m * (1 + _TIE)
-        rate[idx[freeze]] = m
-        left -= np.bincount(r[freeze].ravel(), minlength=nres) * m
-        np.maximum(left, 0.0, out=left)
-        keep = ~freeze
-        idx, r, fc = idx[keep], r[keep], fc[keep]
-    return rate
+    flow_caps: (F,) per-flow limits (inf for none); known: (F,) rates already final (nan where not).
+    Returns the (F,) max-min fair rates (inf: unconstrained)."""
+    nflows = len(routes)
+    capped = np.flatnonzero(np.isfinite(flow_caps))
+    caps = np.concatenate([caps, flow_caps[capped], [np.inf]]).astype(float)
+    pad = len(caps) - 1
+    if capped.size:
+        own = np.full(nflows, pad)
+        own[capped] = pad - capped.size + np.arange(capped.size)
+        routes = np.hstack([routes, own[:, None]])
+    width = routes.shape[1]
+    flat = routes.ravel()
+    order = np.argsort(flat, kind="stable")
+    entry_flow = order // width
+    ptr = np.searchsorted(flat[order], np.arange(len(caps) + 1))
+    rate = np.full(nflows, np.inf)
+    frozen = np.zeros(nflows, bool) if known is None else ~np.isnan(known)
+    count = np.bincount(routes[~frozen].ravel(), minlength=len(caps)).astype(float)
+    left = caps.copy()
+    if frozen.any():
+        rate[frozen] = known[frozen]
+        left -= np.bincount(routes[frozen].ravel(), weights=np.repeat(known[frozen], width), minlength=len(caps))
+    live = count > 0.5
+    share = np.full(len(caps), np.inf)
+    while True:
+        np.divide(left, count, out=share, where=live)
+        r = int(share.argmin())
+        level = share[r]
+        if not live[r] or level == np.inf:
+            return rate
+        flows = entry_flow[ptr[r]:ptr[r + 1]]
+        flows = flows[~frozen[flows]]
+        rate[flows] = level
+        frozen[flows] = True
+        hit = routes[flows].ravel()
+        np.subtract.at(left, hit, level)
+        np.subtract.at(count, hit, 1.0)
+        live[hit] = count[hit] > 0.5
+        share[hit] = np.inf

@@ -2,8 +2,10 @@
 
 Time is in µs and sizes in bytes. Rates are recomputed once per simulated timestamp (all starts and finishes
 at one instant are batched into one solve) and stay fixed until the next flow finishes, so the cost is one
-solve per distinct finishing time. Flow state lives in preallocated numpy arrays; a stale wake-up timer is
-ignored through a version counter. A message sent as back-to-back chunks on one route is one flow: under a
+solve per distinct finishing time. With `resolution_us` > 0, finishes are batched onto a grid of that step:
+a flow that is done stops moving bytes at once, but the bandwidth it frees is handed out at the next grid
+point, so each finish is seen at most one step late (bytes stay exact). Flow state lives in preallocated
+numpy arrays; a stale wake-up timer is ignored through a version counter. A message sent as back-to-back chunks on one route is one flow: under a
 fluid model the rates depend only on which flows are active, so chunk boundaries change nothing.
 """
 from __future__ import annotations
@@ -17,8 +19,10 @@ _DONE = 1e-9   # a flow is finished when what is left is below this fraction of 
 
 
 class FlowNetwork:
-    def __init__(self, env: simpy.Environment, caps: np.ndarray, pad: int, record: bool = False):
+    def __init__(self, env: simpy.Environment, caps: np.ndarray, pad: int, record: bool = False,
+                 resolution_us: float = 0.0):
         self.env, self.caps, self.pad, self.record = env, caps, pad, record
+        self.resolution_us = resolution_us
         self.carried = np.zeros(len(caps))        # bytes each resource moved (kept when record=True)
         self.timeline: list[tuple[float, np.ndarray, np.ndarray]] = []   # (t, resources, load) when record
         self.solves = 0
@@ -30,6 +34,8 @@ class FlowNetwork:
         self._t = 0.0
         self._version = 0
         self._pending = False
+        self._added = False                       # a flow started since the last solve
+        self._removed_below = np.inf              # lowest rate a flow finished with since the last solve
 
     def _grow(self, rows: int, width: int) -> None:
         old = getattr(self, "_routes", None)
@@ -75,6 +81,7 @@ class FlowNetwork:
         self._alive[slots] = True
         self._group[slots] = gid
         self.flows_started += k
+        self._added = True
         self._request_settle()
         return done
 
@@ -87,7 +94,7 @@ class FlowNetwork:
         dt = self.env.now - self._t
         if dt > 0:
             alive = np.flatnonzero(self._alive)
-            moved = self._rate[alive] * dt
+            moved = np.minimum(self._rate[alive] * dt, self._left[alive])
             self._left[alive] -= moved
             if self.record and alive.size:
                 r = self._routes[alive]
@@ -101,7 +108,12 @@ class FlowNetwork:
         self._version += 1
         if not alive.size:
             return
-        rates = max_min_rates(self._routes[alive], self.caps, self._fcap[alive])
+        known = None
+        if not self._added:   # only removals: rates below the lowest removed one stay (maxmin.py)
+            old = self._rate[alive]
+            known = np.where(old < self._removed_below * (1 - 1e-9), old, np.nan)
+        rates = max_min_rates(self._routes[alive], self.caps, self._fcap[alive], known)
+        self._added, self._removed_below = False, np.inf
         self.solves += 1
         self._rate[alive] = rates
         if self.record:
@@ -110,9 +122,12 @@ class FlowNetwork:
             used = np.flatnonzero(load[:self.pad])
             self.timeline.append((self.env.now, used, load[used]))
         with np.errstate(divide="ignore"):
-            dt = float(np.min(self._left[alive] / rates))
+            dt = max(float(np.min(self._left[alive] / rates)), 0.0)
+        if self.resolution_us > 0:
+            step = self.resolution_us
+            dt = max(np.ceil((self.env.now + dt) / step - 1e-9) * step - self.env.now, 0.0)
         version = self._version
-        self.env.timeout(max(dt, 0.0)).callbacks.append(lambda _e: self._wake(version))
+        self.env.timeout(dt).callbacks.append(lambda _e: self._wake(version))
 
     def _wake(self, version: int) -> None:
         if version != self._version:
@@ -126,6 +141,8 @@ class FlowNetwork:
             r = self._routes[over]
             crumbs = np.maximum(self._left[over], 0.0)
             self.carried += np.bincount(r.ravel(), weights=np.repeat(crumbs, r.shape[1]), minlength=len(self.caps))
+        if over.size:
+            self._removed_below = min(self._removed_below, float(self._rate[over].min()))
         self._left[over] = 0.0
         self._alive[over] = False
         self._rate[over] = 0.0

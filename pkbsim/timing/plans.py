@@ -106,19 +106,20 @@ def _tree(topo, router, op, nbytes, ranks, nch, lat):
     return [ph]
 
 
-def _nvls_bytes(topo, op, nbytes, n, nch) -> tuple[float, float]:
+def _nvls_bytes(topo, op, nbytes, n, nch, fill: bool = True) -> tuple[float, float]:
     """(egress, ingress) bytes per GPU through the switch. All-reduce moves S(n+1)/n each way (sim-anchors
-    §3.1); the pipeline adds one step of n x channels x 128 KiB chunks of fill and drain (see README)."""
-    step = n * nch * topo.nccl["nvls_chunk_bytes"]
+    §3.1). NCCL's pipeline adds one step of n x channels x 128 KiB chunks: the first step only reduces and the
+    last only gathers (fill and drain). A fused multimem kernel reduces and stores each element at once: no fill."""
+    step = n * nch * topo.nccl["nvls_chunk_bytes"] if fill else 0
     s = nbytes + min(nbytes, step)
     return {"all_reduce": (s * (n + 1) / n, s * (n + 1) / n),
             "all_gather": (s / n, s),
             "reduce_scatter": (s, s / n)}[op]
 
 
-def _nvls(topo, router, op, nbytes, ranks, nch, lat):
+def _nvls(topo, router, op, nbytes, ranks, nch, lat, fill: bool = True):
     ph = Phase(lat)
-    out, inn = _nvls_bytes(topo, op, nbytes, len(ranks), nch)
+    out, inn = _nvls_bytes(topo, op, nbytes, len(ranks), nch, fill)
     for g in ranks:
         egress, ingress = router.loop_route(g)
         for _ in range(nch):
@@ -168,17 +169,18 @@ def kernel_GBps(topo: Topology, algo: str, ctas: int | None) -> tuple[float, int
 
 def _custom(topo, router, algo, nbytes, ranks, lat, ctas):
     """One-shot (every GPU reads all peers' buffers), two-shot (reduce-scatter then all-gather through peer
-    loads and stores, two synchronisations) and multimem (NVLS through symmetric memory) all-reduce."""
+    loads and stores) and multimem (NVLS through symmetric memory) all-reduce. One base latency per kernel,
+    as NCCL's symmetric-kernel model charges; the barrier between two-shot's halves is inside it."""
     bw, ctas = kernel_GBps(topo, algo, ctas)
     n = len(ranks)
     if algo == "nvls_custom":
-        ph = _nvls(topo, router, "all_reduce", nbytes, ranks, ctas, lat)[0]
+        ph = _nvls(topo, router, "all_reduce", nbytes, ranks, ctas, lat, fill=False)[0]
         ph.cap_GBps = bw / ctas
         return [ph], ctas
     parts = [nbytes] if algo == "one_shot" else [nbytes / n, nbytes / n]
     phases = []
     for i, part in enumerate(parts):
-        ph = Phase(lat, cap_GBps=bw / (n - 1))
+        ph = Phase(lat if i == 0 else 0.0, cap_GBps=bw / (n - 1))
         for dst in ranks:
             for src in ranks:
                 a, b = (src, dst) if i == 0 else (dst, src)   # pull shards, then push the reduced one

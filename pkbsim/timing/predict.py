@@ -1,6 +1,7 @@
 """One collective on one machine: `pkb predict` and the fidelity report call this."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 from pkbsim.timing.closed_form import choose
@@ -39,16 +40,20 @@ class Prediction:
         return asdict(self)
 
 
-def predict(topo: Topology, op: str, nbytes: int, nranks: int, algo: str | None = None, proto: str | None = None,
-            engine: str = "closed", ctas: int | None = None) -> Prediction:
-    """Time of `op` over ranks 0..nranks-1 (packed onto machines in order). Raises ValueError for a size,
-    rank count, algorithm or protocol that cannot run, with a one-line reason."""
-    if not 1 <= nranks <= topo.num_gpus:
-        raise ValueError(f"{topo.name} holds {topo.num_gpus} GPUs; choose --nranks between 1 and {topo.num_gpus}")
+def predict(topo: Topology, op: str, nbytes: int, ranks: int | Sequence[int], algo: str | None = None,
+            proto: str | None = None, engine: str = "closed", ctas: int | None = None) -> Prediction:
+    """Time of `op` on GPUs `ranks` (an int n means GPUs 0..n-1, packed onto machines in order). Raises
+    ValueError with a one-line reason for a size, rank set, algorithm or protocol that cannot run."""
+    ranks = list(range(ranks)) if isinstance(ranks, int) else list(ranks)
+    nranks = len(ranks)
+    if nranks < 1 or len(set(ranks)) != nranks or not all(0 <= g < topo.num_gpus for g in ranks):
+        raise ValueError(f"{topo.name} holds {topo.num_gpus} GPUs; choose between 1 and {topo.num_gpus} distinct ranks")
     if nbytes < 0:
         raise ValueError("size must not be negative")
+    if engine not in ENGINES:
+        raise ValueError(f"unknown engine {engine!r}; use {' or '.join(ENGINES)}")
     router = router_for(topo)
-    choice = choose(topo, router, op, nbytes, list(range(nranks)), algo, proto, ctas)
+    choice = choose(topo, router, op, nbytes, ranks, algo, proto, ctas)
     t = choice.time_us if engine == "closed" else simulate_plan(choice.plan, router)[0]
     algbw = nbytes / t / 1e3 if t > 0 else 0.0
     p = choice.plan

@@ -36,7 +36,7 @@ class Router:
             caps.append(data["cap"] * GB_PER_S)
 
         machine0 = [n for n, d in self.graph.nodes(data=True) if d.get("machine") == 0]
-        self._local = self.graph.subgraph(machine0)
+        self._local = self.graph.subgraph(machine0).copy()
         p0 = prefix(topo, 0)
         local_edges = [(u[len(p0):], v[len(p0):]) for u, v in self._local.edges]
         local_nodes = [n[len(p0):] for n in machine0 if "cap" in self.graph.nodes[n]]
@@ -54,10 +54,13 @@ class Router:
         self.caps = np.array(caps + [np.inf])       # bytes per µs
 
     @functools.lru_cache(maxsize=None)
+    def _local_routes(self, a: int) -> dict[str, tuple[int, ...]]:
+        """Shortest paths from GPU a to every node of machine 0, as resource tuples (one Dijkstra per source)."""
+        paths = nx.single_source_dijkstra_path(self._local, f"{prefix(self.topo, 0)}gpu{a}", weight="w")
+        return {node: self._resources(path) for node, path in paths.items()}
+
     def _local_route(self, a: int, b: int) -> tuple[int, ...]:
-        p = prefix(self.topo, 0)
-        path = nx.shortest_path(self._local, f"{p}gpu{a}", f"{p}gpu{b}", weight="w")
-        return self._resources(path)
+        return self._local_routes(a)[f"{prefix(self.topo, 0)}gpu{b}"]
 
     def _resources(self, path: list[str]) -> tuple[int, ...]:
         ids = [self._id[(u, v)] for u, v in zip(path, path[1:])]

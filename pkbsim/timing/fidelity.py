@@ -1,0 +1,80 @@
+"""Predictions against published measurements (data/measurements.toml): the error of every point, and
+whether it meets the target of its regime.
+
+Targets: within 10% for sizes >= 4 MiB (bandwidth regime); within 30% or 5 µs below 256 KiB (latency
+regime); sizes in between are reported without a target. `context` points are shown but not judged.
+"""
+from __future__ import annotations
+
+import tomllib
+from dataclasses import asdict, dataclass
+from importlib import resources
+
+from pkbsim.timing.host_model import host_model, launch_overhead_us
+from pkbsim.timing.predict import predict
+from pkbsim.timing.topology import load_topology
+from pkbsim.timing.units import bus_factor, parse_size
+
+BANDWIDTH_FROM = 4 << 20
+LATENCY_BELOW = 256 << 10
+
+
+@dataclass
+class Row:
+    id: str
+    topology: str
+    op: str
+    nranks: int
+    bytes: int
+    metric: str
+    measured: float
+    predicted: float
+    error_pct: float
+    regime: str               # bandwidth | latency | mid
+    role: str                 # fitted | held-out | context
+    meets_target: bool | None  # None: no target (mid regime or context)
+    algorithm: str
+    protocol: str
+    harness: str
+    source: str
+    note: str
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def load_points() -> list[dict]:
+    with resources.files("pkbsim.timing").joinpath("data/measurements.toml").open("rb") as f:
+        return tomllib.load(f)["point"]
+
+
+def regime(nbytes: int) -> str:
+    return "bandwidth" if nbytes >= BANDWIDTH_FROM else "latency" if nbytes < LATENCY_BELOW else "mid"
+
+
+def _meets(reg: str, role: str, metric: str, measured: float, predicted: float) -> bool | None:
+    if role == "context" or reg == "mid":
+        return None
+    err = abs(predicted - measured) / measured
+    if reg == "bandwidth":
+        return err <= 0.10
+    return err <= 0.30 or (metric == "time_us" and abs(predicted - measured) <= 5.0)
+
+
+def evaluate(engine: str = "closed") -> list[Row]:
+    model = host_model()
+    rows = []
+    for p in load_points():
+        topo = load_topology(p["topology"])
+        nbytes = parse_size(p["size"])
+        ranks = p.get("ranks", p.get("nranks"))
+        pred = predict(topo, p["op"], nbytes, ranks, algo=p.get("algo"), engine=engine)
+        t = pred.time_us + launch_overhead_us(model, p["harness"])
+        n = pred.nranks
+        value = t if p["metric"] == "time_us" else nbytes / t / 1e3 * bus_factor(p["op"], n)
+        reg = regime(nbytes)
+        rows.append(Row(p["id"], p["topology"], p["op"], n, nbytes, p["metric"], p["measured"], value,
+                        100.0 * (value - p["measured"]) / p["measured"], reg, p["role"],
+                        _meets(reg, p["role"], p["metric"], p["measured"], value), pred.algorithm, pred.protocol,
+                        p["harness"], p["source"], p.get("note", "")))
+    return rows

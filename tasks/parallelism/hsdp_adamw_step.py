@@ -1,0 +1,135 @@
+"""One hybrid-sharded data-parallel (HSDP) training step, as PyTorch FSDP2 runs it on a 2-D device mesh
+(fully_shard(mesh=(replicate, shard)); torchtitan's data_parallel_replicate x data_parallel_shard).
+
+Mesh: replicate = 2 (outer), shard = ws / 2 (inner); rank = replica * (ws/2) + shard_rank. Parameters
+are sharded within a shard group and replicated across the two replicas (typically: shard inside a
+node, replicate across nodes). The groups are built in make_inputs.
+
+The model is a stack of L residual layers without bias, h <- h + tanh(h @ W_l^T), W_l of shape (D, D),
+with loss 0.5 * sum((h_L - y)^2) / B_local per rank (the global loss is the mean over ranks). Each
+layer is its own FSDP unit and every parameter is sharded on dim 0 within the shard group: shard rank
+s holds rows [s*D/S, (s+1)*D/S) of every W_l (S = ws/2), stacked as w_shard of shape (L, D/S, D), plus
+the AdamW moments m, v of those rows (identical in both replicas). Every rank has its own batch. The step:
+
+    forward   per layer: all-gather W_l over the shard group (the next layer's all-gather is
+              prefetched), compute, free it (reshard_after_forward=True)
+    backward  per layer, last to first: all-gather W_l again, compute the input and weight gradients,
+              reduce-scatter the weight gradient over the shard group (average), then all-reduce the
+              shard over the replicate group (average): the result is the mean over all ranks
+    AdamW     (beta1 0.9, beta2 0.999, eps 1e-8, decoupled weight decay `wd`, bias correction with
+              `step`) on the local shard
+
+Returns (w_shard, m, v) after the step, each (L, D/S, D), identical in both replicas.
+"""
+import torch
+import torch.distributed as dist
+
+from tasks.api import Output, WorldSizes
+
+SLUG = "hsdp_adamw_step"
+ID = 55
+TITLE = "HSDP step: all-gather within the shard group, reduce-scatter + cross-replica all-reduce, AdamW"
+CATEGORY = "parallelism"
+ORIGIN = "PyTorch FSDP2 HSDP (fully_shard on a (replicate, shard) DeviceMesh; torchtitan dp_replicate x dp_shard)"
+WORLD_SIZES = WorldSizes(min=4, power_of_two=True)
+REPLICATE = 2
+SIZES = {
+    "screen": {"batch": 16, "dim": 32, "layers": 3, "lr": 1e-2, "wd": 0.1, "step": 10, "g_scale": 2e-2},
+    "full": {"batch": 2048, "dim": 2048, "layers": 8, "lr": 1e-2, "wd": 0.1, "step": 10, "g_scale": 5e-2},
+}
+BETA1, BETA2, EPS = 0.9, 0.999, 1e-8
+
+
+def _shard_shape(s, n, r):
+    return (s["layers"], s["dim"] // (n // REPLICATE), s["dim"])
+
+
+OUTPUTS = [
+    Output("w_shard", torch.float32, shape=_shard_shape),
+    # m is signed, of the gradients' scale (~1e-2): an absolute floor of 1e-6 (1e-4 of its scale)
+    Output("m", torch.float32, atol=1e-6, shape=_shard_shape),
+    # v is positive and bounded away from zero: compared relatively
+    Output("v", torch.float32, atol=1e-12, shape=_shard_shape),
+]
+
+
+def make_inputs(ctx):
+    s = ctx.size
+    d, layers, g = s["dim"], s["layers"], s["g_scale"]
+    n = ctx.world_size // REPLICATE                  # shard group size
+    shard_groups = [dist.new_group(list(range(i * n, (i + 1) * n))) for i in range(REPLICATE)]
+    replicate_groups = [dist.new_group(list(range(j, ctx.world_size, n))) for j in range(n)]
+    replica, sr = divmod(ctx.rank, n)
+    x = ctx.randn(s["batch"], d)                     # this rank's slice of the batch
+    y = ctx.randn(s["batch"], d)
+    rows = slice(sr * d // n, (sr + 1) * d // n)
+    w = ctx.randn(layers, d, d, scale=d ** -0.5, shared=True)
+    w_shard = w[:, rows].contiguous()                # Shard(0) within the shard group
+    m = ctx.randn(layers, d, d, scale=g, shared=True)[:, rows].contiguous()   # AdamW moments of those rows
+    v = ((ctx.rand(layers, d, d, shared=True) + 0.5) * g * g)[:, rows].contiguous()
+    _warm_up([shard_groups[replica], replicate_groups[sr]], ctx.device)
+    return (x, y, w_shard, m, v, s["lr"], s["wd"], s["step"], shard_groups[replica],
+            replicate_groups[sr])
+
+
+def _warm_up(groups, device):
+    """Create the NCCL communicators of this rank's groups now (NCCL creates them lazily, at first use),
+    so that the timed call does not pay for it. Every rank warms its groups in the same order."""
+    for g in groups:
+        dist.all_reduce(torch.zeros(1, device=device), group=g)
+
+
+def reference(x, y, w_shard, m, v, lr, wd, step, shard_group, replicate_group):
+    layers, rows, d = w_shard.shape
+
+    def gather(l):
+        full = torch.empty(d, d, device=x.device)
+        return full, dist.all_gather_into_tensor(full, w_shard[l], group=shard_group, async_op=True)
+
+    # forward: all-gather layer by layer (next one prefetched), keep activations, free the weights
+    hs, ts = [x], []
+    nxt = gather(0)
+    for l in range(layers):
+        w_full, work = nxt
+        work.wait()
+        if l + 1 < layers:
+            nxt = gather(l + 1)
+        t = torch.tanh(hs[-1] @ w_full.t())
+        ts.append(t)
+        hs.append(hs[-1] + t)
+        del w_full
+    # backward: all-gather again, reduce-scatter each weight gradient as soon as it exists
+    g = (hs[-1] - y) / x.shape[0]
+    grads, works = [None] * layers, []
+    nxt = gather(layers - 1)
+    for l in reversed(range(layers)):
+        w_full, work = nxt
+        work.wait()
+        if l > 0:
+            nxt = gather(l - 1)
+        g_pre = g * (1 - ts[l] * ts[l])
+        g_w = g_pre.t() @ hs[l]
+        if l > 0:
+            g = g + g_pre @ w_full
+        grads[l] = torch.empty(rows, d, device=x.device)
+        dist.reduce_scatter_tensor(grads[l], g_w, op=dist.ReduceOp.AVG, group=shard_group)
+        works.append(dist.all_reduce(grads[l], op=dist.ReduceOp.AVG, group=replicate_group, async_op=True))
+        del w_full
+    for work in works:
+        work.wait()
+    grad = torch.stack(grads)
+    # AdamW on the local shard
+    p = w_shard * (1 - lr * wd)
+    m = BETA1 * m + (1 - BETA1) * grad
+    v = BETA2 * v + (1 - BETA2) * grad * grad
+    p = p - lr * (m / (1 - BETA1 ** step)) / ((v / (1 - BETA2 ** step)).sqrt() + EPS)
+    return p, m, v
+
+
+def speed_of_light(size, world_size):
+    b, d, layers = size["batch"], size["dim"], size["layers"]
+    n = world_size // REPLICATE
+    nbytes = 4 * layers * d * d
+    # two all-gathers and one reduce-scatter of every layer in the shard group, all-reduce of the shard
+    return {"link_bytes_per_rank": 3 * (n - 1) / n * nbytes + 2 * (REPLICATE - 1) / REPLICATE * nbytes / n,
+            "flops": 6 * b * d * d * layers}

@@ -1,0 +1,109 @@
+"""The max-min solver and the SimPy flow network: fairness, conservation, and event batching."""
+import numpy as np
+import pytest
+import simpy
+
+from pkbsim.timing.maxmin import max_min_rates
+from pkbsim.timing.network import FlowNetwork
+
+INF = np.inf
+
+
+def test_classic_max_min_example():
+    # links 0 (cap 10) and 1 (cap 4); flow A uses both, B only link 0, C only link 1
+    caps = np.array([10.0, 4.0, INF])
+    routes = np.array([[0, 1], [0, 2], [1, 2]])
+    rates = max_min_rates(routes, caps, np.full(3, INF))
+    assert rates == pytest.approx([2.0, 8.0, 2.0])
+
+
+def test_flow_caps_leave_bandwidth_to_others():
+    rates = max_min_rates(np.array([[0], [0], [0]]), np.array([9.0, INF]), np.array([1.0, INF, INF]))
+    assert rates == pytest.approx([1.0, 4.0, 4.0])
+
+
+def test_random_instances_are_feasible_and_max_min_optimal():
+    rng = np.random.default_rng(1)
+    for _ in range(50):
+        nres, nflows = rng.integers(2, 12), rng.integers(1, 40)
+        caps = np.append(rng.uniform(1, 100, nres), INF)
+        routes = np.full((nflows, 3), nres)
+        for f in range(nflows):
+            hops = rng.choice(nres, size=min(rng.integers(1, 4), nres), replace=False)
+            routes[f, :len(hops)] = hops
+        fcap = np.where(rng.random(nflows) < 0.2, rng.uniform(1, 50, nflows), INF)
+        rates = max_min_rates(routes, caps, fcap)
+        load = np.bincount(routes.ravel(), weights=np.repeat(rates, 3), minlength=nres + 1)[:nres]
+        assert np.all(load <= caps[:nres] * (1 + 1e-9))                      # feasible
+        for f in range(nflows):   # every flow is at its cap or crosses a saturated link where it is among the fastest
+            if rates[f] >= fcap[f] * (1 - 1e-9):
+                continue
+            users = lambda r: rates[(routes == r).any(axis=1)]  # noqa: E731
+            assert any(load[r] >= caps[r] * (1 - 1e-9) and rates[f] >= users(r).max() * (1 - 1e-9)
+                       for r in routes[f] if r < nres)
+
+
+def run(procs, caps, record=True):
+    env = simpy.Environment()
+    net = FlowNetwork(env, np.append(caps, INF), len(caps), record=record)
+    for p in procs:
+        env.process(p(env, net))
+    env.run()
+    return env, net
+
+
+def test_latency_is_paid_before_bandwidth_and_finishes_are_exact():
+    seen = {}
+
+    def p(env, net):
+        yield env.timeout(3.0)   # latency first
+        a = net.start(np.array([[0]]), [1000.0])
+        b = net.start(np.array([[0]]), [500.0])
+        yield b
+        seen["b"] = env.now
+        yield a
+        seen["a"] = env.now
+    run([p], np.array([100.0]))
+    assert seen == {"b": pytest.approx(3 + 500 / 50), "a": pytest.approx(3 + 10 + 500 / 100)}
+
+
+def test_bytes_delivered_equal_bytes_sent_on_every_link():
+    rng = np.random.default_rng(7)
+    caps = np.array([50.0, 80.0, 30.0, 120.0])
+    flows = [(rng.choice(4, size=2, replace=False), rng.uniform(10, 1000), rng.uniform(0, 20)) for _ in range(60)]
+
+    def p(route, size, delay):
+        def body(env, net):
+            yield env.timeout(delay)
+            yield net.start(np.array([route]), [size])
+        return body
+    _, net = run([p(*f) for f in flows], caps)
+    expected = np.zeros(4)
+    for route, size, _ in flows:
+        expected[route] += size
+    assert net.carried[:4] == pytest.approx(expected, rel=1e-9)
+    assert net.active == 0
+
+
+def test_back_to_back_chunks_equal_one_flow():
+    chunks = np.random.default_rng(3).uniform(0.8, 1.2, 16) * 1e6
+
+    def chunked(env, net):
+        for c in chunks:
+            yield net.start(np.array([[0, 1]]), [c])
+
+    def rival(env, net):
+        yield net.start(np.array([[1]]), [5e6])
+    env_a, _ = run([chunked, rival], np.array([100.0, 100.0]))
+
+    def folded(env, net):
+        yield net.start(np.array([[0, 1]]), [chunks.sum()])
+    env_b, _ = run([folded, rival], np.array([100.0, 100.0]))
+    assert env_a.now == pytest.approx(env_b.now, rel=1e-9)
+
+
+def test_one_solve_per_timestamp_for_simultaneous_flows():
+    def p(env, net):
+        yield net.start(np.array([[i % 4] for i in range(400)]), np.full(400, 1e6))
+    _, net = run([p], np.full(4, 100.0), record=False)
+    assert net.solves == 1 and net.flows_started == 400
