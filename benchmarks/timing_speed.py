@@ -4,7 +4,8 @@
 - a 72-GPU all-to-all on GB200 NVL72 with 64 chunks per peer and +-20% jitter per chunk, through the SimPy
   flow network: every (source, destination) pair pipelines its 64 chunks back to back, which is one flow of
   their summed size (exact under the fluid model; tests/test_timing_flows.py checks it), so the 5,112 pairs
-  finish at 5,112 distinct times and each finish re-solves the max-min rates of the flows still active;
+  finish at 5,112 distinct times and each finish re-solves the max-min rates of the flows still active
+  (exact), and again with finishes batched onto a 0.1 µs and a 1 µs grid (FlowNetwork resolution_us);
   the same with every chunk as its own flow, on fewer chunks, to show what that costs;
 - an all_reduce over 1024 GPUs (128 H100 nodes), NCCL's choice and forced ring, with the flow simulation.
 Usage: python benchmarks/timing_speed.py [--json]
@@ -30,13 +31,13 @@ def timed(fn, repeat: int = 1):
     return (time.perf_counter() - t0) / repeat, out
 
 
-def all_to_all_jitter(chunks: int, per_chunk_flows: bool, seed: int = 0) -> dict:
+def all_to_all_jitter(chunks: int, per_chunk_flows: bool, resolution_us: float = 0.0, seed: int = 0) -> dict:
     topo = load_topology("gb200-nvl72")
     router = router_for(topo)
     n, chunk = topo.num_gpus, float(1 << 20)
     rng = np.random.default_rng(seed)
     env = simpy.Environment()
-    net = FlowNetwork(env, router.caps, router.pad)
+    net = FlowNetwork(env, router.caps, router.pad, resolution_us=resolution_us)
     pairs = [(a, b) for a in range(n) for b in range(n) if a != b]
     sizes = rng.uniform(0.8, 1.2, (len(pairs), chunks)) * chunk
 
@@ -68,10 +69,15 @@ def main() -> None:
     for engine in ("closed", "flow"):
         warm, p = timed(lambda: predict(h100, "all_reduce", 64 << 20, 8, engine=engine), repeat=50)
         rows.append((f"8-GPU all_reduce 64 MiB, {engine}, warm", warm * 1e3, "ms", f"{p.time_us:.1f} us simulated"))
-    a2a = all_to_all_jitter(64, per_chunk_flows=False)
-    rows.append(("72-GPU all-to-all, 64 chunks/peer, +-20% jitter (pipelined pairs)", a2a["wall_s"], "s",
-                 f"{a2a['flows']} flows, {a2a['solves']} solves, {a2a['simulated_us']:.0f} us simulated "
-                 f"(egress bound {a2a['egress_bound_us']:.0f})"))
+    exact = None
+    for res in (0.0, 0.1, 1.0):
+        a2a = all_to_all_jitter(64, per_chunk_flows=False, resolution_us=res)
+        exact = exact or a2a["simulated_us"]
+        grid = "exact" if res == 0 else f"{res:g} us grid"
+        rows.append((f"72-GPU all-to-all, 64 chunks/peer, +-20% jitter, {grid}", a2a["wall_s"], "s",
+                     f"{a2a['flows']} flows, {a2a['solves']} solves, {a2a['simulated_us']:.2f} us simulated "
+                     f"({(a2a['simulated_us'] / exact - 1) * 100:+.4f}% vs exact; egress bound "
+                     f"{a2a['egress_bound_us']:.0f})"))
     small = all_to_all_jitter(2, per_chunk_flows=True)
     rows.append(("72-GPU all-to-all, 2 chunks/peer, every chunk its own flow", small["wall_s"], "s",
                  f"{small['flows']} flows, {small['solves']} solves"))

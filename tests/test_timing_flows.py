@@ -107,3 +107,26 @@ def test_one_solve_per_timestamp_for_simultaneous_flows():
         yield net.start(np.array([[i % 4] for i in range(400)]), np.full(400, 1e6))
     _, net = run([p], np.full(4, 100.0), record=False)
     assert net.solves == 1 and net.flows_started == 400
+
+
+def test_a_time_grid_batches_finishes_but_keeps_bytes_exact():
+    sizes = np.random.default_rng(5).uniform(900, 1100, 40)
+
+    def p(i):
+        def body(env, net):
+            yield net.start(np.array([[i % 3, 3]]), [sizes[i]])
+        return body
+    exact_env, exact = run([p(i) for i in range(40)], np.array([10.0, 20.0, 30.0, 50.0]))
+
+    def grid_run(step):
+        env = simpy.Environment()
+        net = FlowNetwork(env, np.array([10.0, 20.0, 30.0, 50.0, INF]), 4, record=True, resolution_us=step)
+        for i in range(40):
+            env.process(p(i)(env, net))
+        env.run()
+        return env, net
+    env, net = grid_run(1.0)
+    assert net.solves < exact.solves
+    assert net.carried[:4] == pytest.approx(exact.carried[:4], rel=1e-9)
+    assert exact_env.now <= env.now <= exact_env.now + 1.0 * net.solves
+    assert env.now == pytest.approx(exact_env.now, rel=0.01)

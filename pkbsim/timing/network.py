@@ -135,7 +135,7 @@ class FlowNetwork:
         self._advance()
         alive = np.flatnonzero(self._alive)
         rate = self._rate[alive]
-        # finished: nothing left, or less than the float drift of one more nanosecond at the current rate
+        # finished: nothing left, or less than the float drift of one more picosecond at the current rate
         over = alive[(self._left[alive] <= _DONE * self._size[alive]) | (self._left[alive] <= rate * 1e-6)]
         if self.record and over.size:   # credit the crumbs the finish test forgave
             r = self._routes[over]

@@ -3,8 +3,9 @@ is the array of resources a flow between two GPUs loads.
 
 Routes inside a machine come from networkx shortest paths on machine 0, computed once per GPU pair and
 shifted to other machines by a constant offset (every machine's resources are one contiguous block).
-Between machines: GPU -> its rail NIC -> leaf -> (spine, chosen by a fixed hash, as static ECMP) -> leaf ->
-the destination's rail NIC -> GPU. PXN (forwarding over NVLink to a GPU on the destination's rail) is not
+Between machines: GPU -> its rail NIC -> leaf -> (spine) -> leaf -> the destination's rail NIC -> GPU. The
+spine is picked from the source (node + rail, modulo the spine count): static ECMP that gives every leaf
+uplink the same number of sources, so neither ring nor all-to-all traffic piles onto a few spines. PXN (forwarding over NVLink to a GPU on the destination's rail) is not
 modelled; cross-rail traffic crosses a spine instead.
 """
 from __future__ import annotations
@@ -87,7 +88,7 @@ class Router:
         la, lb = leaf_name(ra, ka // down), leaf_name(rb, kb // down)
         path = [f"{pa}gpu{a}", f"{pa}nic{ra}", la]
         if la != lb:
-            path += [f"spine{(ka * 7919 + kb * 104729 + ra) % spines}", lb]
+            path += [f"spine{(ka + ra) % spines}", lb]
         path += [f"{pb}nic{rb}", f"{pb}gpu{b}"]
         return self._resources(path)
 
