@@ -67,17 +67,17 @@ def main() -> None:
     cold, p = timed(lambda: predict(h100, "all_reduce", 64 << 20, 8))
     rows.append(("8-GPU all_reduce 64 MiB, closed form, cold (builds routes)", cold * 1e3, "ms", p.algorithm))
     for engine in ("closed", "flow"):
-        warm, p = timed(lambda: predict(h100, "all_reduce", 64 << 20, 8, engine=engine), repeat=50)
+        warm, p = timed(lambda e=engine: predict(h100, "all_reduce", 64 << 20, 8, engine=e), repeat=50)
         rows.append((f"8-GPU all_reduce 64 MiB, {engine}, warm", warm * 1e3, "ms", f"{p.time_us:.1f} us simulated"))
     exact = None
     for res in (0.0, 0.1, 1.0):
         a2a = all_to_all_jitter(64, per_chunk_flows=False, resolution_us=res)
         exact = exact or a2a["simulated_us"]
         grid = "exact" if res == 0 else f"{res:g} us grid"
-        rows.append((f"72-GPU all-to-all, 64 chunks/peer, +-20% jitter, {grid}", a2a["wall_s"], "s",
-                     f"{a2a['flows']} flows, {a2a['solves']} solves, {a2a['simulated_us']:.2f} us simulated "
-                     f"({(a2a['simulated_us'] / exact - 1) * 100:+.4f}% vs exact; egress bound "
-                     f"{a2a['egress_bound_us']:.0f})"))
+        detail = (f"{a2a['flows']} flows, {a2a['solves']} solves, {a2a['simulated_us']:.2f} us simulated "
+                  f"({(a2a['simulated_us'] / exact - 1) * 100:+.4f}% vs exact; egress bound "
+                  f"{a2a['egress_bound_us']:.0f})")
+        rows.append((f"72-GPU all-to-all, 64 chunks/peer, +-20% jitter, {grid}", a2a["wall_s"], "s", detail))
     small = all_to_all_jitter(2, per_chunk_flows=True)
     rows.append(("72-GPU all-to-all, 2 chunks/peer, every chunk its own flow", small["wall_s"], "s",
                  f"{small['flows']} flows, {small['solves']} solves"))
@@ -85,10 +85,10 @@ def main() -> None:
     cold, _ = timed(lambda: router_for(big))
     rows.append(("1024-GPU cluster: graph and resources (once)", cold, "s", ""))
     for algo in (None, "ring"):
-        wall, p = timed(lambda: predict(big, "all_reduce", 1 << 30, 1024, algo=algo, engine="flow"))
-        rows.append((f"1024-GPU all_reduce 1 GiB, flow, {algo or 'NCCL choice'}", wall, "s",
-                     f"{p.algorithm}/{p.protocol}, {p.channels} ch, {p.time_us / 1e3:.2f} ms simulated, "
-                     f"busbw {p.busbw_GBps:.0f} GB/s"))
+        wall, p = timed(lambda a=algo: predict(big, "all_reduce", 1 << 30, 1024, algo=a, engine="flow"))
+        detail = (f"{p.algorithm}/{p.protocol}, {p.channels} ch, {p.time_us / 1e3:.2f} ms simulated, "
+                  f"busbw {p.busbw_GBps:.0f} GB/s")
+        rows.append((f"1024-GPU all_reduce 1 GiB, flow, {algo or 'NCCL choice'}", wall, "s", detail))
     if args.json:
         print(json.dumps([{"what": w, "value": v, "unit": u, "detail": d} for w, v, u, d in rows], indent=1))
         return

@@ -27,6 +27,7 @@ def _no_leftovers():
     assert "hwbackend.worker" not in ps and "time.sleep(0.001)" not in ps
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("nproc,launches", [(2, 2), (4, 1)])
 def test_reference_as_candidate_is_correct_and_not_faster(nproc, launches, tmp_path):
     res = _score("reference_copy", nproc, launches=launches, batches=4, calls=4, db=str(tmp_path / "r.sqlite"))
@@ -39,6 +40,7 @@ def test_reference_as_candidate_is_correct_and_not_faster(nproc, launches, tmp_p
     _no_leftovers()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name,status,needle", [
     ("cache_results", "incorrect", "trial1"),
     ("skip_communication", "incorrect", "trial0"),
@@ -61,6 +63,7 @@ def test_cheating_and_broken_candidates(name, status, needle):
     _no_leftovers()
 
 
+@pytest.mark.slow
 def test_deadlock_ends_in_timeout_naming_each_rank():
     t0 = time.monotonic()
     res = _score("deadlock", timeout=15)

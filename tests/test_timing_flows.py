@@ -35,11 +35,11 @@ def test_random_instances_are_feasible_and_max_min_optimal():
         rates = max_min_rates(routes, caps, fcap)
         load = np.bincount(routes.ravel(), weights=np.repeat(rates, 3), minlength=nres + 1)[:nres]
         assert np.all(load <= caps[:nres] * (1 + 1e-9))                      # feasible
+        fastest = [rates[(routes == r).any(axis=1)].max(initial=0.0) for r in range(nres)]
         for f in range(nflows):   # every flow is at its cap or crosses a saturated link where it is among the fastest
             if rates[f] >= fcap[f] * (1 - 1e-9):
                 continue
-            users = lambda r: rates[(routes == r).any(axis=1)]  # noqa: E731
-            assert any(load[r] >= caps[r] * (1 - 1e-9) and rates[f] >= users(r).max() * (1 - 1e-9)
+            assert any(load[r] >= caps[r] * (1 - 1e-9) and rates[f] >= fastest[r] * (1 - 1e-9)
                        for r in routes[f] if r < nres)
 
 

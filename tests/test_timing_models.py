@@ -5,7 +5,7 @@ import pytest
 
 from pkbsim.timing.closed_form import choose, plan_time_us
 from pkbsim.timing.flowsim import simulate_plan
-from pkbsim.timing.nccl import layout, latency_us
+from pkbsim.timing.nccl import latency_us, layout
 from pkbsim.timing.plans import build_plan
 from pkbsim.timing.predict import predict, router_for
 from pkbsim.timing.routes import Router

@@ -43,7 +43,7 @@ def test_collective_waits_for_the_slowest_rank_and_the_path_crosses_ranks():
     assert res.makespan_us == pytest.approx(start + coll, rel=1e-6)
     path = [(c["rank"], c["name"]) for c in res.critical_path]
     assert path[:2] == [(1, "mm"), (1, "all_reduce")] and {n for _, n in path[2:]} <= {"all_reduce"}
-    rank0 = [k for k in res.replay.kernels if k.rank == 0][0]
+    rank0 = next(k for k in res.replay.kernels if k.rank == 0)
     assert rank0.start == pytest.approx(LAUNCH) and rank0.pred.rank == 1   # the early rank spins, as NCCL's kernel does
 
 
@@ -62,14 +62,14 @@ def test_comm_and_compute_overlap_shares_sms():
     alone = Replay(H100, doc([[mm(2e12)], [mm(2e12)]])).run().makespan_us
     with_comm = [[ar(0, 512 * MIB, [0, 1], stream=3), mm(2e12)], [ar(0, 512 * MIB, [0, 1], stream=3), mm(2e12)]]
     res = Replay(H100, doc(with_comm)).run()
-    gemm = [k for k in res.replay.kernels if k.name == "mm"][0]
+    gemm = next(k for k in res.replay.kernels if k.name == "mm")
     assert gemm.end - gemm.start > (alone - LAUNCH) * 1.05                # stretched by the NCCL channels' SMs
 
 
 def test_p2p_pairs_in_order_and_batches_are_one_kernel():
-    send = lambda peer, n, b=False: {"kind": "p2p", "op": "send", "site": "", "stream": 0, "group": "0",  # noqa: E731
+    send = lambda peer, n, b=False: {"kind": "p2p", "op": "send", "site": "", "stream": 0, "group": "0",
                                      "peer": peer, "bytes": n, "batched": b}
-    recv = lambda peer, n, b=False: dict(send(peer, n, b), op="recv")  # noqa: E731
+    recv = lambda peer, n, b=False: dict(send(peer, n, b), op="recv")
     res = Replay(H100, doc([[send(1, 8 * MIB, True), recv(1, 8 * MIB, True)],
                             [send(0, 8 * MIB, True), recv(0, 8 * MIB, True)]])).run()
     assert [len([k for k in res.replay.kernels if k.rank == r]) for r in (0, 1)] == [1, 1]
@@ -83,8 +83,8 @@ def test_signals_release_waits_in_order():
     put = {"kind": "symm", "op": "put_signal", "site": "", "stream": 0, "group": "0", "peer": 1, "channel": 0}
     wait = {"kind": "symm", "op": "wait_signal", "site": "", "stream": 0, "group": "0", "peer": 0, "channel": 0}
     res = Replay(H100, doc([[mm(3e12), put], [wait, mm(1e9)]])).run()
-    w = [k for k in res.replay.kernels if k.name == "wait_signal"][0]
-    p = [k for k in res.replay.kernels if k.name == "put_signal"][0]
+    w = next(k for k in res.replay.kernels if k.name == "wait_signal")
+    p = next(k for k in res.replay.kernels if k.name == "put_signal")
     assert w.end == pytest.approx(p.end) and w.pred is p
     assert [(c["rank"], c["name"]) for c in res.critical_path] == [(0, "mm"), (0, "put_signal"),
                                                                    (1, "wait_signal"), (1, "mm")]
@@ -133,3 +133,24 @@ def test_a_recorded_trace_replays(run_program, tmp_path):
     names = [c["name"] for c in rep.critical_path]
     assert not rep.unfinished and "all_reduce" in names and "all_gather_into_tensor" in names
     assert rep.makespan_us > predict(H100, "all_gather", 4 * 256 * 256 * 4, 4).time_us
+
+
+def test_calibration_files_override_the_constants(tmp_path):
+    from pkbsim.timing.host_model import host_model
+
+    toml = tmp_path / "c.toml"
+    toml.write_text("[compute]\nmatmul_efficiency = 0.35\n")
+    slow = Replay(H100, doc([[mm(4e12)]]), calibration=str(toml)).run()
+    assert slow.makespan_us == pytest.approx(LAUNCH + 2 * gemm_us(4e12), rel=1e-6)
+    measured = {"schema": "pkb.calibration/1", "gpus": 8, "gemm": {"bf16": {"n": 8192, "tflops": 742.05}},
+                "hbm_copy": {"GBps_read_plus_write": 2680.0},
+                "collectives": [{"op": "all_reduce", "bytes": 128, "mode": "eager", "time_us": 25.0}]}
+    js = tmp_path / "c.json"
+    js.write_text(json.dumps(measured))
+    model = host_model(str(js), H100)
+    assert model["compute"]["matmul_efficiency"] == pytest.approx(0.75)
+    assert model["compute"]["memory_efficiency"] == pytest.approx(0.8)
+    assert model["launch"]["torch_eager_us"] == pytest.approx(25.0 - predict(H100, "all_reduce", 128, 8).time_us)
+    toml.write_text("[gpu]\nx = 1\n")
+    with pytest.raises(ValueError, match="unknown table"):
+        host_model(str(toml))

@@ -39,7 +39,7 @@ def test_cluster_generator_reaches_1024_gpus():
 
 def test_routes_follow_the_hardware():
     r = Router(load_topology("h100-ib-2node"))
-    kinds = lambda a, b: [r.kinds[i] for i in r.route(a, b)]  # noqa: E731
+    kinds = lambda a, b: [r.kinds[i] for i in r.route(a, b)]
     assert kinds(0, 5) == ["nvlink", "nvlink"]
     assert kinds(1, 9) == ["pcie", "net", "net", "pcie"]               # same rail: one leaf
     assert kinds(1, 10).count("net") == 4                              # cross rail: through a spine

@@ -44,8 +44,8 @@ def lines(doc: dict) -> list[str]:
     gpu = doc["gpu"]
     peaks = ", ".join(f"{k} {v:g}" for k, v in gpu["peak_tflops"].items())
     out = [f"{doc['name']}: {doc['title']}",
-           f"  GPUs      {doc['gpus']} x {gpu['model']} ({gpu['arch']}, {gpu['sms']} SMs, {gpu['hbm_GB']:g} GB HBM at "
-           f"{gpu['hbm_GBps']:g} GB/s, L2 {gpu['l2_MB']:g} MB)",
+           (f"  GPUs      {doc['gpus']} x {gpu['model']} ({gpu['arch']}, {gpu['sms']} SMs, {gpu['hbm_GB']:g} GB HBM "
+            f"at {gpu['hbm_GBps']:g} GB/s, L2 {gpu['l2_MB']:g} MB)"),
            f"  peak      {peaks} TFLOP/s (dense)"]
     if doc["nvlink"]:
         nv = doc["nvlink"]

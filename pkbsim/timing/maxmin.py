@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+
 def max_min_rates(routes: np.ndarray, caps: np.ndarray, flow_caps: np.ndarray,
                   known: np.ndarray | None = None) -> np.ndarray:
     """routes: (F, L) resource indices (padded with an index whose capacity is inf); caps: (R,) per resource;

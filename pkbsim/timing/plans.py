@@ -7,10 +7,9 @@ for reduce_scatter, and the whole send buffer for all_to_all.
 """
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, field
-
-import numpy as np
 
 from pkbsim.timing import nccl
 from pkbsim.timing.routes import Router
@@ -95,7 +94,7 @@ def _tree(topo, router, op, nbytes, ranks, nch, lat):
         for grp in groups:
             chain = _rotate(grp, c)
             heads.append(chain[0])
-            for a, b in zip(chain, chain[1:]):
+            for a, b in itertools.pairwise(chain):
                 ph.add(router.route(a, b), nbytes / nch)
                 ph.add(router.route(b, a), nbytes / nch)
         heads = heads if c % 2 == 0 else heads[::-1]

@@ -21,8 +21,8 @@ from pkbsim.timing.closed_form import choose
 from pkbsim.timing.compute import kernel_us
 from pkbsim.timing.flowsim import run_plan
 from pkbsim.timing.host_model import host_model
-from pkbsim.timing.network import FlowNetwork
 from pkbsim.timing.nccl import latency_us, layout
+from pkbsim.timing.network import FlowNetwork
 from pkbsim.timing.plans import kernel_GBps
 from pkbsim.timing.predict import router_for
 from pkbsim.timing.topology import Topology, nccl_constants
@@ -43,7 +43,7 @@ class Kernel:
     deps: list = field(default_factory=list)
     start: float = math.nan
     end: float = math.nan
-    pred: "Kernel | None" = None      # what this kernel waited for last (the host's last wait if launch-bound)
+    pred: Kernel | None = None      # what this kernel waited for last (the host's last wait if launch-bound)
     args: dict = field(default_factory=dict)
 
 
@@ -65,7 +65,7 @@ class Replay:
         if launch not in LAUNCH_MODES:
             raise TraceError(f"unknown launch mode {launch!r}; use eager or graph")
         self.topo, self.doc, self.world = topo, doc, world
-        self.model = host_model(calibration)
+        self.model = host_model(calibration, topo)
         self.launch_us = self.model["launch"]["torch_eager_us" if launch == "eager" else "cuda_graph_us"]
         self.dtype = dtype or self.model["compute"]["default_dtype"]
         self.env = simpy.Environment()

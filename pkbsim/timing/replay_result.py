@@ -63,7 +63,8 @@ def summarise(rp) -> ReplayResult:
     links = sorted(({"link": router.names[i], "kind": router.kinds[i], "GB": float(net.carried[i]) / 1e9,
                      "utilisation": float(u)} for i, u in zip(used, util)), key=lambda d: -d["utilisation"])
     unfinished = [describe(k) for k in rp.kernels if math.isnan(k.end) and k.kind != "marker"]
-    notes = sorted(rp.notes) + ([f"{len(unfinished)} kernels never finished: a peer never issued the matching "
-                                 f"operation (see `pkb check` for the hang)"] if unfinished else [])
+    hang = (f"{len(unfinished)} kernels never finished: a peer never issued the matching operation "
+            f"(see `pkb check` for the hang)")
+    notes = sorted(rp.notes) + ([hang] if unfinished else [])
     return ReplayResult(rp.topo.name, rp.world, makespan, ranks, [describe(k) for k in critical_path(rp.kernels)],
                         links, notes, unfinished, rp)

@@ -10,7 +10,7 @@ modelled; cross-rail traffic crosses a spine instead.
 """
 from __future__ import annotations
 
-import functools
+import itertools
 
 import networkx as nx
 import numpy as np
@@ -51,20 +51,23 @@ class Router:
         for u, v, d in self.graph.edges(data=True):
             if (u, v) not in self._id:
                 add((u, v), d)
+        self._from: dict[int, dict] = {}          # source GPU on machine 0 -> routes to every node there
+        self._remote: dict[tuple, tuple] = {}      # (machine, gpu, machine, gpu) -> route between machines
         self.pad = len(self.names)                  # index of a padding resource of infinite capacity
         self.caps = np.array(caps + [np.inf])       # bytes per µs
 
-    @functools.lru_cache(maxsize=None)
     def _local_routes(self, a: int) -> dict[str, tuple[int, ...]]:
         """Shortest paths from GPU a to every node of machine 0, as resource tuples (one Dijkstra per source)."""
-        paths = nx.single_source_dijkstra_path(self._local, f"{prefix(self.topo, 0)}gpu{a}", weight="w")
-        return {node: self._resources(path) for node, path in paths.items()}
+        if a not in self._from:
+            paths = nx.single_source_dijkstra_path(self._local, f"{prefix(self.topo, 0)}gpu{a}", weight="w")
+            self._from[a] = {node: self._resources(path) for node, path in paths.items()}
+        return self._from[a]
 
     def _local_route(self, a: int, b: int) -> tuple[int, ...]:
         return self._local_routes(a)[f"{prefix(self.topo, 0)}gpu{b}"]
 
     def _resources(self, path: list[str]) -> tuple[int, ...]:
-        ids = [self._id[(u, v)] for u, v in zip(path, path[1:])]
+        ids = [self._id[(u, v)] for u, v in itertools.pairwise(path)]
         ids += [self._id[n] for n in path[1:-1] if n in self._id]
         return tuple(ids)
 
@@ -79,8 +82,13 @@ class Router:
             return tuple(r + off for r in self._local_route(a, b))
         return self._remote_route(ka, a, kb, b)
 
-    @functools.lru_cache(maxsize=1 << 16)
     def _remote_route(self, ka: int, a: int, kb: int, b: int) -> tuple[int, ...]:
+        key = (ka, a, kb, b)
+        if key not in self._remote:
+            self._remote[key] = self._fabric_route(ka, a, kb, b)
+        return self._remote[key]
+
+    def _fabric_route(self, ka: int, a: int, kb: int, b: int) -> tuple[int, ...]:
         t = self.topo
         down, _, spines, _ = fabric_shape(t)
         ra, rb = nic_of(t, a), nic_of(t, b)

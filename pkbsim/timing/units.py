@@ -18,7 +18,7 @@ def parse_size(text: str | int) -> int:
     unit = m.group(2).lower() if m else None
     if not m or unit not in _UNITS:
         raise ValueError(f"cannot read size {text!r}; write e.g. 4096, 64K, 64MiB or 1GB")
-    return int(round(float(m.group(1)) * _UNITS[unit]))
+    return round(float(m.group(1)) * _UNITS[unit])
 
 
 def format_size(nbytes: float) -> str:
