@@ -154,3 +154,9 @@ def test_calibration_files_override_the_constants(tmp_path):
     toml.write_text("[gpu]\nx = 1\n")
     with pytest.raises(ValueError, match="unknown table"):
         host_model(str(toml))
+
+
+def test_compute_dtype_picks_the_peak():
+    fp32 = Replay(H100, doc([[dict(mm(1e12), dtype="float32")]])).run().makespan_us
+    bf16 = Replay(H100, doc([[mm(1e12)]])).run().makespan_us   # traces without a dtype: data/host.toml default
+    assert (fp32 - LAUNCH) / (bf16 - LAUNCH) == pytest.approx(989.4 / 67.0)

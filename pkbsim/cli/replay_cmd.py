@@ -17,7 +17,8 @@ def add_parser(sub) -> None:
                    help="host launch overhead per kernel: eager PyTorch or CUDA-graph replay")
     p.add_argument("--dtype", metavar="DTYPE", help="peak FLOP/s column for compute ops (default bf16; the trace "
                                                     "does not record it)")
-    p.add_argument("--calibration", metavar="FILE.toml", help="override [launch]/[compute] constants")
+    p.add_argument("--calibration", metavar="FILE", help="override launch and compute constants: the JSON `pkb "
+                                                        "calibrate` writes, or TOML with [launch]/[compute] tables")
     p.add_argument("--perfetto", metavar="OUT.json", help="write the simulated timeline as Chrome/Perfetto JSON")
     p.add_argument("--top", type=int, default=8, metavar="K", help="links and critical-path steps to print")
     p.add_argument("--json", action="store_true", help="print one JSON object")

@@ -15,9 +15,15 @@ NO_KERNEL = frozenset({
 HOST_SYNC = frozenset({"_local_scalar_dense", "item"})
 
 
+# torch dtype names (as traces write them) -> the peak-FLOP/s columns of topology files
+TORCH_DTYPES = {"float64": "fp64", "float32": "fp32", "bfloat16": "bf16", "float16": "fp16",
+                "float8_e4m3fn": "fp8", "float8_e5m2": "fp8"}
+
+
 def peak_flops(topo: Topology, dtype: str) -> float:
-    """Dense peak FLOP/s for a dtype; a dtype the GPU lists no peak for falls back to fp32."""
+    """Dense peak FLOP/s for a dtype (bf16 or bfloat16); one the GPU lists no peak for falls back to fp32."""
     peaks = topo.gpu.peak_tflops
+    dtype = TORCH_DTYPES.get(dtype, dtype)
     return 1e12 * peaks.get(dtype, peaks.get("fp32", max(peaks.values())))
 
 

@@ -1,6 +1,8 @@
 """A topology as a summary (for `pkb topo show`), as JSON and as readable lines."""
 from __future__ import annotations
 
+import re
+
 from pkbsim.timing.graph import fabric_shape
 from pkbsim.timing.predict import router_for
 from pkbsim.timing.topology import Topology
@@ -83,9 +85,11 @@ def plot(topo: Topology, path: str) -> None:
 
     layer = {"gpu": 0, "pcie_switch": 1, "cpu": 2, "nvswitch": 1, "nic": 2, "leaf": 3, "spine": 4}
     g = router_for(topo).graph.to_undirected()
-    for n, d in g.nodes(data=True):
-        d["layer"] = layer[d["kind"]]
-    pos = nx.multipartite_layout(g, subset_key="layer", align="horizontal")
+    layers: dict[int, list] = {}
+    for n in sorted(g.nodes, key=lambda n: [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", n)]):
+        layers.setdefault(layer[g.nodes[n]["kind"]], []).append(n)   # natural order: gpu10 after gpu9
+        g.nodes[n]["layer"] = layer[g.nodes[n]["kind"]]
+    pos = nx.multipartite_layout(g, subset_key=layers, align="horizontal")
     colours = {"nvlink": "tab:green", "pcie": "tab:blue", "net": "tab:orange", "socket": "tab:gray"}
     fig, ax = plt.subplots(figsize=(min(40, 6 + g.number_of_nodes() / 8), 6))
     nx.draw_networkx_edges(g, pos, ax=ax, width=0.6, edge_color=[colours[d["kind"]] for *_, d in g.edges(data=True)])

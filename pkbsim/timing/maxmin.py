@@ -30,31 +30,37 @@ def max_min_rates(routes: np.ndarray, caps: np.ndarray, flow_caps: np.ndarray,
         own[capped] = pad - capped.size + np.arange(capped.size)
         routes = np.hstack([routes, own[:, None]])
     width = routes.shape[1]
+    rate = np.full(nflows, np.inf)
+    done = np.zeros(nflows, bool) if known is None else ~np.isnan(known)
+    state = np.zeros((len(caps), 2))       # per resource: capacity left, flows still rising
+    state[:, 0] = caps
+    if done.any():
+        rate[done] = known[done]
+        state[:, 0] -= np.bincount(routes[done].ravel(), weights=np.repeat(known[done], width), minlength=len(caps))
+    todo = np.flatnonzero(~done)           # filling runs over these flows only (a CSR index by resource)
+    routes = routes[todo]
     flat = routes.ravel()
     order = np.argsort(flat, kind="stable")
     entry_flow = order // width
-    ptr = np.searchsorted(flat[order], np.arange(len(caps) + 1))
-    rate = np.full(nflows, np.inf)
-    frozen = np.zeros(nflows, bool) if known is None else ~np.isnan(known)
-    count = np.bincount(routes[~frozen].ravel(), minlength=len(caps)).astype(float)
-    left = caps.copy()
-    if frozen.any():
-        rate[frozen] = known[frozen]
-        left -= np.bincount(routes[frozen].ravel(), weights=np.repeat(known[frozen], width), minlength=len(caps))
+    bounds = np.searchsorted(flat[order], np.arange(len(caps) + 1)).tolist()
+    state[:, 1] = np.bincount(flat, minlength=len(caps))
+    left, count = state[:, 0], state[:, 1]
+    frozen = np.zeros(len(todo), bool)
     live = count > 0.5
-    share = np.full(len(caps), np.inf)
+    share = np.full(len(caps), np.inf)     # stays inf for resources no rising flow crosses
+    step = np.array([0.0, 1.0])            # (level, one flow) taken off each resource a frozen flow crosses
     while True:
         np.divide(left, count, out=share, where=live)
         r = int(share.argmin())
-        level = share[r]
-        if not live[r] or level == np.inf:
+        level = float(share[r])
+        if level == np.inf:
             return rate
-        flows = entry_flow[ptr[r]:ptr[r + 1]]
+        flows = entry_flow[bounds[r]:bounds[r + 1]]
         flows = flows[~frozen[flows]]
-        rate[flows] = level
+        rate[todo[flows]] = level
         frozen[flows] = True
         hit = routes[flows].ravel()
-        np.subtract.at(left, hit, level)
-        np.subtract.at(count, hit, 1.0)
+        step[0] = level
+        np.subtract.at(state, hit, step)
         live[hit] = count[hit] > 0.5
         share[hit] = np.inf

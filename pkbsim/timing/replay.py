@@ -25,6 +25,7 @@ from pkbsim.timing.nccl import latency_us, layout
 from pkbsim.timing.network import FlowNetwork
 from pkbsim.timing.plans import kernel_GBps
 from pkbsim.timing.predict import router_for
+from pkbsim.timing.replay_result import ReplayResult, summarise
 from pkbsim.timing.topology import Topology, nccl_constants
 from pkbsim.timing.trace_ops import TraceError, actions, check_doc
 
@@ -86,8 +87,7 @@ class Replay:
         self._host_waited: dict[int, Kernel] = {}
 
     # ---- host -----------------------------------------------------------------------------------------
-    def run(self):
-        from pkbsim.timing.replay_result import summarise
+    def run(self) -> ReplayResult:
         for r in self.doc["ranks"]:
             self.env.process(self._host(int(r["rank"]), actions(r["ops"], self.notes)))
         self.env.run()
@@ -108,8 +108,8 @@ class Replay:
                     deps = [self._events[(rank, a.op.get("event"))]]
                 if a.kind == "wait_stream":
                     other = int(a.op.get("other", 0))
-                    last[other] = deps_marker = self._enqueue(rank, other, "marker", a, [])
-                    deps = [deps_marker]
+                    last[other] = marker = self._enqueue(rank, other, "marker", a, [])
+                    deps = [marker]
                 last[a.stream] = k = self._enqueue(rank, a.stream, "marker", a, deps)
                 if a.kind == "record":
                     self._events[(rank, a.op.get("event"))] = k
