@@ -125,3 +125,8 @@ def test_busbw_uses_nccl_tests_factors():
 def test_router_is_built_once_per_machine():
     assert router_for(H100) is router_for(load_topology("hgx-h100"))
     assert isinstance(router_for(H100), Router)
+
+
+def test_one_rank_is_a_local_copy():
+    p = predict(H100, "all_reduce", GiB, 1)
+    assert p.algorithm == "local" and p.time_us == pytest.approx(2 * GiB / (H100.gpu.hbm_GBps * 1e3))

@@ -36,3 +36,8 @@ def kernel_us(topo: Topology, flops: float, nbytes: float, dtype: str, model: di
             c["min_kernel_us"])
     free = max(topo.gpu.sms - comm_sms, 1)
     return t * topo.gpu.sms / free
+
+
+def local_copy_us(topo: Topology, nbytes: float) -> float:
+    """A one-rank collective is a copy on the GPU: read and write once at HBM bandwidth."""
+    return 2 * nbytes / (topo.gpu.hbm_GBps * 1e3)

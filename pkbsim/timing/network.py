@@ -2,7 +2,8 @@
 
 Time is in µs and sizes in bytes. Rates are recomputed once per simulated timestamp (all starts and finishes
 at one instant are batched into one solve) and stay fixed until the next flow finishes, so the cost is one
-solve per distinct finishing time. With `resolution_us` > 0, finishes are batched onto a grid of that step:
+solve per distinct finishing time (after finishes alone, a solve resumes from the lowest rate that finished;
+see maxmin.py). With `resolution_us` > 0, finishes are batched onto a grid of that step:
 a flow that is done stops moving bytes at once, but the bandwidth it frees is handed out at the next grid
 point, so each finish is seen at most one step late (bytes stay exact). Flow state lives in preallocated
 numpy arrays; a stale wake-up timer is ignored through a version counter. A message sent as back-to-back chunks on one route is one flow: under a

@@ -5,6 +5,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 from pkbsim.timing.closed_form import choose
+from pkbsim.timing.compute import local_copy_us
 from pkbsim.timing.flowsim import simulate_plan
 from pkbsim.timing.routes import Router
 from pkbsim.timing.topology import Topology
@@ -52,6 +53,10 @@ def predict(topo: Topology, op: str, nbytes: int, ranks: int | Sequence[int], al
         raise ValueError("size must not be negative")
     if engine not in ENGINES:
         raise ValueError(f"unknown engine {engine!r}; use {' or '.join(ENGINES)}")
+    if nranks == 1 and not algo:
+        t = local_copy_us(topo, nbytes)
+        algbw = nbytes / t / 1e3 if t else 0.0
+        return Prediction(t, algbw, algbw * bus_factor(op, 1), "local", "Simple", 0, op, nbytes, 1, topo.name, engine)
     router = router_for(topo)
     choice = choose(topo, router, op, nbytes, ranks, algo, proto, ctas)
     t = choice.time_us if engine == "closed" else simulate_plan(choice.plan, router)[0]

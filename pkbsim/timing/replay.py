@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import simpy
 
 from pkbsim.timing.closed_form import choose
-from pkbsim.timing.compute import kernel_us
+from pkbsim.timing.compute import kernel_us, local_copy_us
 from pkbsim.timing.flowsim import run_plan
 from pkbsim.timing.host_model import host_model
 from pkbsim.timing.nccl import latency_us, layout
@@ -197,8 +197,10 @@ class Replay:
             k.pred = last
 
     def _run_collective(self, rv: Rendezvous, coll: str, size: int, algo, group):
-        plan = self._plan(coll, size, tuple(group), algo) if len(group) > 1 else None
-        if plan is not None:
+        if len(group) == 1:
+            yield self.env.timeout(local_copy_us(self.topo, size))
+        else:
+            plan = self._plan(coll, size, tuple(group), algo)
             for g in group:
                 self.comm_sms[g] += plan.channels
             for kk in rv.arrived:
