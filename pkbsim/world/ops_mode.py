@@ -114,8 +114,9 @@ class RankOpsMode(TorchDispatchMode):
                     if alloc is not None and alloc.rank != ctx.rank:
                         bucket[alloc.rank] = bucket.get(alloc.rank, 0) + t.numel() * t.element_size()
         floating = [t for t in reads + writes + outs if t.is_floating_point()]
-        fields = {"flops": flops, "bytes_read": rd, "bytes_written": wr,
-                  "dtype": str(floating[0].dtype).replace("torch.", "") if floating else None}
+        fields = {"flops": flops, "bytes_read": rd, "bytes_written": wr}
+        if floating:  # the timing engine picks the GPU's peak rate for this dtype
+            fields["dtype"] = str(floating[0].dtype).replace("torch.", "")
         if peer_read or peer_write:
             fields["peer_bytes"] = {"read": peer_read, "write": peer_write}
         ctx.trace.record("compute", str(func.overloadpacket.__name__), user_site(), stream=_stream_id(ctx),
