@@ -1,7 +1,7 @@
-"""`score`: the trusted scorer. Candidate and reference run as separate torchrun jobs, the candidate
-first (so no reference output exists while it runs), on the same secret-seeded inputs; outputs of the
-correctness trials and of randomly chosen timed calls are compared here, and time is read from this
-process's clock.
+"""`score`: the trusted scorer. Candidate and reference run as separate torchrun jobs, in alternating
+order, on the same secret-seeded inputs; the reference's outputs are held in this process only, never
+on disk while the candidate runs. Outputs of the correctness trials and of randomly chosen timed calls
+are compared here, and time is read from this process's clock.
 """
 from __future__ import annotations
 
@@ -93,13 +93,21 @@ def _run_job(role: str, task: TaskSpec, plan: Plan, nproc: int, backend: str, ti
         result.findings = sorted(set(findings))
 
 
-def _compare_outputs(task: TaskSpec, cand_dir: str, ref_dir: str, names: list[str], nproc: int) -> list[dict]:
-    """Per checked call and rank: None if equal, else the first mismatch."""
+def _load_outputs(out_dir: str) -> dict[str, list]:
+    return {f[:-3]: torch.load(os.path.join(out_dir, f), weights_only=True) for f in os.listdir(out_dir)}
+
+
+def _compare_outputs(task: TaskSpec, cand_dir: str, ref_outputs: dict, names: list[str], nproc: int) -> list[dict]:
+    """Per checked call and rank: the first mismatch of each failing one."""
     failures = []
     for name in names:
         for rank in range(nproc):
-            c = torch.load(os.path.join(cand_dir, f"{name}-rank{rank}.pt"), weights_only=True)
-            r = torch.load(os.path.join(ref_dir, f"{name}-rank{rank}.pt"), weights_only=True)
+            try:
+                c = torch.load(os.path.join(cand_dir, f"{name}-rank{rank}.pt"), weights_only=True)
+            except FileNotFoundError:
+                failures.append({"kind": "incorrect", "rank": rank, "message": f"{name}: no output saved"})
+                continue
+            r = ref_outputs[f"{name}-rank{rank}"]
             if len(c) != len(r):
                 failures.append({"kind": "incorrect", "rank": rank,
                                  "message": f"{name}: {len(c)} outputs, expected {len(r)}"})
@@ -135,15 +143,22 @@ def score(task: str, candidate: str, nproc: int, backend: str = "nccl", trials: 
     try:
         for launch in range(launches):
             plan = _plan(seeds, launch, trials if launch == 0 else 0, warmup, batches, calls)
-            say(f"launch {launch + 1}/{launches}: candidate")
-            cand = _run_job("candidate", spec, plan, nproc, backend, timeout, preset, candidate)
-            cleanup.append(cand.out_dir)
-            say(f"launch {launch + 1}/{launches}: reference")
-            ref = _run_job("reference", spec, plan, nproc, backend, timeout, preset, None)
-            cleanup.append(ref.out_dir)
+            # alternate which job goes first (order effects cancel); the reference's outputs are read
+            # into this process and deleted before the candidate runs, so it can never read them
+            order = ("candidate", "reference") if launch % 2 == 0 else ("reference", "candidate")
+            jobs, ref_outputs = {}, {}
+            for role in order:
+                say(f"launch {launch + 1}/{launches}: {role}")
+                jobs[role] = _run_job(role, spec, plan, nproc, backend, timeout, preset,
+                                      candidate if role == "candidate" else None)
+                cleanup.append(jobs[role].out_dir)
+                if role == "reference":
+                    ref_outputs = _load_outputs(jobs[role].out_dir)
+                    shutil.rmtree(os.path.dirname(jobs[role].out_dir), ignore_errors=True)
+            cand, ref = jobs["candidate"], jobs["reference"]
             names = [f"trial{i}" for i in range(len(plan.correctness))] + \
                     [f"timed{b}-{i}" for b, idx in enumerate(plan.dump) for i in idx]
-            failures = _compare_outputs(spec, cand.out_dir, ref.out_dir, names, nproc)
+            failures = _compare_outputs(spec, cand.out_dir, ref_outputs, names, nproc)
             for name in names:
                 for rank in range(nproc):
                     bad = [f for f in failures if f["rank"] == rank and f["message"].startswith(name + ":")]

@@ -20,8 +20,8 @@ def bootstrap_ratio(ref: list[float], cand: list[float], n: int = 2000, seed: in
 
 
 def noise_margin(ref_by_launch: list[list[float]]) -> float:
-    """Relative spread of the reference against itself: between launches if there are several, else
-    between the two halves of its samples."""
+    """Relative spread of one program against itself: between launches if there are several, else
+    between the two halves of its samples. The verdict uses the larger of reference's and candidate's."""
     groups = [g for g in ref_by_launch if g]
     if len(groups) < 2:
         flat = groups[0] if groups else []
@@ -37,7 +37,7 @@ def summarize(ref_by_launch: list[list[float]], cand_by_launch: list[list[float]
     cand = [x for g in cand_by_launch for x in g]
     speedup = statistics.median(ref) / statistics.median(cand)
     lo, hi = bootstrap_ratio(ref, cand)
-    noise = noise_margin(ref_by_launch)
+    noise = max(noise_margin(ref_by_launch), noise_margin(cand_by_launch))
     faster = lo > 1.0 and speedup > 1.0 + noise
     return {"speedup": speedup, "speedup_ci95": [lo, hi], "noise_margin": noise,
             "reference_ms": statistics.median(ref) * 1e3, "candidate_ms": statistics.median(cand) * 1e3,

@@ -127,6 +127,14 @@ class TaskContext:
         return torch.randperm(n, generator=self.generator(shared), device="cpu").to(self.device)
 
 
+def warm_up(groups, device: torch.device) -> None:
+    """Create the NCCL communicators of process groups built in make_inputs now (NCCL creates them lazily,
+    at first use) so that no timed call pays for it. Every rank must warm its groups in the same order."""
+    import torch.distributed as dist
+    for g in groups:
+        dist.all_reduce(torch.zeros(1, device=device), group=g)
+
+
 def as_outputs(result: Any) -> tuple:
     """A reference or solution may return one tensor or a tuple/list of them."""
     return tuple(result) if isinstance(result, (tuple, list)) else (result,)

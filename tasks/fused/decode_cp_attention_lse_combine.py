@@ -63,7 +63,7 @@ def reference(q, k_cache, v_cache):
 
 
 def speed_of_light(size, world_size):
-    b, n, hq, hk, d = size["batch"], size["ctx"], size["q_heads"], size["kv_heads"], size["head_dim"]
+    b, n, hq, d = size["batch"], size["ctx"], size["q_heads"], size["head_dim"]
     frac = (world_size - 1) / world_size
     return {"link_bytes_per_rank": frac * (b * hq * 4 + b * hq * d * 4),
             "flops": 4 * b * hq * (n / world_size) * d}  # per rank

@@ -33,7 +33,8 @@ SLUG = "powersgd_grad_allreduce"
 ID = 40
 TITLE = "PowerSGD low-rank gradient all-reduce with error feedback"
 CATEGORY = "fused"
-ORIGIN = "PyTorch DDP comm hook torch.distributed.algorithms.ddp_comm_hooks.powerSGD_hook (PowerSGD, Vogels et al. 2019)"
+ORIGIN = ("PyTorch DDP comm hook torch.distributed.algorithms.ddp_comm_hooks.powerSGD_hook "
+          "(PowerSGD, Vogels et al. 2019)")
 WORLD_SIZES = WorldSizes(min=2)
 # full: one 8192 x 8192 weight's gradient (256 MiB fp32) compressed to rank 4
 SIZES = {"screen": {"rows": 64, "cols": 32, "rank": 4},

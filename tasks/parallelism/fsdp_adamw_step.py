@@ -60,7 +60,6 @@ def make_inputs(ctx):
 
 
 def reference(x, y, w_shard, m, v, lr, wd, step):
-    world = dist.get_world_size()
     layers, rows, d = w_shard.shape
 
     def gather(l):

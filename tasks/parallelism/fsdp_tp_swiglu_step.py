@@ -22,7 +22,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from tasks.api import Output, WorldSizes
+from tasks.api import Output, WorldSizes, warm_up
 
 SLUG = "fsdp_tp_swiglu_step"
 ID = 54
@@ -81,15 +81,8 @@ def make_inputs(ctx):
     buf1 = colwise(ctx.randn(f, d, scale=g, shared=True))
     buf3 = colwise(ctx.randn(f, d, scale=g, shared=True))
     buf2 = rowwise(ctx.randn(d, f, scale=g, shared=True))
-    _warm_up([tp_groups[di], dp_groups[ti]], ctx.device)
+    warm_up([tp_groups[di], dp_groups[ti]], ctx.device)
     return (x, y, w1, w3, w2, buf1, buf3, buf2, s["lr"], s["momentum"], tp_groups[di], dp_groups[ti])
-
-
-def _warm_up(groups, device):
-    """Create the NCCL communicators of this rank's groups now (NCCL creates them lazily, at first use),
-    so that the timed call does not pay for it. Every rank warms its groups in the same order."""
-    for g in groups:
-        dist.all_reduce(torch.zeros(1, device=device), group=g)
 
 
 def reference(x, y, w1_s, w3_s, w2_s, buf_w1, buf_w3, buf_w2, lr, momentum, tp_group, dp_group):

@@ -24,7 +24,7 @@ Returns (w_shard, m, v) after the step, each (L, D/S, D), identical in both repl
 import torch
 import torch.distributed as dist
 
-from tasks.api import Output, WorldSizes
+from tasks.api import Output, WorldSizes, warm_up
 
 SLUG = "hsdp_adamw_step"
 ID = 55
@@ -67,16 +67,9 @@ def make_inputs(ctx):
     w_shard = w[:, rows].contiguous()                # Shard(0) within the shard group
     m = ctx.randn(layers, d, d, scale=g, shared=True)[:, rows].contiguous()   # AdamW moments of those rows
     v = ((ctx.rand(layers, d, d, shared=True) + 0.5) * g * g)[:, rows].contiguous()
-    _warm_up([shard_groups[replica], replicate_groups[sr]], ctx.device)
+    warm_up([shard_groups[replica], replicate_groups[sr]], ctx.device)
     return (x, y, w_shard, m, v, s["lr"], s["wd"], s["step"], shard_groups[replica],
             replicate_groups[sr])
-
-
-def _warm_up(groups, device):
-    """Create the NCCL communicators of this rank's groups now (NCCL creates them lazily, at first use),
-    so that the timed call does not pay for it. Every rank warms its groups in the same order."""
-    for g in groups:
-        dist.all_reduce(torch.zeros(1, device=device), group=g)
 
 
 def reference(x, y, w_shard, m, v, lr, wd, step, shard_group, replicate_group):

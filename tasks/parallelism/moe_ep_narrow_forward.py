@@ -53,7 +53,6 @@ def make_inputs(ctx):
 
 
 def reference(x, logits, w_gate, w_up, w_down, top_k, capacity):
-    world = dist.get_world_size()
     t, d = x.shape
     e = logits.shape[1]                                              # = world: one expert per rank
     c = capacity

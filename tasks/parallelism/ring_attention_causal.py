@@ -18,11 +18,11 @@ causal attention over global positions with scale 1/sqrt(Dh):
 Returns out (B, 2c, H, Dh) and lse (B, H, 2c), the log-sum-exp of the scaled scores of every query
 (what flash-attention returns for the backward pass).
 """
-import math
 
 import torch
 import torch.distributed as dist
 
+from tasks.parallelism._ring import attn, merge
 from tasks.api import Output, WorldSizes
 
 SLUG = "ring_attention_causal"
@@ -48,20 +48,6 @@ def make_inputs(ctx):
     return ctx.randn(*shape, scale=2.0), ctx.randn(*shape), ctx.randn(*shape)
 
 
-def _attn(q, k, v, causal):
-    """Block attention in (B, H, S, Dh): output and log-sum-exp of the scaled scores."""
-    s = (q @ k.transpose(-1, -2)) * (q.shape[-1] ** -0.5)
-    if causal:
-        s = s.masked_fill(torch.ones(s.shape[-2:], dtype=torch.bool, device=s.device).triu(1), float("-inf"))
-    lse = torch.logsumexp(s, dim=-1)
-    return torch.exp(s - lse.unsqueeze(-1)) @ v, lse
-
-
-def _merge(out, lse, b_out, b_lse):
-    new = torch.logaddexp(lse, b_lse)
-    return out * torch.exp(lse - new).unsqueeze(-1) + b_out * torch.exp(b_lse - new).unsqueeze(-1), new
-
-
 def reference(q, k, v):
     world, rank = dist.get_world_size(), dist.get_rank()
     nxt, prv = (rank + 1) % world, (rank - 1) % world
@@ -75,11 +61,11 @@ def reference(q, k, v):
             reqs = dist.batch_isend_irecv([dist.P2POp(dist.isend, kv, nxt), dist.P2POp(dist.irecv, incoming, prv)])
         kt, vt = kv[0].transpose(1, 2), kv[1].transpose(1, 2)
         if step == 0:
-            out, lse = _attn(qt, kt, vt, causal=True)
+            out, lse = attn(qt, kt, vt, causal=True)
         elif step <= rank:                                    # from a lower rank: its first chunk only
-            out, lse = _merge(out, lse, *_attn(qt, kt[:, :, :c], vt[:, :, :c], causal=False))
+            out, lse = merge(out, lse, *attn(qt, kt[:, :, :c], vt[:, :, :c], causal=False))
         else:                                                 # from a higher rank: second local chunk only
-            o2, l2 = _merge(out[:, :, c:], lse[:, :, c:], *_attn(qt[:, :, c:], kt, vt, causal=False))
+            o2, l2 = merge(out[:, :, c:], lse[:, :, c:], *attn(qt[:, :, c:], kt, vt, causal=False))
             out, lse = torch.cat([out[:, :, :c], o2], 2), torch.cat([lse[:, :, :c], l2], 2)
         if step + 1 < world:
             for req in reqs:

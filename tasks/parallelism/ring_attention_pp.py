@@ -26,7 +26,8 @@ pipeline's output.
 import torch
 import torch.distributed as dist
 
-from tasks.api import Output, WorldSizes
+from tasks.parallelism._ring import ring_attention
+from tasks.api import Output, WorldSizes, warm_up
 
 SLUG = "ring_attention_pp"
 ID = 61
@@ -56,62 +57,14 @@ def make_inputs(ctx):
     w_qkv = ctx.randn(PP, 3 * d, d, scale=d ** -0.5, shared=True)[stage]     # this stage's weights
     w_o = ctx.randn(PP, d, d, scale=d ** -0.5, shared=True)[stage]
     act_shape = (mb, s["batch"], 2 * c, d)          # (micro-batches, B, 2c, D): what travels between stages
-    _warm_up([cp_groups[stage], pp_groups[ci]], ctx.device)
+    warm_up([cp_groups[stage], pp_groups[ci]], ctx.device)
     return (x if stage == 0 else None), w_qkv, w_o, h, act_shape, cp_groups[stage], pp_groups[ci]
-
-
-def _warm_up(groups, device):
-    """Create the NCCL communicators of this rank's groups now (NCCL creates them lazily, at first use),
-    so that the timed call does not pay for it. Every rank warms its groups in the same order."""
-    for g in groups:
-        dist.all_reduce(torch.zeros(1, device=device), group=g)
-
-
-def _attn(q, k, v, causal):
-    """Block attention in (B, H, S, Dh): output and log-sum-exp of the scaled scores."""
-    s = (q @ k.transpose(-1, -2)) * (q.shape[-1] ** -0.5)
-    if causal:
-        s = s.masked_fill(torch.ones(s.shape[-2:], dtype=torch.bool, device=s.device).triu(1), float("-inf"))
-    lse = torch.logsumexp(s, dim=-1)
-    return torch.exp(s - lse.unsqueeze(-1)) @ v, lse
-
-
-def _merge(out, lse, b_out, b_lse):
-    new = torch.logaddexp(lse, b_lse)
-    return out * torch.exp(lse - new).unsqueeze(-1) + b_out * torch.exp(b_lse - new).unsqueeze(-1), new
-
-
-def _ring_attention(q, k, v, group):
-    """Zigzag causal ring attention over `group`; q, k, v (B, H, 2c, Dh) -> out (B, H, 2c, Dh)."""
-    ranks = dist.get_process_group_ranks(group)
-    world, me = len(ranks), dist.get_rank(group)
-    nxt, prv = ranks[(me + 1) % world], ranks[(me - 1) % world]
-    c = q.shape[2] // 2
-    kv = torch.stack([k, v])
-    out = lse = None
-    for step in range(world):
-        if step + 1 < world:
-            incoming = torch.empty_like(kv)
-            reqs = dist.batch_isend_irecv([dist.P2POp(dist.isend, kv, nxt, group),
-                                           dist.P2POp(dist.irecv, incoming, prv, group)])
-        if step == 0:
-            out, lse = _attn(q, kv[0], kv[1], causal=True)
-        elif step <= me:
-            out, lse = _merge(out, lse, *_attn(q, kv[0, :, :, :c], kv[1, :, :, :c], causal=False))
-        else:
-            o2, l2 = _merge(out[:, :, c:], lse[:, :, c:], *_attn(q[:, :, c:], kv[0], kv[1], causal=False))
-            out, lse = torch.cat([out[:, :, :c], o2], 2), torch.cat([lse[:, :, :c], l2], 2)
-        if step + 1 < world:
-            for req in reqs:
-                req.wait()
-            kv = incoming
-    return out
 
 
 def _block(h, w_qkv, w_o, heads, cp_group):
     b, sl, d = h.shape
     qkv = (h @ w_qkv.t()).view(b, sl, 3, heads, d // heads).permute(2, 0, 3, 1, 4).contiguous()
-    o = _ring_attention(qkv[0], qkv[1], qkv[2], cp_group)
+    o = ring_attention(qkv[0], qkv[1], qkv[2], cp_group)
     return h + o.transpose(1, 2).reshape(b, sl, d) @ w_o.t()
 
 
