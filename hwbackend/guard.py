@@ -36,6 +36,23 @@ class Guard:
         self.barrier = dist.barrier
         self.enumerate_threads = threading.enumerate
         self.clock = time.perf_counter
+        self.event = torch.cuda.Event if device.type == "cuda" else None
+
+    def start_timer(self):
+        """CUDA events on GPUs (the device's own clock), the host clock on the CPU."""
+        if self.event is None:
+            return self.clock()
+        ev = self.event(enable_timing=True)
+        ev.record()
+        return ev
+
+    def stop_timer(self, start) -> float:
+        if self.event is None:
+            return self.clock() - start
+        end = self.event(enable_timing=True)
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) / 1e3
 
     def tampered(self) -> list[str]:
         names = []

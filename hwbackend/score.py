@@ -1,7 +1,9 @@
 """`score`: the trusted scorer. Candidate and reference run as separate torchrun jobs, in alternating
 order, on the same secret-seeded inputs; the reference's outputs are held in this process only, never
 on disk while the candidate runs. Outputs of the correctness trials and of randomly chosen timed calls
-are compared here, and time is read from this process's clock.
+are compared here. Time per call is the slowest rank's, measured in the worker from a barrier-aligned
+start to a device sync plus barrier (CUDA events on GPUs), with the worker's clocks captured before the
+candidate is imported and cross-checked against this process's own clock for each batch.
 """
 from __future__ import annotations
 
@@ -80,8 +82,16 @@ def _run_job(role: str, task: TaskSpec, plan: Plan, nproc: int, backend: str, ti
             job.gather()
             t0 = time.perf_counter()
             job.send_all(phase="go")
-            job.gather()
-            result.samples.append((time.perf_counter() - t0) / len(seeds))
+            replies = job.gather()
+            wall = time.perf_counter() - t0
+            per_call = [max(r["seconds"][i] for r in replies) for i in range(len(seeds))]  # the slowest rank
+            if sum(per_call) > wall * 1.05 + 1e-3:
+                findings.append(f"the worker's clock reported {sum(per_call) * 1e3:.3f} ms for a batch that took "
+                                f"{wall * 1e3:.3f} ms by the scorer's clock")
+            elif role == "candidate" and sum(per_call) < wall * 0.02:
+                findings.append(f"the worker's clock reported {sum(per_call) * 1e3:.4f} ms for a batch that took "
+                                f"{wall * 1e3:.3f} ms by the scorer's clock: time is missing")
+            result.samples.extend(per_call)
             job.send_all(phase="dump", batch=b, indices=plan.dump[b])
             for reply in job.gather():
                 findings += reply.get("findings", [])
@@ -167,7 +177,9 @@ def score(task: str, candidate: str, nproc: int, backend: str = "nccl", trials: 
                     result["trials"].append(entry)
                     if store:
                         store.trial(run_id, f"launch{launch}", names.index(name), rank, not bad, entry["message"])
-            result["findings"] += [{"kind": "integrity", "rank": None, "message": m} for m in cand.findings]
+            seen = {f["message"] for f in result["findings"]}
+            result["findings"] += [{"kind": "integrity", "rank": None, "message": m} for m in cand.findings
+                                   if m not in seen]
             if failures:
                 result["findings"] += failures[:8]
                 result["status"] = "incorrect"

@@ -68,14 +68,20 @@ class Worker:
         ctx = TaskContext(self.rank, self.world, seed, 0, self.preset, dict(self.task.sizes[self.preset]), self.device)
         return self.task.make_inputs(ctx)
 
-    def call(self, args, check: bool) -> tuple[tuple, list[str]]:
+    def call(self, args, check: bool) -> tuple[tuple, list[str], float]:
+        """One call, timed from a barrier-aligned start to a device sync plus barrier on every rank; the
+        allocator poisoning (which also flushes L2) happens before the clock starts."""
         findings = []
         before = fingerprint(flat_tensors(args)) if check else None
         threads = self.guard.threads()
         self.guard.poison_allocator(POISON_BYTES)
+        self.guard.sync()
+        self.guard.barrier()
+        start = self.guard.start_timer()
         out = as_outputs(self.fn(*args))
         self.guard.sync()
         self.guard.barrier()
+        seconds = self.guard.stop_timer(start)
         if check:
             if fingerprint(flat_tensors(args)) != before:
                 findings.append("the candidate modified its inputs")
@@ -83,7 +89,7 @@ class Worker:
             extra = self.guard.threads() - threads
             if extra:
                 findings.append(f"{len(extra)} thread(s) still running after solution returned")
-        return out, findings
+        return out, findings, seconds
 
     def save(self, name: str, out: tuple) -> None:
         torch.save([o.detach().cpu() if isinstance(o, torch.Tensor) else o for o in out],
@@ -111,7 +117,7 @@ class Worker:
                 findings = []
                 for i, seed in enumerate(msg["seeds"]):
                     self.status(f"correctness trial {i}: calling {self.role}")
-                    out, f = self.call(self.inputs(seed), check=True)
+                    out, f, _ = self.call(self.inputs(seed), check=True)
                     findings += [f"trial {i}: {x}" for x in f]
                     self.save(f"trial{i}", out)
                 findings += [f"{name} was replaced by the candidate" for name in self.guard.tampered()]
@@ -126,9 +132,9 @@ class Worker:
                 self.ch.send(event="ready")
                 self.ch.recv()  # go
                 self.status(f"timed batch {msg['batch']}")
-                self.guard.barrier()
-                self.kept = [self.call(args, check=False)[0] for args in batch]
-                self.ch.send(event="done", findings=[])
+                results = [self.call(args, check=False) for args in batch]
+                self.kept = [r[0] for r in results]
+                self.ch.send(event="done", findings=[], seconds=[r[2] for r in results])
             elif phase == "dump":
                 for i in msg["indices"]:
                     self.save(f"timed{msg['batch']}-{i}", self.kept[i])
