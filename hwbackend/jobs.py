@@ -202,4 +202,6 @@ class Job:
 
 def _limits() -> None:
     import resource
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # no core dumps of candidate memory
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(soft, 65536), min(hard, 65536)))

@@ -41,6 +41,9 @@ class Worker:
         self.status("init_process_group")
         dist.init_process_group(self.backend)
         self.guard = Guard(self.device, self.backend)
+        # the poisoning fill doubles as the L2 flush, so it must be larger than L2 (B200: 126 MB)
+        l2 = torch.cuda.get_device_properties(self.device).L2_cache_size if self.device.type == "cuda" else 0
+        self.poison_bytes = max(POISON_BYTES, 2 * l2)
         self.fn = self.task.reference
         self.kept: list = []
 
@@ -74,7 +77,7 @@ class Worker:
         findings = []
         before = fingerprint(flat_tensors(args)) if check else None
         threads = self.guard.threads()
-        self.guard.poison_allocator(POISON_BYTES)
+        self.guard.poison_allocator(self.poison_bytes)
         self.guard.sync()
         self.guard.barrier()
         start = self.guard.start_timer()
