@@ -25,6 +25,7 @@ import torch
 import torch.distributed as dist
 
 from tasks.api import Output, WorldSizes, warm_up
+from tasks.parallelism._fsdp import adamw, sharded_grads
 
 SLUG = "hsdp_adamw_step"
 ID = 55
@@ -37,7 +38,6 @@ SIZES = {
     "screen": {"batch": 16, "dim": 32, "layers": 3, "lr": 1e-2, "wd": 0.1, "step": 10, "g_scale": 2e-2},
     "full": {"batch": 2048, "dim": 2048, "layers": 8, "lr": 1e-2, "wd": 0.1, "step": 10, "g_scale": 5e-2},
 }
-BETA1, BETA2, EPS = 0.9, 0.999, 1e-8
 
 
 def _shard_shape(s, n, r):
@@ -73,50 +73,7 @@ def make_inputs(ctx):
 
 
 def reference(x, y, w_shard, m, v, lr, wd, step, shard_group, replicate_group):
-    layers, rows, d = w_shard.shape
-
-    def gather(l):
-        full = torch.empty(d, d, device=x.device)
-        return full, dist.all_gather_into_tensor(full, w_shard[l], group=shard_group, async_op=True)
-
-    # forward: all-gather layer by layer (next one prefetched), keep activations, free the weights
-    hs, ts = [x], []
-    nxt = gather(0)
-    for l in range(layers):
-        w_full, work = nxt
-        work.wait()
-        if l + 1 < layers:
-            nxt = gather(l + 1)
-        t = torch.tanh(hs[-1] @ w_full.t())
-        ts.append(t)
-        hs.append(hs[-1] + t)
-        del w_full
-    # backward: all-gather again, reduce-scatter each weight gradient as soon as it exists
-    g = (hs[-1] - y) / x.shape[0]
-    grads, works = [None] * layers, []
-    nxt = gather(layers - 1)
-    for l in reversed(range(layers)):
-        w_full, work = nxt
-        work.wait()
-        if l > 0:
-            nxt = gather(l - 1)
-        g_pre = g * (1 - ts[l] * ts[l])
-        g_w = g_pre.t() @ hs[l]
-        if l > 0:
-            g = g + g_pre @ w_full
-        grads[l] = torch.empty(rows, d, device=x.device)
-        dist.reduce_scatter_tensor(grads[l], g_w, op=dist.ReduceOp.AVG, group=shard_group)
-        works.append(dist.all_reduce(grads[l], op=dist.ReduceOp.AVG, group=replicate_group, async_op=True))
-        del w_full
-    for work in works:
-        work.wait()
-    grad = torch.stack(grads)
-    # AdamW on the local shard
-    p = w_shard * (1 - lr * wd)
-    m = BETA1 * m + (1 - BETA1) * grad
-    v = BETA2 * v + (1 - BETA2) * grad * grad
-    p = p - lr * (m / (1 - BETA1 ** step)) / ((v / (1 - BETA2 ** step)).sqrt() + EPS)
-    return p, m, v
+    return adamw(w_shard, sharded_grads(x, y, w_shard, shard_group, replicate_group), m, v, lr, wd, step)
 
 
 def speed_of_light(size, world_size):

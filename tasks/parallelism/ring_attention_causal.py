@@ -22,8 +22,8 @@ Returns out (B, 2c, H, Dh) and lse (B, H, 2c), the log-sum-exp of the scaled sco
 import torch
 import torch.distributed as dist
 
-from tasks.parallelism._ring import attn, merge
 from tasks.api import Output, WorldSizes
+from tasks.parallelism._ring import attn, merge
 
 SLUG = "ring_attention_causal"
 ID = 59

@@ -26,8 +26,8 @@ pipeline's output.
 import torch
 import torch.distributed as dist
 
-from tasks.parallelism._ring import ring_attention
 from tasks.api import Output, WorldSizes, warm_up
+from tasks.parallelism._ring import ring_attention
 
 SLUG = "ring_attention_pp"
 ID = 61

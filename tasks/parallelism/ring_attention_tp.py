@@ -21,8 +21,8 @@ Returns out (B, 2c, D), identical on both tp ranks.
 import torch
 import torch.distributed as dist
 
-from tasks.parallelism._ring import ring_attention
 from tasks.api import Output, WorldSizes, warm_up
+from tasks.parallelism._ring import ring_attention
 
 SLUG = "ring_attention_tp"
 ID = 60
