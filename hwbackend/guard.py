@@ -16,6 +16,7 @@ import torch
 import torch.distributed as dist
 
 import tasks.api as task_api
+from tasks.api import flat_tensors
 
 # (module or class, attribute) pairs a cheating candidate might replace to fake time or results
 WATCHED = [
@@ -80,14 +81,6 @@ def fingerprint(tensors) -> str:
             h.update(str((tuple(t.shape), t.dtype)).encode())
             h.update(t.detach().contiguous().cpu().view(torch.uint8).numpy().tobytes())
     return h.hexdigest()
-
-
-def flat_tensors(x) -> list[torch.Tensor]:
-    if isinstance(x, torch.Tensor):
-        return [x]
-    if isinstance(x, (list, tuple)):
-        return [t for y in x for t in flat_tensors(y)]
-    return []
 
 
 def output_problems(outputs: tuple, inputs) -> list[str]:

@@ -13,6 +13,7 @@ import os
 import random
 import secrets
 import shutil
+import time
 import uuid
 from dataclasses import dataclass, field
 
@@ -63,7 +64,6 @@ def _plan(seeds: Seeds, launch: int, trials: int, warmup: int, batches: int, cal
 
 def _run_job(role: str, task: TaskSpec, plan: Plan, nproc: int, backend: str, timeout: float, preset: str,
              candidate: str | None) -> JobResult:
-    import time
     job = Job(role, task.slug, nproc, backend, timeout, preset, candidate)
     findings: list[str] = []
     result = JobResult([], job.out_dir, findings)
@@ -187,8 +187,9 @@ def score(task: str, candidate: str, nproc: int, backend: str = "nccl", trials: 
             ref_s.append(ref.samples)
             cand_s.append(cand.samples)
         result["correct"] = True
-        result.update({k: v for k, v in summarize(ref_s, cand_s).items() if k != "faster"})
-        faster = summarize(ref_s, cand_s)["faster"]
+        stats = summarize(ref_s, cand_s)
+        faster = stats.pop("faster")
+        result.update(stats)
         if result["speedup"] > IMPLAUSIBLE_SPEEDUP:
             result["findings"].append({"kind": "integrity", "rank": None,
                                        "message": f"speed-up {result['speedup']:.1f}x is above the plausibility "

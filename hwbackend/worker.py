@@ -16,9 +16,9 @@ import traceback
 import torch
 import torch.distributed as dist
 
-from hwbackend.guard import Guard, fingerprint, flat_tensors, output_problems
+from hwbackend.guard import Guard, fingerprint, output_problems
 from hwbackend.protocol import Channel, connect
-from tasks.api import TaskContext, as_outputs
+from tasks.api import TaskContext, as_outputs, flat_tensors
 from tasks.registry import get
 
 POISON_BYTES = 64 << 20

@@ -64,17 +64,13 @@ def load_corpus(root: str) -> list[Case]:
 
 
 def run_options(case: Case, world_size: int, timeout: float = 60.0) -> RunOptions:
-    opts = RunOptions(nproc=world_size, timeout=timeout, output=io.StringIO())
-    args = list(case.options)
-    while args:
-        flag = args.pop(0)
-        if flag == "--lazy-p2p-init":
-            opts.lazy_p2p_init = True
-        elif flag == "--p2p-buffer":
-            opts.p2p_buffer = int(args.pop(0))
-        else:
-            raise ValueError(f"{case.name}: unknown option {flag!r} in the corpus header")
-    return opts
+    """The header's `options` are `pkb check` flags: parse them the way the command does."""
+    from pkbsim.cli import check_cmd
+    try:
+        args = check_cmd.parse(["--timeout", str(timeout), *case.options, case.path])
+    except SystemExit:
+        raise ValueError(f"{case.name}: bad options {case.options!r} in the corpus header") from None
+    return check_cmd.run_options(args, world_size, io.StringIO())
 
 
 @dataclass

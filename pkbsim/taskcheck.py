@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import torch
 
 from pkbsim.taskrun import TaskRun, run_task
-from tasks.api import compare
+from tasks.api import compare, flat_tensors
 from tasks.registry import TaskSpec
 
 SCREEN_SECONDS = 5.0  # a screen-size run should take about a second; beyond this it fails
@@ -34,18 +34,8 @@ class Check:
         return {"check": self.name, "world_size": self.world_size, "ok": self.ok, "message": self.message}
 
 
-def _tensors(xs) -> list[torch.Tensor]:
-    out = []
-    for x in xs if isinstance(xs, (list, tuple)) else [xs]:
-        if isinstance(x, torch.Tensor):
-            out.append(x)
-        elif isinstance(x, (list, tuple)):
-            out.extend(_tensors(x))
-    return out
-
-
 def _same(a, b) -> bool:
-    ta, tb = _tensors(a), _tensors(b)
+    ta, tb = flat_tensors(a), flat_tensors(b)
     return len(ta) == len(tb) and all(x.shape == y.shape and torch.equal(x, y) for x, y in zip(ta, tb))
 
 
@@ -96,7 +86,7 @@ def check_world_size(task: TaskSpec, n: int, seed: int) -> list[Check]:
 
     problems = []
     for rank, ins in enumerate(t0.inputs):
-        for i, t in enumerate(_tensors(ins)):
+        for i, t in enumerate(flat_tensors(ins)):
             if t.is_floating_point() and t.numel() > 1 and bool((t == t.reshape(-1)[0]).all()):
                 problems.append(f"rank {rank} input {i} is constant")
         if _same(ins, t1.inputs[rank]):

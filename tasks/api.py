@@ -135,6 +135,15 @@ def warm_up(groups, device: torch.device) -> None:
         dist.all_reduce(torch.zeros(1, device=device), group=g)
 
 
+def flat_tensors(x: Any) -> list[torch.Tensor]:
+    """The tensors in a (nested) tuple or list of inputs or outputs, in order."""
+    if isinstance(x, torch.Tensor):
+        return [x]
+    if isinstance(x, (list, tuple)):
+        return [t for y in x for t in flat_tensors(y)]
+    return []
+
+
 def as_outputs(result: Any) -> tuple:
     """A reference or solution may return one tensor or a tuple/list of them."""
     return tuple(result) if isinstance(result, (tuple, list)) else (result,)

@@ -34,10 +34,19 @@ def add_parser(sub) -> None:
     p.set_defaults(run=run)
 
 
-def _options(args, nproc: int, output):
+def run_options(args, nproc: int, output):
+    """RunOptions from parsed `pkb check` arguments (also used for the corpus headers' options)."""
     from pkbsim.world.launcher import RunOptions
-    return RunOptions(nproc=nproc * args.nnodes, nproc_per_node=nproc, timeout=args.timeout, p2p_buffer=args.p2p_buffer, lazy_p2p_init=args.lazy_p2p_init,
+    return RunOptions(nproc=nproc * args.nnodes, nproc_per_node=nproc, timeout=args.timeout,
+                      p2p_buffer=args.p2p_buffer, lazy_p2p_init=args.lazy_p2p_init,
                       record_compute=bool(args.trace), shape_run=args.shape_run, output=output)
+
+
+def parse(argv: list[str]):
+    """Parse `pkb check` arguments (without the command name)."""
+    parser = argparse.ArgumentParser(prog="pkb")
+    add_parser(parser.add_subparsers())
+    return parser.parse_args(["check", *argv])
 
 
 def _render(result, label: str) -> str:
@@ -68,7 +77,7 @@ def run(args) -> int:
 
     output = sys.stderr if args.json else sys.stdout
     try:
-        result = check_script(args.script, args.script_args, _options(args, nproc, output))
+        result = check_script(args.script, args.script_args, run_options(args, nproc, output))
     except ScriptError as e:
         raise UsageError(str(e)) from None
     if args.trace:
@@ -92,7 +101,7 @@ def _demo(args, nproc: int) -> int:
     results = {}
     for name in expected:
         out = sys.stderr if args.json else sys.stdout
-        results[name] = check_script(os.path.join(root, name), [], _options(args, nproc, out))
+        results[name] = check_script(os.path.join(root, name), [], run_options(args, nproc, out))
         if not args.json:
             print(_render(results[name], name) + "\n")
     ok = all(results[n].verdict == v for n, v in expected.items())

@@ -5,7 +5,13 @@ import torch
 import torch.distributed as dist
 import torch.distributed._symmetric_memory as symm_mem
 
-from pkbsim.symm.handle import SIGNAL_PAD_BYTES, Allocation, SimSymmetricMemory, state, storage_key
+from pkbsim.symm.handle import (
+    SIGNAL_PAD_BYTES,
+    Allocation,
+    SimSymmetricMemory,
+    state,
+    storage_key,
+)
 from pkbsim.world.context import current, require
 from pkbsim.world.findings import Finding
 from pkbsim.world.patching import Patches

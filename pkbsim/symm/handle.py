@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import torch
-from torch.utils._python_dispatch import _disable_current_modes
 
 from pkbsim.world.clocks import happens_before
+from pkbsim.world.comms import behind_the_program
 from pkbsim.world.context import require
 from pkbsim.world.findings import Finding
 from pkbsim.world.sites import user_site
@@ -179,7 +179,7 @@ class SimSymmetricMemory:
 
 def _set_slot(pad: torch.Tensor, slot: int, value: int) -> None:
     """A protocol write to a pad: kept out of the rank's ops mode, which treats pad writes as host resets."""
-    with _disable_current_modes():
+    with behind_the_program():
         pad[slot] = value
 
 

@@ -7,9 +7,9 @@ checked, then computed from every rank's symmetric buffer at once.
 from __future__ import annotations
 
 import torch
-from torch.utils._python_dispatch import _disable_current_modes
 
 from pkbsim.symm.api import allocation_of, resolve_comm
+from pkbsim.world.comms import behind_the_program
 from pkbsim.world.context import current, require
 from pkbsim.world.findings import Finding
 from pkbsim.world.reduce import RedOpType, reduce_tensors
@@ -32,7 +32,7 @@ def _collective(name: str, group_name: str, signature: tuple, arg, compute, symm
     comm = resolve_comm(ctx, group_name)
 
     def execute(args):
-        with _disable_current_modes(), torch.no_grad():
+        with behind_the_program():
             return compute(args)
     op = ctx.engine.post_collective(comm, ctx.rank, f"symm_mem.{name}", signature, arg, execute,
                                     f"symm_mem.{name}", site)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import io
 from dataclasses import replace
 
-from pkbsim.world.findings import Finding, verdict_of
+from pkbsim.world.findings import Finding
 from pkbsim.world.launcher import UNLIMITED, RunOptions, RunResult, run_script
 from pkbsim.world.order_check import cross_comm_order
 
@@ -35,11 +35,8 @@ def check_script(path: str, argv: list[str], opts: RunOptions) -> RunResult:
                 "buffering_hazard",
                 f"passes only because {result.eager_sends} send(s) fit the {opts.p2p_buffer}-byte buffer; with "
                 f"rendezvous sends (messages above NCCL_BUFFSIZE) it deadlocks", dl.ranks, dl.sites, dl.details))
-            result.verdict = verdict_of(result.findings)
     if result.verdict == "ok":
         hazard = cross_comm_order(result.traces, result.group_label)
         if hazard is not None:
             result.findings.append(hazard)
-    if result.findings and result.verdict != verdict_of(result.findings):
-        result.verdict = verdict_of(result.findings)
     return result

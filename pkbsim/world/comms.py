@@ -9,11 +9,13 @@ never by name or shape; sends and receives meet by per-direction order. Whoever 
 """
 from __future__ import annotations
 
+import contextlib
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import torch
+from torch.utils._python_dispatch import _disable_current_modes
 
 from pkbsim.world.findings import Finding
 from pkbsim.world.world import SimAbort, Wait, World
@@ -24,10 +26,6 @@ class Batch:
     """Operations issued in one group: they start together and complete together."""
 
     ops: list["Op"] = field(default_factory=list)
-
-    @property
-    def done(self) -> bool:
-        return all(op.done for op in self.ops)
 
 
 @dataclass(eq=False)
@@ -48,7 +46,6 @@ class Op:
     tensor: torch.Tensor | None = None
     buffered: torch.Tensor | None = None
     clock: tuple = ()
-    on_done: list[Callable[[], None]] = field(default_factory=list)
 
     def active(self) -> bool:
         """True when nothing earlier in its lane is still pending (its own group excepted)."""
@@ -206,8 +203,6 @@ class Engine:
                     work.append(lane[0])
                     if lane[0].batch is not None:
                         work.extend(o for o in lane[0].batch.ops if not o.done)
-                for cb in fin.on_done:
-                    cb()
         if progressed:
             w.changed()
 
@@ -325,19 +320,26 @@ def is_fake(t: torch.Tensor) -> bool:
     return t.device.type == "meta" or type(t).__name__ == "FakeTensor"
 
 
+def behind_the_program():
+    """Context for data the simulator moves on a program's behalf: the rank's tracing modes must not see
+    it and autograd must not record it. Free when neither is active (the common case)."""
+    if not torch._C._len_torch_dispatch_stack() and not torch.is_grad_enabled():
+        return contextlib.nullcontext()
+    stack = contextlib.ExitStack()
+    stack.enter_context(_disable_current_modes())
+    stack.enter_context(torch.no_grad())
+    return stack
+
+
 def _snapshot(t: torch.Tensor) -> torch.Tensor:
     if is_fake(t):
         return t
-    from torch.utils._python_dispatch import _disable_current_modes
-
-    with _disable_current_modes():
+    with behind_the_program():
         return t.detach().clone()
 
 
 def _copy(dst: torch.Tensor, src: torch.Tensor) -> None:
     if is_fake(dst) or is_fake(src):
         return
-    from torch.utils._python_dispatch import _disable_current_modes
-
-    with _disable_current_modes(), torch.no_grad():
+    with behind_the_program():
         dst.copy_(src.reshape(dst.shape))

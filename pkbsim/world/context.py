@@ -24,6 +24,11 @@ class RankContext:
     batch: "Batch | None" = None  # set while a group of point-to-point operations is being issued
     extra: dict = field(default_factory=dict)
 
+    @property
+    def stream_id(self) -> int:
+        """The id of the rank's current simulated stream (0: the default stream)."""
+        return getattr(self.stream, "sim_id", 0) if self.stream is not None else 0
+
 
 def current() -> RankContext | None:
     return getattr(_tls, "ctx", None)

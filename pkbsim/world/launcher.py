@@ -58,7 +58,6 @@ class RunOptions:
 
 @dataclass
 class RunResult:
-    verdict: str
     world_size: int
     findings: list[Finding]
     ops: int
@@ -71,6 +70,10 @@ class RunResult:
 
     def group_label(self, name: str) -> str:
         return self.group_labels.get(name, f"group {name!r}")
+
+    @property
+    def verdict(self) -> str:
+        return verdict_of(self.findings)
 
     @property
     def exit_code(self) -> int:
@@ -261,5 +264,5 @@ def run_ranks(body: Callable[[RankContext], None], opts: RunOptions) -> RunResul
     findings = list(world.findings)
     ops = sum(1 for t in traces for r in t.records if r["kind"] in ("collective", "p2p", "symm"))
     labels = {name: repr(c) for name, c in engine.comms.items()}
-    return RunResult(verdict_of(findings), opts.nproc, findings, ops, time.perf_counter() - t0, traces,
+    return RunResult(opts.nproc, findings, ops, time.perf_counter() - t0, traces,
                      world.eager_sends, world.blocked_sends_at_deadlock, stuck, labels)

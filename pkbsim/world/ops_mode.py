@@ -17,20 +17,9 @@ from pkbsim.world.findings import Finding
 from pkbsim.world.sites import user_site
 from pkbsim.world.streams import StreamOrder
 from pkbsim.world.world import SimAbort
+from tasks.api import flat_tensors
 
 _SKIP = {torch.ops.aten.detach.default, torch.ops.aten.lift_fresh.default, torch.ops.aten.set_.source_Storage_storage_offset}
-
-
-def _stream_id(ctx) -> int:
-    return getattr(ctx.stream, "sim_id", 0) if ctx.stream is not None else 0
-
-
-def _tensors(x):
-    if isinstance(x, torch.Tensor):
-        yield x
-    elif isinstance(x, (list, tuple)):
-        for y in x:
-            yield from _tensors(y)
 
 
 def _is_view(func) -> bool:
@@ -57,7 +46,7 @@ class RankOpsMode(TorchDispatchMode):
         reads, writes = [], []
         for arg, val in zip(func._schema.arguments, list(args) + [kwargs.get(a.name) for a in
                                                                   func._schema.arguments[len(args):]]):
-            for t in _tensors(val):
+            for t in flat_tensors(val):
                 (writes if arg.alias_info is not None and arg.alias_info.is_write else reads).append(t)
         self._after(func, args, kwargs, out, reads, writes)
         return out
@@ -74,13 +63,13 @@ class RankOpsMode(TorchDispatchMode):
                     with ctx.world.lock:
                         on_pad_host_write(ctx.world, alloc, range(start, stop), ctx.rank, user_site())
         if self.streams is not None:
-            self.check_stream_order(reads, writes + list(_tensors(out)), func.__name__)
+            self.check_stream_order(reads, writes + flat_tensors(out), func.__name__)
         if self.record_compute:
             self._record(func, args, kwargs, out, reads, writes, symm)
 
     def check_stream_order(self, reads, writes, what: str) -> None:
         ctx, so = self.ctx, self.streams
-        s = _stream_id(ctx)
+        s = ctx.stream_id
         site = user_site()
         for t in reads:
             w = so.race(storage_key(t), s)
@@ -102,7 +91,7 @@ class RankOpsMode(TorchDispatchMode):
                 flops = int(formula(*args, **kwargs, out_val=out))
             except Exception:
                 flops = 0
-        outs = list(_tensors(out)) if not writes else []
+        outs = flat_tensors(out) if not writes else []
         rd = sum(t.numel() * t.element_size() for t in reads)
         wr = sum(t.numel() * t.element_size() for t in writes + outs)
         peer_read: dict[int, int] = {}
@@ -119,7 +108,7 @@ class RankOpsMode(TorchDispatchMode):
             fields["dtype"] = str(floating[0].dtype).replace("torch.", "")
         if peer_read or peer_write:
             fields["peer_bytes"] = {"read": peer_read, "write": peer_write}
-        ctx.trace.record("compute", str(func.overloadpacket.__name__), user_site(), stream=_stream_id(ctx),
+        ctx.trace.record("compute", str(func.overloadpacket.__name__), user_site(), stream=ctx.stream_id,
                          **fields)
 
 

@@ -10,15 +10,15 @@ from typing import Any, Callable
 
 import torch
 import torch.distributed as dist
-from torch.utils._python_dispatch import _disable_current_modes
 
-from pkbsim.world.comms import Comm, Op, is_fake
+from pkbsim.world.comms import Comm, Op, behind_the_program, is_fake
 from pkbsim.world.context import current, require
 from pkbsim.world.findings import Finding
 from pkbsim.world.reduce import NotSimulated, op_name, reduce_tensors
 from pkbsim.world.sites import user_site
 from pkbsim.world.trace import describe
 from pkbsim.world.world import SimAbort
+from tasks.api import flat_tensors
 
 BACKEND_NAME = "sim"
 
@@ -45,7 +45,7 @@ class SimWork(dist.distributed_c10d.Work):
         ctx.extra["unwaited"].pop(id(self), None)
         mode = ctx.extra.get("ops_mode")
         if mode is not None and mode.streams is not None:
-            mode.streams.wait_stream(_stream_id(ctx), self._stream)
+            mode.streams.wait_stream(ctx.stream_id, self._stream)
         return True
 
     def is_completed(self) -> bool:
@@ -85,18 +85,9 @@ def _moving(execute: Callable[[list], None], tensors) -> Callable[[list], None]:
         return lambda args: None
 
     def run(args):
-        if torch._C._len_torch_dispatch_stack() or torch.is_grad_enabled():
-            with _disable_current_modes(), torch.no_grad():
-                execute(args)
-        else:
+        with behind_the_program():
             execute(args)
     return run
-
-
-def _flat(x) -> list:
-    if isinstance(x, (list, tuple)):
-        return [y for z in x for y in _flat(z)]
-    return [x]
 
 
 def _chunks(t: torch.Tensor, n: int) -> list[torch.Tensor]:
@@ -153,13 +144,13 @@ class SimProcessGroup(dist.ProcessGroup):
 
         mode = ctx.extra.get("ops_mode")
         if mode is not None and mode.streams is not None:
-            mode.check_stream_order(tensors, [t for t in _flat(result) if isinstance(t, torch.Tensor)], name)
+            mode.check_stream_order(tensors, flat_tensors(result), name)
         op = ctx.engine.post_collective(self._comm, ctx.rank, name, signature, args, guarded, desc, site,
                                         batch=ctx.batch)
-        ctx.trace.record("collective", name, site, stream=_stream_id(ctx), group=self._comm.name, seq=op.seq,
+        ctx.trace.record("collective", name, site, stream=ctx.stream_id, group=self._comm.name, seq=op.seq,
                          group_ranks=self._comm.ranks, shapes=shapes, dtypes=dtypes, bytes=nbytes,
                          **({"detail": extra} if extra else {}))
-        return SimWork(ctx, [op], site, result, _stream_id(ctx))
+        return SimWork(ctx, [op], site, result, ctx.stream_id)
 
     def _bind_device(self, ctx, site: str, op: str) -> None:
         """NCCL creates a communicator on each member's device at first use; two members on one GPU fail."""
@@ -372,9 +363,9 @@ class SimProcessGroup(dist.ProcessGroup):
         peer = self._comm.ranks[group_peer]
         op = ctx.engine.post_p2p(self._comm, ctx.rank, kind, peer, tensor, site, batch=ctx.batch)
         shapes, dtypes, nbytes = describe([tensor])
-        ctx.trace.record("p2p", kind, site, stream=_stream_id(ctx), group=self._comm.name, peer=peer,
+        ctx.trace.record("p2p", kind, site, stream=ctx.stream_id, group=self._comm.name, peer=peer,
                          shapes=shapes, dtypes=dtypes, bytes=nbytes, batched=ctx.batch is not None)
-        return SimWork(ctx, [op], site, [tensor], _stream_id(ctx))
+        return SimWork(ctx, [op], site, [tensor], ctx.stream_id)
 
     def send(self, tensors, dstRank, tag=0):
         return self._p2p("send", tensors[0], dstRank)
@@ -384,10 +375,6 @@ class SimProcessGroup(dist.ProcessGroup):
 
     def recv_anysource(self, tensors, tag=0):
         raise NotSimulated("recv from any source (dist.recv without src) is not simulated; pass src")
-
-
-def _stream_id(ctx) -> int:
-    return getattr(ctx.stream, "sim_id", 0) if ctx.stream is not None else 0
 
 
 def create_backend(dist_opts, backend_opts) -> SimProcessGroup:
