@@ -29,7 +29,7 @@ TITLE = "All-reduce + residual add + RMSNorm (fused TP epilogue)"
 CATEGORY = "fused"
 ORIGIN = ("vLLM AllReduceFusionPass / FlashInfer trtllm_allreduce_fusion; "
           "TensorRT-LLM AllReduceFusionOp.RESIDUAL_RMS_NORM")
-WORLD_SIZES = WorldSizes(min=2)
+WORLD_SIZES = WorldSizes(min=1)  # 1: tensor parallelism of one (the all-reduce is the identity); scored on one GPU too
 # full: Llama-3-70B hidden 8192, an 8192-token prefill batch
 SIZES = {"screen": {"tokens": 64, "hidden": 128}, "full": {"tokens": 8192, "hidden": 8192}}
 _shape = lambda s, ws, r: (s["tokens"], s["hidden"])  # noqa: E731

@@ -29,7 +29,7 @@ ID = 22
 TITLE = "GEMM + all-reduce (row-parallel linear with bias)"
 CATEGORY = "fused"
 ORIGIN = "vLLM RowParallelLinear (reduce_results=True); Megatron-LM RowParallelLinear without sequence parallelism"
-WORLD_SIZES = WorldSizes(min=2, power_of_two=True)
+WORLD_SIZES = WorldSizes(min=1, power_of_two=True)  # 1: TP of one; scored on one GPU too
 # full: Llama-3-70B down_proj (28672 -> 8192), a 4096-token prefill chunk
 SIZES = {"screen": {"tokens": 64, "in_features": 128, "out_features": 96},
          "full": {"tokens": 4096, "in_features": 28672, "out_features": 8192}}
