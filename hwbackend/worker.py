@@ -7,7 +7,6 @@ control channel. Integrity probes (guard.py) are set up before the candidate is 
 from __future__ import annotations
 
 import importlib.util
-import inspect
 import os
 import re
 import sys
@@ -18,7 +17,7 @@ import torch.distributed as dist
 
 from hwbackend.guard import Guard, fingerprint, output_problems
 from hwbackend.protocol import Channel, connect
-from tasks.api import TaskContext, as_outputs, flat_tensors
+from tasks.api import TaskContext, as_outputs, flat_tensors, signature_problem
 from tasks.registry import get
 
 POISON_BYTES = 64 << 20
@@ -58,13 +57,9 @@ class Worker:
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         fn = getattr(module, "solution", None)
-        if not callable(fn):
-            raise AttributeError("the candidate defines no solution(...) function")
-        want = list(inspect.signature(self.task.reference).parameters)
-        got = list(inspect.signature(fn).parameters)
-        if len(got) != len(want):
-            raise TypeError(f"solution takes {len(got)} parameters ({', '.join(got)}); the task's signature is "
-                            f"{self.task.signature}")
+        problem = signature_problem(fn, self.task.reference)
+        if problem:
+            raise (AttributeError if not callable(fn) else TypeError)(problem)
         self.fn = fn
 
     def inputs(self, seed: int):

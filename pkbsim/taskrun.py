@@ -8,15 +8,15 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 import torch.distributed as dist
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from pkbsim.world.launcher import RunOptions, RunResult, run_ranks
-from tasks.api import TaskContext, as_outputs
+from tasks.api import TaskContext, as_outputs, compare
 from tasks.registry import TaskSpec
 
 
@@ -56,26 +56,46 @@ class PoisonEmpty(TorchDispatchMode):
 
 
 def run_task(task: TaskSpec, fn: Callable | None, world_size: int, *, seed: int = 0, trial: int = 0,
-             preset: str = "screen", no_comm: bool = False, timeout: float = 120.0,
-             output=None) -> TaskRun:
-    """Call fn (default: the reference) on every rank with that rank's inputs."""
-    fn = fn or task.reference
+             preset: str = "screen", no_comm: bool = False, timeout: float = 120.0, output=None,
+             load: Callable[[], Callable] | None = None, record_compute: bool = False) -> TaskRun:
+    """Call fn (default: the reference) on every rank with that rank's inputs. `load`, if given, is
+    called on each rank inside the simulated world and returns that rank's fn: a candidate file is
+    imported once per rank, so no module state is shared between ranks."""
     inputs: list = [None] * world_size
     outputs: list = [None] * world_size
 
     def body(ctx) -> None:
+        call = load() if load else fn or task.reference
         dist.init_process_group("nccl")
         local = int(os.environ["LOCAL_RANK"])
         torch.cuda.set_device(local)
         tctx = TaskContext(ctx.rank, world_size, seed, trial, preset, dict(task.sizes[preset]),
                            torch.device("cuda", local))
+        recording, ctx.trace.enabled = ctx.trace.enabled, False  # the trace covers the call only, as timing does
         args = task.make_inputs(tctx)
         inputs[ctx.rank] = _copy(args)
+        ctx.trace.enabled = recording
         with PoisonEmpty() if no_comm else contextlib.nullcontext():
-            result = fn(*args)
+            result = call(*args)
+        ctx.trace.enabled = False
         outputs[ctx.rank] = _copy(as_outputs(result))
         dist.destroy_process_group()
 
     opts = RunOptions(nproc=world_size, timeout=timeout, output=output or io.StringIO(), no_comm=no_comm,
-                      shape_run=preset == "full")
+                      shape_run=preset == "full", record_compute=record_compute)
     return TaskRun(run_ranks(body, opts), inputs, outputs)
+
+
+def mismatches(task: TaskSpec, outs: list, refs: list) -> list[str]:
+    """One message per rank whose outputs fail the task's comparison (empty when all match)."""
+    msgs = []
+    for rank, (o, r) in enumerate(zip(outs, refs)):
+        if o is None or len(o) != len(r):
+            msgs.append(f"rank {rank}: {'no outputs' if o is None else f'{len(o)} outputs, expected {len(r)}'}")
+            continue
+        for spec, oo, rr in zip(task.outputs, o, r):
+            m = compare(oo, rr, spec)
+            if m:
+                msgs.append(f"rank {rank}: {m}")
+                break
+    return msgs

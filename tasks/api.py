@@ -18,8 +18,10 @@ inside an initialised process group, on that rank's device.
 from __future__ import annotations
 
 import hashlib
+import inspect
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -147,6 +149,26 @@ def flat_tensors(x: Any) -> list[torch.Tensor]:
 def as_outputs(result: Any) -> tuple:
     """A reference or solution may return one tensor or a tuple/list of them."""
     return tuple(result) if isinstance(result, (tuple, list)) else (result,)
+
+
+def signature_problem(solution: Any, reference: Callable) -> str | None:
+    """None if `solution` can be called the way the harness calls the reference (positionally, with the
+    reference's parameters), else one line saying what is wrong."""
+    if not callable(solution):
+        return "the candidate defines no solution(...) function"
+    want = list(inspect.signature(reference).parameters)
+    try:
+        params = list(inspect.signature(solution).parameters.values())
+    except (TypeError, ValueError):
+        return None  # a builtin or extension function: only a call can tell
+    if any(p.kind is p.VAR_POSITIONAL for p in params):
+        return None
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    required = [p for p in positional if p.default is p.empty]
+    if len(required) <= len(want) <= len(positional):
+        return None
+    return (f"solution takes {len(positional)} parameters ({', '.join(p.name for p in positional)}); the task's "
+            f"signature is solution({', '.join(want)})")
 
 
 def compare(out: Any, ref: torch.Tensor, spec: Output) -> str | None:

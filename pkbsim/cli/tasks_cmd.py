@@ -22,7 +22,8 @@ def add_parser(sub) -> None:
     p.set_defaults(run=run)
 
 
-def _task(key: str):
+def task_or_usage(key: str):
+    """The task for a slug or id; an unknown one is a usage error (also used by screen and run)."""
     from tasks.registry import TaskError, get
     try:
         return get(key)
@@ -67,7 +68,7 @@ def _list(args) -> int:
 
 
 def _show(args) -> int:
-    t = _task(args.slug)
+    t = task_or_usage(args.slug)
     doc = t.summary() | {"reference_source": inspect.getsource(t.reference),
                          "make_inputs_source": inspect.getsource(t.make_inputs)}
     if args.json:
@@ -89,7 +90,7 @@ def _validate(args) -> int:
         raise UsageError("--world-sizes takes integers separated by commas, e.g. 2,4,8") from None
     if args.all == bool(args.slug):
         raise UsageError("usage: pkb tasks validate SLUG, or pkb tasks validate --all")
-    tasks = _all() if args.all else [_task(args.slug)]
+    tasks = _all() if args.all else [task_or_usage(args.slug)]
     report, failed = [], 0
     for i, t in enumerate(tasks, 1):
         checks = validate(t, sizes, full=not args.no_full)

@@ -16,6 +16,7 @@ _VERDICT_OF_KIND = {
     "group_mismatch": "mismatch",
     "protocol": "protocol",
     "race": "protocol",
+    "co_residency": "protocol",  # a kernel's program waits for a later program of the same launch
     "error": "error",
     "timeout": "timeout",
 }
@@ -35,6 +36,11 @@ class Finding:
     def render(self) -> str:
         head = f"{self.kind.upper().replace('_', ' ')}: {self.message}"
         return "\n".join([head, *("  " + d for d in self.details)])
+
+
+def is_fatal(finding: Finding) -> bool:
+    """Whether the finding decides the verdict (the rest are warnings)."""
+    return finding.kind in _VERDICT_OF_KIND
 
 
 def verdict_of(findings: list[Finding]) -> str:

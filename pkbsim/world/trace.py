@@ -39,8 +39,12 @@ class RankTrace:
         return rec
 
 
+def trace_doc(world_size: int, traces: list[RankTrace], meta: dict) -> dict:
+    """The traces as one `pkb.trace/1` document, the form the timing engine replays."""
+    return {"schema": "pkb.trace/1", "world_size": world_size, **meta,
+            "ranks": [{"rank": t.rank, "ops": t.records} for t in traces]}
+
+
 def write_trace(path: str, world_size: int, traces: list[RankTrace], meta: dict) -> None:
-    doc = {"schema": "pkb.trace/1", "world_size": world_size, **meta,
-           "ranks": [{"rank": t.rank, "ops": t.records} for t in traces]}
     with open(path, "w") as f:
-        json.dump(doc, f, indent=1)
+        json.dump(trace_doc(world_size, traces, meta), f, indent=1)

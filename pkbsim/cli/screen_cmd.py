@@ -1,0 +1,139 @@
+"""`pkb screen`: judge one candidate against a task on the simulated world and the timing model."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+
+DEFAULT_TOPOLOGY = "hgx-h100"
+EXIT = {"pass": 0, "reject": 1}
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("screen", help="judge a candidate without a GPU (static, functional, cost)",
+                       description="Screen a candidate for a task in stages, stopping at the first that rejects: "
+                                   "static (imports, signature, tampering, nvcc compile check of inline CUDA), "
+                                   "functional (simulated world at screen size, two trials, protocol findings and "
+                                   "outputs), cost (full-size shape runs replayed on the topology). "
+                                   "Exit: 0 pass, 1 reject, 2 bad usage.")
+    p.add_argument("candidate", help="candidate file defining solution(...)")
+    p.add_argument("--task", required=True, help="task slug or id (`pkb tasks` lists them)")
+    p.add_argument("--topology", default=None, metavar="NAME",
+                   help=f"machine to predict on (default {DEFAULT_TOPOLOGY}, or h100-ib-2node for more than 8 ranks)")
+    p.add_argument("--world-size", type=int, default=None, metavar="N",
+                   help="ranks (default 8 where the task allows it, else its smallest supported size)")
+    p.add_argument("--margin", type=float, default=0.8, help="reject below this predicted speed-up (default 0.8)")
+    p.add_argument("--seed", type=int, default=None, help="input seed (default: random, reported)")
+    p.add_argument("--timeout", type=float, default=120.0, metavar="S", help="limit per simulated run (seconds)")
+    p.add_argument("--timeline", metavar="FILE", help="write the candidate's simulated timeline (Chrome trace JSON)")
+    p.add_argument("--no-cost", action="store_true", help="stop after the functional stage")
+    p.add_argument("--feedback", action="store_true",
+                   help="short structured output for refinement loops: first failing stage, site, bottleneck")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(run=run)
+
+
+def pick_world_size(task, requested: int | None, gpus: int) -> int:
+    from pkbsim.cli.errors import UsageError
+
+    if requested is not None:
+        if requested < 1 or not task.supports(requested):
+            raise UsageError(f"{task.slug} does not run at world size {requested} (it needs "
+                             f"{task.world_sizes.describe()}); pick another --world-size")
+        if requested > gpus:
+            raise UsageError(f"--world-size {requested} exceeds the topology's {gpus} GPUs; pick a larger "
+                             f"--topology (pkb topo list)")
+        return requested
+    for n in (8, 4, 2, *range(9, gpus + 1), 1):
+        if n <= gpus and task.supports(n):
+            return n
+    raise UsageError(f"{task.slug} needs {task.world_sizes.describe()} ranks; the topology has {gpus} GPUs: "
+                     f"pick a larger --topology")
+
+
+def options(args, task):
+    """ScreenOptions from parsed arguments (shared with `pkb run`)."""
+    from pkbsim.cli.topo_cmd import load
+    from pkbsim.screen.pipeline import ScreenOptions
+
+    if args.margin <= 0 or args.timeout <= 0:
+        raise_usage("--margin and --timeout must be positive")
+    topo_name = args.topology or (DEFAULT_TOPOLOGY if task.supports(8) or task.supports(2) else "h100-ib-2node")
+    topo = load(topo_name)
+    seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "little")
+    return ScreenOptions(pick_world_size(task, args.world_size, topo.num_gpus), topo, seed, args.margin,
+                         args.timeout, cost=not args.no_cost)
+
+
+def raise_usage(msg: str):
+    from pkbsim.cli.errors import UsageError
+    raise UsageError(msg)
+
+
+def run(args) -> int:
+    from pkbsim.cli.tasks_cmd import task_or_usage
+    from pkbsim.screen.functional import ReferenceFailed
+    from pkbsim.screen.pipeline import screen
+
+    task = task_or_usage(args.task)
+    if not os.path.isfile(args.candidate):
+        raise_usage(f"candidate {args.candidate!r} not found; pass the path of a file defining solution(...)")
+    opts = options(args, task)
+    opts.timeline = args.timeline or os.path.join(tempfile.gettempdir(), "pkb-timelines",
+                                                  f"{task.slug}.{os.path.basename(args.candidate)}.json")
+    os.makedirs(os.path.dirname(os.path.abspath(opts.timeline)), exist_ok=True)
+    out = sys.stderr if args.json else sys.stdout
+    try:
+        import contextlib
+        with contextlib.redirect_stdout(out):
+            res = screen(task, args.candidate, opts)
+    except ReferenceFailed as e:
+        raise_usage(f"{e}; this is a bug in the task or in pkb, not in the candidate")
+    if args.json:
+        print(json.dumps(res.to_json(), indent=1))
+    elif args.feedback:
+        print(feedback(res))
+    else:
+        print(render(res))
+    return EXIT[res.verdict]
+
+
+def feedback(res) -> str:
+    """A few lines a refinement loop can act on."""
+    lines = [f"verdict: {res.verdict} (stage: {res.stage})"]
+    for r in res.reasons[:3]:
+        lines.append(f"{r.kind}: {r.message}" + (f" [at {r.site}]" if r.site else ""))
+    p = res.predicted
+    if p:
+        lines.append(f"predicted speed-up: {p.speedup:.2f}x ({'uncertain, ' if p.uncertain else ''}bottleneck: "
+                     f"{p.bottleneck})")
+        if p.critical_path:
+            last = p.critical_path[-1]
+            lines.append(f"critical path ends in: {last['name']} on rank {last['rank']} at {last['site']}")
+    return "\n".join(lines)
+
+
+def render(res) -> str:
+    head = (f"pkb screen: {os.path.basename(res.candidate)} for {res.task} on {res.topology}, {res.world_size} ranks, "
+            f"seed {res.seed}")
+    lines = [head]
+    for r in res.reasons:
+        lines.append(f"  {r.kind}: {r.message}" + (f"\n    at {r.site}" if r.site else ""))
+    for f in res.findings:
+        lines += ["  " + ln for ln in [f"{f['kind'].upper()}: {f['message']}", *f.get("details", [])[:4]]]
+    for name, rep in (res.compile or {}).items():
+        for k, v in rep.get("kernels", {}).items():
+            lines.append(f"  nvcc {name}: {k}: {v.get('registers', '?')} registers, {v.get('smem_bytes', 0)} B smem, "
+                         f"{v.get('spill_stores', 0)} B spill stores")
+    p = res.predicted
+    if p:
+        lines.append(f"  predicted: reference {p.reference_us:.1f} us, candidate {p.candidate_us:.1f} us, speed-up "
+                     f"{p.speedup:.2f}x, {p.bottleneck}" + (" (uncertain)" if p.uncertain else ""))
+        lines += [f"  note: {n}" for n in p.notes[:4]]
+        if res.timeline:
+            lines.append(f"  timeline: {res.timeline} (open in ui.perfetto.dev)")
+    checked = ", ".join(res.checked) or "nothing"
+    secs = sum(res.seconds.values())
+    lines.append(f"{res.verdict.upper()} at stage {res.stage} (checked: {checked}; {secs:.1f} s)")
+    return "\n".join(lines)

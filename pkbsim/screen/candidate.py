@@ -1,0 +1,150 @@
+"""Loading a candidate file on a simulated rank, with inline CUDA extensions stood in for.
+
+Each rank imports the file as its own module (no module state is shared between ranks, as with one
+process per GPU). `torch.utils.cpp_extension.load_inline`/`load` are replaced while candidates run: the
+CUDA sources are compile-checked (cuda_check.py) and a compile error stops the rank; otherwise the
+extension's functions exist but raise NotSimulated when called, since its kernels cannot run here yet.
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import itertools
+import os
+import threading
+from dataclasses import dataclass, field
+
+from pkbsim.screen.cuda_check import CompileReport, compile_check
+from tasks.api import signature_problem
+
+
+class CandidateError(Exception):
+    """The file cannot become a candidate: it fails to import or its `solution` has the wrong signature."""
+
+    def __init__(self, kind: str, message: str, site: str = ""):
+        super().__init__(message)
+        self.kind, self.site = kind, site
+
+
+class NotSimulated(Exception):
+    """A part of the candidate this simulator cannot execute (for now: inline CUDA kernels)."""
+
+
+@dataclass
+class Session:
+    """What loading and calling the candidate ran into during one screen, across all ranks and runs."""
+    path: str
+    reports: dict = field(default_factory=dict)     # extension name -> CompileReport of its CUDA sources
+    not_simulated: set = field(default_factory=set)  # what the candidate called that cannot run here
+    problems: list = field(default_factory=list)    # CandidateErrors raised while loading
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def fail(self, err: CandidateError) -> CandidateError:
+        with self.lock:
+            if not any(p.kind == err.kind and str(p) == str(err) for p in self.problems):
+                self.problems.append(err)
+        return err
+
+    def build(self, name: str, sources: list[str]):
+        source = "\n".join(sources)
+        with self.lock:
+            report = self.reports.get(name)
+            if report is None:
+                report = self.reports[name] = compile_check(source) if source.strip() else CompileReport("ok")
+        if report.status == "error":
+            offset = _offset_in_file(self.path, source)
+            line = report.line + offset if report.line is not None and offset is not None else None
+            where = f"{os.path.basename(self.path)}:{line}" if line else f"extension {name!r}"
+            raise self.fail(CandidateError("compile_error", f"{where}: nvcc: error: {report.message}",
+                                           f"{self.path}:{line}" if line else ""))
+        return _StubExtension(name, self)
+
+
+class _StubExtension:
+    def __init__(self, name: str, owner: Session):
+        self._name, self._owner = name, owner
+
+    def __getattr__(self, fn: str):
+        if fn.startswith("__"):
+            raise AttributeError(fn)
+
+        def not_simulated(*args, **kwargs):
+            what = f"inline CUDA function {self._name}.{fn} (its kernels need the PTX interpreter)"
+            with self._owner.lock:
+                self._owner.not_simulated.add(what)
+            raise NotSimulated(what)
+        return not_simulated
+
+
+def _offset_in_file(path: str, source: str) -> int | None:
+    """Lines before `source` starts inside the candidate file (sources are usually string literals there)."""
+    try:
+        with open(path) as f:
+            text = f.read()
+    except OSError:
+        return None
+    lines = [ln for ln in source.splitlines() if ln.strip()]
+    if not lines:
+        return None
+    at = text.find(lines[0])
+    if at < 0:
+        return None
+    first = source.splitlines().index(lines[0])
+    return text.count("\n", 0, at) - first
+
+
+def _sources(x) -> list[str]:
+    if x is None:
+        return []
+    return [x] if isinstance(x, str) else list(x)
+
+
+@contextlib.contextmanager
+def extension_stand_in(ext: Session):
+    """Replace torch's extension builders for the duration of a screen."""
+    import torch.utils.cpp_extension as cpp
+
+    def load_inline(name, cpp_sources=None, cuda_sources=None, *args, **kwargs):
+        return ext.build(name, _sources(cuda_sources))
+
+    def load(name, sources, *args, **kwargs):
+        texts = []
+        for p in _sources(sources):
+            if p.endswith((".cu", ".cuh")):
+                with open(p) as f:
+                    texts.append(f.read())
+        return ext.build(name, texts)
+
+    saved = cpp.load_inline, cpp.load
+    cpp.load_inline, cpp.load = load_inline, load
+    try:
+        yield ext
+    finally:
+        cpp.load_inline, cpp.load = saved
+
+
+_ids = itertools.count()
+
+
+def loader(session: Session, reference):
+    """A function that imports the candidate on the calling rank and returns its checked `solution`."""
+    path = os.path.abspath(session.path)
+
+    def load():
+        spec = importlib.util.spec_from_file_location(f"pkb_candidate_{next(_ids)}", path)
+        module = importlib.util.module_from_spec(spec)
+        try:
+            spec.loader.exec_module(module)
+        except (CandidateError, NotSimulated):
+            raise
+        except SyntaxError as e:
+            raise session.fail(CandidateError("compile_error", f"{os.path.basename(path)}:{e.lineno}: syntax error: "
+                                                               f"{e.msg}", f"{path}:{e.lineno}")) from None
+        except ImportError as e:
+            raise session.fail(CandidateError("import_error", f"importing {os.path.basename(path)} failed: {e}")) from None
+        fn = getattr(module, "solution", None)
+        problem = signature_problem(fn, reference)
+        if problem:
+            raise session.fail(CandidateError("signature", problem, path))
+        return fn
+    return load

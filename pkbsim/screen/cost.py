@@ -1,0 +1,88 @@
+"""Stage 3: predicted time of reference and candidate on a modelled machine.
+
+Both run again as full-size shape runs (FakeTensorMode: shapes, FLOPs and bytes, no data) and the timing
+engine replays both traces on the topology. A program that needs real values at full size (`.item()`,
+data-dependent shapes) or that the shape run cannot carry falls back to its screen-size trace: such a
+prediction is marked uncertain, and an uncertain prediction never rejects on its own.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+
+from pkbsim.screen.candidate import Session, loader
+from pkbsim.screen.result import Prediction
+from pkbsim.taskrun import run_task
+from pkbsim.timing import chrome_trace
+from pkbsim.timing.replay import Replay
+from pkbsim.timing.topology import Topology
+from pkbsim.world.trace import trace_doc
+from tasks.registry import TaskSpec
+
+LATENCY_BYTES = 256 << 10  # communication kernels moving less than this are latency-, not link-bound
+LABELS = {"compute": "compute-bound", "link": "link-bound", "latency": "latency/launch-bound",
+          "launch": "latency/launch-bound", "waits": "serialised waits"}
+_reference_traces: dict = {}
+
+
+def _trace(task: TaskSpec, load, world_size: int, seed: int, preset: str, timeout: float) -> tuple[dict | None, str]:
+    run = run_task(task, None, world_size, seed=seed, preset=preset, timeout=timeout, load=load, record_compute=True)
+    if run.result.verdict != "ok":
+        f = run.result.findings
+        return None, f[0].message if f else run.result.verdict
+    return trace_doc(world_size, run.result.traces, {"task": task.slug, "preset": preset}), ""
+
+
+def _reference_trace(task: TaskSpec, world_size: int, seed: int, preset: str, timeout: float):
+    key = (task.slug, world_size, seed, preset)
+    if key not in _reference_traces:
+        _reference_traces[key] = _trace(task, None, world_size, seed, preset, timeout)
+    return _reference_traces[key]
+
+
+def predict(task: TaskSpec, session: Session, world_size: int, topo: Topology, seed: int, timeout: float,
+            timeline: str | None = None) -> Prediction:
+    load = loader(session, task.reference)
+    notes: list[str] = []
+    ref, why_ref = _reference_trace(task, world_size, seed, "full", timeout)
+    cand, why_cand = _trace(task, load, world_size, seed, "full", timeout) if ref else (None, "")
+    uncertain = ref is None or cand is None
+    if uncertain:
+        who = "the reference" if ref is None else "the candidate"
+        notes.append(f"full-size shape run of {who} failed ({why_ref or why_cand}); predicted at screen size instead")
+        ref, why_ref = _reference_trace(task, world_size, seed, "screen", timeout)
+        cand, why_cand = _trace(task, load, world_size, seed, "screen", timeout)
+        if ref is None or cand is None:
+            raise RuntimeError(f"no trace to time: {why_ref or why_cand}")
+    ref_res = Replay(topo, ref).run()
+    cand_res = Replay(topo, cand).run()
+    for res, who in ((ref_res, "reference"), (cand_res, "candidate")):
+        notes += [f"{who}: {n}" for n in res.notes]
+        uncertain |= bool(res.unfinished)
+    if timeline:
+        chrome_trace.write(timeline, cand_res)
+    label, shares = bottleneck(cand_res)
+    speedup = ref_res.makespan_us / cand_res.makespan_us if cand_res.makespan_us > 0 else float("inf")
+    return Prediction(ref_res.makespan_us, cand_res.makespan_us, speedup, label, uncertain, notes, shares,
+                      cand_res.critical_path[-6:])
+
+
+def bottleneck(res) -> tuple[str, dict]:
+    """What the critical path of a replay spends its time on: the largest class names the bottleneck."""
+    total = res.makespan_us
+    if total <= 0:
+        return "latency/launch-bound", {}
+    busy: dict = defaultdict(float)
+    for k in res.critical_path:
+        dur = k["end_us"] - k["start_us"]
+        if k["kind"] == "compute":
+            busy["compute"] += dur
+        elif k["kind"] == "signal_wait":
+            busy["waits"] += dur
+        elif k["kind"] in ("collective", "p2p", "signal_put"):
+            busy["link" if k.get("bytes", 0) >= LATENCY_BYTES else "latency"] += dur
+    busy["launch"] = max(0.0, total - sum(busy.values()))
+    shares = {k: round(v / total, 3) for k, v in busy.items()}
+    merged = defaultdict(float)
+    for k, v in shares.items():
+        merged[LABELS[k]] += v
+    return max(merged, key=merged.get), shares

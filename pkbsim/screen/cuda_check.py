@@ -1,0 +1,190 @@
+"""Compile-check the CUDA sources a candidate hands to `load_inline`, without a GPU and without torch's
+CUDA headers: the device-only fast path.
+
+A full build of an extension that includes torch/extension.h takes 70-95 s and 3 GB here
+(`../shared/notes/feasibility.md` Q5); the kernels alone compile in about a second. So the host side is
+cut away: every top-level block that mentions torch, ATen, c10 or pybind11 is blanked (line numbers are
+kept, so nvcc's line is the candidate's line), the rest goes to `nvcc -cubin -arch=sm_90a -Xptxas -v`.
+An error inside the kept device code is the candidate's; an error that only the cut could cause (a name
+defined in a blanked block) makes the check inconclusive, never a rejection. Results are cached by
+content hash.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+
+HOST_MARKERS = re.compile(r"\b(torch|at|c10|pybind11|py)::|\bTensor\b|\bTORCH_|\bPYBIND11_|\bAT_DISPATCH|\bC10_|"
+                          r"#\s*include\s*[<\"](torch|ATen|c10|pybind11)/")
+ERROR_LINE = re.compile(r"\((\d+)\): (?:catastrophic )?error:? (.*)")
+ARCH = "sm_90a"
+
+
+@dataclass
+class CompileReport:
+    status: str                    # ok | error | inconclusive | unavailable
+    message: str = ""
+    line: int | None = None        # 1-based line in the checked source
+    kernels: dict = field(default_factory=dict)  # name -> registers, smem_bytes, spill_stores, spill_loads
+    seconds: float = 0.0
+    cached: bool = False
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def nvcc_path() -> str | None:
+    for cand in (os.environ.get("PKB_NVCC"), shutil.which("nvcc"), "/usr/local/cuda/bin/nvcc"):
+        if cand and os.path.isfile(cand) and os.access(cand, os.X_OK):
+            return cand
+    return None
+
+
+def device_only(source: str) -> tuple[str, set[int]]:
+    """The source with host-only top-level blocks blanked, and the (1-based) lines that were blanked."""
+    out, blanked = [], set()
+    for start, chunk in _top_level_chunks(source):
+        if HOST_MARKERS.search(chunk):
+            lines = chunk.count("\n")
+            blanked.update(range(start, start + lines + (0 if chunk.endswith("\n") else 1)))
+            out.append("\n" * lines)
+        else:
+            out.append(chunk)
+    return "".join(out), blanked
+
+
+def _top_level_chunks(source: str):
+    """(first line, text) of each top-level item: a preprocessor line, or code up to a `;` or `}` at depth 0."""
+    i, line, n = 0, 1, len(source)
+    while i < n:
+        j, depth, start_line = i, 0, line
+        at_line_start = source[i:].lstrip(" \t").startswith("#")
+        if at_line_start:  # a preprocessor directive, with its continuation lines
+            while j < n and not (source[j] == "\n" and source[j - 1] != "\\"):
+                j += 1
+        else:
+            while j < n:
+                c = source[j]
+                if c == "/" and source.startswith("//", j):
+                    j = source.find("\n", j) if source.find("\n", j) >= 0 else n
+                    continue
+                if c == "/" and source.startswith("/*", j):
+                    j = source.find("*/", j) + 2 if source.find("*/", j) >= 0 else n
+                    continue
+                if c in "\"'":
+                    k = j + 1
+                    while k < n and source[k] != c:
+                        k += 2 if source[k] == "\\" else 1
+                    j = k + 1
+                    continue
+                if c == "{":
+                    depth += 1
+                elif c == "}":
+                    depth -= 1
+                    if depth == 0:
+                        j += 1
+                        while j < n and source[j] in " \t;":
+                            j += 1
+                        break
+                elif depth == 0 and (c == ";" or (c == "\n" and not source[i:j].strip())):
+                    j += 1
+                    break
+                j += 1
+        j = min(j + (1 if j < n and source[j] == "\n" else 0), n)
+        chunk = source[i:j]
+        yield start_line, chunk
+        line += chunk.count("\n")
+        i = j
+
+
+def cache_dir() -> str:
+    root = os.environ.get("PKB_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "pkb")
+    path = os.path.join(root, "nvcc-check")
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
+def compile_check(source: str) -> CompileReport:
+    """Check one CUDA translation unit (cached by the hash of the source and the nvcc command)."""
+    nvcc = nvcc_path()
+    if nvcc is None:
+        return CompileReport("unavailable", "nvcc not found (set PKB_NVCC or put nvcc on PATH); CUDA sources "
+                                            "were not compile-checked")
+    key = hashlib.sha256(f"{ARCH}\0{source}".encode()).hexdigest()
+    cached = os.path.join(cache_dir(), key + ".json")
+    if os.path.exists(cached):
+        with open(cached) as f:
+            return CompileReport(**{**json.load(f), "cached": True})
+    report = _run_nvcc(nvcc, source)
+    if report.status in ("ok", "error", "inconclusive"):
+        tmp = cached + f".{os.getpid()}"
+        with open(tmp, "w") as f:
+            json.dump(report.to_json(), f)
+        os.replace(tmp, cached)
+    return report
+
+
+def _run_nvcc(nvcc: str, source: str) -> CompileReport:
+    kept, blanked = device_only(source)
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="pkb-nvcc-") as d:
+        src = os.path.join(d, "candidate.cu")
+        with open(src, "w") as f:
+            f.write(kept)
+        cmd = [nvcc, "-cubin", f"-arch={ARCH}", "-std=c++17", "-lineinfo", "-Xptxas", "-v",
+               "-o", os.path.join(d, "candidate.cubin"), src]
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
+        except subprocess.TimeoutExpired:
+            return CompileReport("unavailable", "nvcc took over 300 s", seconds=time.perf_counter() - t0)
+    seconds = time.perf_counter() - t0
+    log = proc.stdout + proc.stderr
+    if proc.returncode == 0:
+        return CompileReport("ok", kernels=parse_resources(log), seconds=seconds)
+    for ln in log.splitlines():
+        m = ERROR_LINE.search(ln)
+        if m:
+            line, msg = int(m.group(1)), m.group(2).strip()
+            undefined = "undefined" in msg or "not declared" in msg or "is not a template" in msg
+            if undefined and blanked:
+                return CompileReport("inconclusive", f"line {line}: {msg} (the name may live in host code that "
+                                                     f"the device-only check leaves out)", line, seconds=seconds)
+            return CompileReport("error", msg, line, seconds=seconds)
+    return CompileReport("inconclusive", log.strip().splitlines()[-1] if log.strip() else "nvcc failed",
+                         seconds=seconds)
+
+
+_ENTRY = re.compile(r"Compiling entry function '([^']+)'")
+_PROPS = re.compile(r"Function properties for (\S+)")
+_SPILL = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+_USED = re.compile(r"Used (\d+) registers(?:.*?(\d+) bytes smem)?")
+
+
+def parse_resources(log: str) -> dict:
+    """Per kernel: registers, shared memory, spills, from `-Xptxas -v` output."""
+    kernels: dict = {}
+    current = None
+    for ln in log.splitlines():
+        if m := _ENTRY.search(ln) or _PROPS.search(ln):
+            current = kernels.setdefault(_demangle(m.group(1)), {})
+        elif current is not None and (m := _SPILL.search(ln)):
+            current.update(stack_bytes=int(m.group(1)), spill_stores=int(m.group(2)), spill_loads=int(m.group(3)))
+        elif current is not None and (m := _USED.search(ln)):
+            current.update(registers=int(m.group(1)), smem_bytes=int(m.group(2) or 0))
+    return kernels
+
+
+def _demangle(name: str) -> str:
+    tool = shutil.which("c++filt")
+    if not tool or not name.startswith("_Z"):
+        return name
+    out = subprocess.run([tool, name], capture_output=True, text=True, check=False).stdout.strip()
+    return out or name

@@ -1,0 +1,53 @@
+"""What a screen concludes, as one JSON-able object (the schema of `pkb screen --json`)."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+STAGES = ("static", "functional", "cost")
+
+
+@dataclass
+class Reason:
+    kind: str       # compile_error, signature, tampering, deadlock, mismatch, error, wrong_output, slower, ...
+    message: str
+    site: str = ""  # file:line where known
+
+
+@dataclass
+class Prediction:
+    reference_us: float
+    candidate_us: float
+    speedup: float
+    bottleneck: str         # link-bound, compute-bound, latency/launch-bound, serialised waits
+    uncertain: bool
+    notes: list[str] = field(default_factory=list)
+    shares: dict = field(default_factory=dict)          # fraction of the candidate's critical path per class
+    critical_path: list = field(default_factory=list)   # the candidate's last critical-path kernels
+
+
+@dataclass
+class ScreenResult:
+    task: str
+    candidate: str
+    world_size: int
+    topology: str
+    seed: int
+    verdict: str = "pass"            # pass | reject
+    stage: str = "static"            # the last stage that ran
+    reasons: list[Reason] = field(default_factory=list)
+    correct: bool | None = None      # None: outputs were not compared (not simulated, or rejected earlier)
+    findings: list[dict] = field(default_factory=list)
+    predicted: Prediction | None = None
+    timeline: str | None = None
+    checked: list[str] = field(default_factory=list)
+    not_simulated: list[str] = field(default_factory=list)
+    compile: dict | None = None      # nvcc report for inline CUDA sources (resources per kernel)
+    seconds: dict = field(default_factory=dict)  # wall time per stage
+
+    def reject(self, stage: str, reasons: list[Reason]) -> ScreenResult:
+        self.verdict, self.stage = "reject", stage
+        self.reasons.extend(reasons)
+        return self
+
+    def to_json(self) -> dict:
+        return asdict(self)
