@@ -1,0 +1,88 @@
+"""Screens many candidates in parallel worker processes, each candidate under a time and memory limit.
+
+A worker that exceeds the time limit is killed with its whole process group and replaced; its candidate
+is recorded as rejected for `timeout` (the simulator's own watchdog normally reports hangs long before).
+Results are handed to `on_result` as they arrive, in completion order.
+"""
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import time
+from collections import deque
+from collections.abc import Callable
+
+from pkbsim.screen.worker import failed
+
+
+class _Worker:
+    def __init__(self, memory_gb: float):
+        self.proc = subprocess.Popen([sys.executable, "-m", "pkbsim.screen.worker", "--memory-gb", str(memory_gb)],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                     text=True, start_new_session=True)
+        self.job: dict | None = None
+        self.deadline = 0.0
+
+    def send(self, job: dict, limit: float) -> None:
+        self.job, self.deadline = job, time.monotonic() + limit
+        self.proc.stdin.write(json.dumps(job) + "\n")
+        self.proc.stdin.flush()
+
+    def kill(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait()
+
+
+def run_local(jobs: list[dict], workers: int, time_limit: float, memory_gb: float,
+              on_result: Callable[[dict], None]) -> None:
+    queue = deque(jobs)
+    sel = selectors.DefaultSelector()
+    pool: list[_Worker] = []
+
+    def start() -> _Worker:
+        w = _Worker(memory_gb)
+        sel.register(w.proc.stdout, selectors.EVENT_READ, w)
+        pool.append(w)
+        return w
+
+    def retire(w: _Worker) -> None:
+        sel.unregister(w.proc.stdout)
+        pool.remove(w)
+        w.kill()
+
+    try:
+        for _ in range(min(workers, len(queue))):
+            start().send(queue.popleft(), time_limit)
+        while any(w.job for w in pool):
+            now = time.monotonic()
+            for w in [w for w in pool if w.job and now > w.deadline]:
+                on_result(failed(w.job, "timeout", f"the screen took longer than {time_limit:g} s"))
+                retire(w)
+                if queue:
+                    start().send(queue.popleft(), time_limit)
+            wait = max(0.05, min((w.deadline for w in pool if w.job), default=now + 1) - time.monotonic())
+            for key, _ in sel.select(timeout=wait):
+                w = key.data
+                line = w.proc.stdout.readline()
+                if not line:  # the worker died (a crash in native code, or the memory limit)
+                    code = w.proc.wait()
+                    on_result(failed(w.job, "crash", f"the screening process died (exit {code}); "
+                                                     f"memory limit {memory_gb:g} GB"))
+                    retire(w)
+                    if queue:
+                        start().send(queue.popleft(), time_limit)
+                    continue
+                on_result(json.loads(line))
+                w.job = None
+                if queue:
+                    w.send(queue.popleft(), time_limit)
+    finally:
+        while pool:
+            retire(pool[-1])
