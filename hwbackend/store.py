@@ -50,7 +50,7 @@ class Store:
                 "findings": json.loads(row[8] or "[]"), "resumed": True}
 
     def latest_runs(self) -> list[dict]:
-        cols = ["task", "candidate", "label", "nproc", "backend", "status", "correct", "speedup"]
+        cols = ["task", "candidate", "label", "nproc", "backend", "status", "correct", "speedup", "started", "finished"]
         rows = self.db.execute(f"SELECT {', '.join(cols)} FROM runs r WHERE status != 'running' AND finished = "
                                "(SELECT MAX(finished) FROM runs s WHERE s.task = r.task AND s.candidate = r.candidate "
                                "AND s.nproc = r.nproc AND s.backend = r.backend)").fetchall()

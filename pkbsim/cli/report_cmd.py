@@ -1,0 +1,67 @@
+"""`pkb report`: the batch's table, screening quality against hardware, and timelines."""
+from __future__ import annotations
+
+import json
+import os
+
+from pkbsim.cli.errors import UsageError
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("report", help="results of screened (and scored) candidates from the store",
+                       description="The batch's table (screen verdict, reasons, predicted and measured speed-up), "
+                                   "screening quality where hardware results exist (confusion matrix, rank "
+                                   "correlation, GPU hours saved), timelines. Exit: 0, 2 bad usage.")
+    p.add_argument("--db", default=os.environ.get("PKB_DB", "pkb_results.sqlite"), help="SQLite results file")
+    p.add_argument("--html", metavar="FILE", help="write a self-contained HTML page")
+    p.add_argument("--timeline", metavar="CANDIDATE", help="print the simulated critical path of one candidate "
+                                                           "(file name) and the path of its Chrome trace")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(run=run)
+
+
+def run(args) -> int:
+    from pkbsim.cli.run_cmd import print_table
+    from pkbsim.report.collect import collect
+
+    if not os.path.isfile(args.db):
+        raise UsageError(f"no results store at {args.db}; run `pkb run` first or pass --db FILE")
+    rep = collect(args.db)
+    if args.timeline:
+        return _timeline(rep, args)
+    if args.html:
+        from pkbsim.report.html_page import render
+        with open(args.html, "w") as f:
+            f.write(render(rep, f"pkb report: {os.path.basename(args.db)}"))
+    if args.json:
+        print(json.dumps({**rep.to_json(), "html": args.html}, indent=1))
+        return 0
+    print_table(rep.rows, {r["candidate"]: r["score"] for r in rep.rows if r.get("score")})
+    for verdict, counts in sorted(rep.confusion.items()):
+        print(f"screen {verdict}: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+    if rep.spearman is not None:
+        print(f"rank correlation of predicted and measured speed-ups: {rep.spearman:.2f} ({len(rep.pairs)} pairs)")
+    for n in rep.notes:
+        print(n)
+    if args.html:
+        print(f"wrote {args.html}")
+    return 0
+
+
+def _timeline(rep, args) -> int:
+    rows = [r for r in rep.rows if os.path.basename(r["candidate"]) in (args.timeline, args.timeline + ".py")]
+    if not rows:
+        raise UsageError(f"no screened candidate named {args.timeline!r} in {args.db}; `pkb report` lists them")
+    for r in rows:
+        p = r.get("predicted") or {}
+        out = {"task": r["task"], "candidate": r["candidate"], "timeline": r.get("timeline"),
+               "critical_path": p.get("critical_path", []), "bottleneck": p.get("bottleneck")}
+        if args.json:
+            print(json.dumps(out, indent=1))
+            continue
+        print(f"{r['task']} / {os.path.basename(r['candidate'])}: {p.get('bottleneck', 'no prediction')}")
+        for c in out["critical_path"]:
+            print(f"  rank {c['rank']} stream {c['stream']}: {c['name']} {c['start_us']:.1f} -> {c['end_us']:.1f} us"
+                  f"  {c['site']}")
+        print(f"  timeline: {out['timeline']} (open in ui.perfetto.dev)")
+    return 0

@@ -1,0 +1,1 @@
+"""`pkb report`: a batch's results from the SQLite store, with screening quality against hardware."""

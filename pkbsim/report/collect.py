@@ -1,0 +1,58 @@
+"""The report's data: screen rows joined with hardware scores, and how well the screen predicted them."""
+from __future__ import annotations
+
+import math
+import os
+import statistics
+from dataclasses import dataclass, field
+
+HW_GOOD = ("faster", "slower")  # correct on hardware; everything else is a failure the screen should catch
+
+
+@dataclass
+class Report:
+    rows: list[dict]                                   # per candidate: screen result + "score" (or None)
+    confusion: dict = field(default_factory=dict)      # screen verdict -> hardware status -> count
+    pairs: list = field(default_factory=list)          # (predicted, measured, label) where both exist
+    spearman: float | None = None
+    gpu_hours_saved: float | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return {"rows": self.rows, "confusion": self.confusion, "pairs": self.pairs, "spearman": self.spearman,
+                "gpu_hours_saved": self.gpu_hours_saved, "notes": self.notes}
+
+
+def collect(db: str) -> Report:
+    from hwbackend.store import Store
+    from pkbsim.screen.store import ScreenStore
+
+    screens = {}
+    for r in ScreenStore(db).all():  # later rows replace earlier ones of the same file and task
+        screens[(r["task"], r["candidate"])] = r
+    scores = {(s["task"], s["candidate"]): s for s in Store(db).latest_runs()}
+    rows = [dict(r, score=scores.get(key)) for key, r in screens.items()]
+    rep = Report(rows)
+    for r in rows:
+        if r["score"]:
+            hw = r["score"]["status"]
+            rep.confusion.setdefault(r["verdict"], {}).setdefault(hw, 0)
+            rep.confusion[r["verdict"]][hw] += 1
+            pred, meas = (r.get("predicted") or {}).get("speedup"), r["score"].get("speedup")
+            if pred is not None and meas is not None:
+                rep.pairs.append((pred, meas, f"{r['task']}/{os.path.basename(r['candidate'])}"))
+    if len(rep.pairs) >= 3:
+        from scipy.stats import spearmanr
+        rho = spearmanr([p[0] for p in rep.pairs], [p[1] for p in rep.pairs]).statistic
+        rep.spearman = None if math.isnan(rho) else float(rho)
+    durations = [(s["finished"] - s["started"]) * max(1, s["nproc"]) for s in scores.values()
+                 if s.get("finished") and s.get("started")]
+    rejected_unscored = sum(r["verdict"] == "reject" and not r["score"] for r in rows)
+    if durations:
+        rep.gpu_hours_saved = rejected_unscored * statistics.median(durations) / 3600
+        rep.notes.append(f"GPU hours saved: {rejected_unscored} rejected candidates never scored x the median "
+                         f"scoring job ({statistics.median(durations):.0f} GPU-seconds)")
+    else:
+        rep.notes.append("no hardware scores in this store: run `pkb run --score` or `pkb score` to measure "
+                         "screening quality")
+    return rep

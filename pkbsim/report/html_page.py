@@ -1,0 +1,60 @@
+"""The report as one self-contained HTML page: inline CSS and SVG, no scripts, no external files."""
+from __future__ import annotations
+
+import html
+import os
+
+from pkbsim.report.collect import Report
+from pkbsim.report.svg import scatter, timeline
+
+CSS = """body{font-family:system-ui,sans-serif;margin:24px;color:#222}table{border-collapse:collapse;margin:12px 0}
+td,th{border:1px solid #ccc;padding:3px 8px;font-size:13px;text-align:left;vertical-align:top}
+th{background:#f2f2f2}.pass{color:#2a7a2a;font-weight:600}.reject{color:#b00;font-weight:600}
+.error{color:#a60;font-weight:600}details{margin:6px 0}"""
+
+
+def _cell(x) -> str:
+    return f"<td>{html.escape('' if x is None else str(x))}</td>"
+
+
+def render(rep: Report, title: str = "pkb report") -> str:
+    from pkbsim.cli.run_cmd import summary_row
+
+    out = [(f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+           f"<style>{CSS}</style></head><body><h1>{html.escape(title)}</h1>")]
+    passed = sum(r["verdict"] == "pass" for r in rep.rows)
+    out.append(f"<p id='summary'>{len(rep.rows)} candidates screened: {passed} passed, "
+               f"{len(rep.rows) - passed} rejected or failed.</p>")
+    out.append("<h2>Candidates</h2><table id='candidates'><tr><th>task</th><th>candidate</th><th>screen</th>"
+               "<th>stage</th><th>predicted</th><th>bottleneck</th><th>hardware</th><th>measured</th>"
+               "<th>reason</th></tr>")
+    for r in rep.rows:
+        s = summary_row(r, r.get("score"))
+        pred = "" if s["predicted"] is None else f"{s['predicted']:.2f}x" + (" (uncertain)" if s["uncertain"] else "")
+        meas = "" if s["measured"] is None else f"{s['measured']:.2f}x"
+        out.append(f"<tr class='row'>{_cell(s['task'])}{_cell(s['candidate'])}"
+                   f"<td class='{html.escape(s['verdict'])}'>{html.escape(s['verdict'])}</td>{_cell(s['stage'])}"
+                   f"{_cell(pred)}{_cell(s['bottleneck'])}{_cell(s['hw_status'])}{_cell(meas)}{_cell(s['reason'])}</tr>")
+    out.append("</table>")
+    out.append("<h2>Screening quality</h2>")
+    if rep.confusion:
+        statuses = sorted({k for v in rep.confusion.values() for k in v})
+        out.append("<table id='confusion'><tr><th>screen \\ hardware</th>"
+                   + "".join(f"<th>{html.escape(s)}</th>" for s in statuses) + "</tr>")
+        for verdict, counts in sorted(rep.confusion.items()):
+            out.append(f"<tr><th>{html.escape(verdict)}</th>" + "".join(_cell(counts.get(s, 0)) for s in statuses)
+                       + "</tr>")
+        out.append("</table>")
+    rho = "n/a (fewer than 3 pairs)" if rep.spearman is None else f"{rep.spearman:.2f}"
+    out.append(f"<p>Rank correlation (Spearman) of predicted and measured speed-ups: {rho}.</p>")
+    out.append(scatter(rep.pairs))
+    if rep.gpu_hours_saved is not None:
+        out.append(f"<p>GPU hours saved: {rep.gpu_hours_saved:.3f}</p>")
+    out += [f"<p class='note'>{html.escape(n)}</p>" for n in rep.notes]
+    out.append("<h2>Timelines</h2>")
+    for r in rep.rows:
+        if r.get("timeline"):
+            name = f"{r['task']} / {os.path.basename(r['candidate'])}"
+            out.append(f"<details><summary>{html.escape(name)}</summary>{timeline(r['timeline'])}</details>")
+    out.append("</body></html>")
+    return "\n".join(out)

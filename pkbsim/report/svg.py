@@ -1,0 +1,67 @@
+"""Small inline SVG charts for the self-contained HTML report (no JavaScript, no external files)."""
+from __future__ import annotations
+
+import html
+import json
+import math
+
+
+def scatter(pairs: list, width: int = 420, height: int = 320) -> str:
+    """Predicted vs measured speed-up on log axes, with the y = x line."""
+    if not pairs:
+        return "<p>No candidate has both a predicted and a measured speed-up yet.</p>"
+    vals = [v for p in pairs for v in p[:2] if v and v > 0]
+    lo, hi = math.log10(min(vals) / 1.5), math.log10(max(vals) * 1.5)
+    pad = 40
+
+    def xy(px: float, py: float) -> tuple[float, float]:
+        fx = (math.log10(px) - lo) / (hi - lo)
+        fy = (math.log10(py) - lo) / (hi - lo)
+        return pad + fx * (width - 2 * pad), height - pad - fy * (height - 2 * pad)
+
+    x0, y0 = xy(10 ** lo, 10 ** lo)
+    x1, y1 = xy(10 ** hi, 10 ** hi)
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" class="scatter">',
+             f'<line x1="{x0:.1f}" y1="{y0:.1f}" x2="{x1:.1f}" y2="{y1:.1f}" stroke="#bbb" stroke-dasharray="4"/>',
+             f'<text x="{width / 2}" y="{height - 8}" text-anchor="middle">predicted speed-up (log)</text>',
+             (f'<text x="12" y="{height / 2}" transform="rotate(-90 12 {height / 2})" text-anchor="middle">'
+             f'measured speed-up (log)</text>')]
+    for pred, meas, label in pairs:
+        if pred and meas and pred > 0 and meas > 0:
+            x, y = xy(pred, meas)
+            parts.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="4" fill="#3465a4"><title>{html.escape(label)}: '
+                         f'predicted {pred:.2f}x, measured {meas:.2f}x</title></circle>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def timeline(path: str | None, width: int = 900, max_events: int = 400) -> str:
+    """The candidate's simulated timeline (a Chrome trace written by the screen) as lanes per rank/stream."""
+    try:
+        with open(path) as f:
+            events = json.load(f)
+    except (OSError, TypeError, ValueError):
+        return "<p>No timeline recorded.</p>"
+    events = events.get("traceEvents", events) if isinstance(events, dict) else events
+    spans = [e for e in events if e.get("ph") == "X" and isinstance(e.get("pid"), int)][:max_events]
+    if not spans:
+        return "<p>The timeline is empty.</p>"
+    lanes = sorted({(e["pid"], e.get("tid", 0)) for e in spans})
+    end = max(e["ts"] + e.get("dur", 0) for e in spans) or 1.0
+    row, left = 14, 110
+    height = row * len(lanes) + 24
+    colour = {"compute": "#73a857", "collective": "#3465a4", "p2p": "#c17d11", "signal_put": "#75507b",
+              "signal_wait": "#cc0000"}
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" class="timeline">']
+    for i, (pid, tid) in enumerate(lanes):
+        parts.append(f'<text x="2" y="{i * row + 11}" font-size="10">rank {pid} stream {tid}</text>')
+    scale = (width - left - 10) / end
+    for e in spans:
+        i = lanes.index((e["pid"], e.get("tid", 0)))
+        x, w = left + e["ts"] * scale, max(1.0, e.get("dur", 0) * scale)
+        fill = colour.get(e.get("cat", ""), "#888")
+        parts.append(f'<rect x="{x:.1f}" y="{i * row + 2}" width="{w:.1f}" height="{row - 4}" fill="{fill}">'
+                     f'<title>{html.escape(str(e.get("name", "")))} {e.get("dur", 0):.1f} us</title></rect>')
+    parts.append(f'<text x="{left}" y="{height - 6}" font-size="10">0 us</text>'
+                 f'<text x="{width - 10}" y="{height - 6}" font-size="10" text-anchor="end">{end:.1f} us</text></svg>')
+    return "".join(parts)
