@@ -8,10 +8,10 @@ import difflib
 import importlib
 import inspect
 import pkgutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from types import ModuleType
-from typing import Callable
 
 from tasks.api import CATEGORIES, Output, WorldSizes
 
@@ -99,8 +99,18 @@ def all_tasks() -> tuple[TaskSpec, ...]:
     return tuple(sorted(specs, key=lambda s: s.id))
 
 
+_external: dict[str, TaskSpec] = {}
+
+
+def register_external(spec: TaskSpec) -> None:
+    """Make a task defined outside this package (e.g. a ParallelKernelBench problem) reachable by get()."""
+    _external[spec.slug] = spec
+
+
 def get(key: str | int) -> TaskSpec:
     """A task by slug or numeric id; an unknown key raises TaskError with the closest slugs."""
+    if key in _external:
+        return _external[key]
     specs = all_tasks()
     for s in specs:
         if s.slug == key or str(s.id) == str(key):

@@ -55,8 +55,14 @@ def plan(args) -> tuple[list[dict], list[str]]:
     tasks = {t.slug: t for t in all_tasks()}
     pkb_ids = {}
     if args.pkb_root:
-        from pkbsim.screen.pkb_interop import register_pkb_tasks
-        pkb_ids = register_pkb_tasks(args.pkb_root, tasks)
+        from pkbsim.screen.pkb_interop import PkbCheckoutError, register_pkb_tasks
+        if args.score:
+            raise UsageError("--score with --pkb-root is not supported: score ParallelKernelBench problems with "
+                             "their own harness, or port them as tasks")
+        try:
+            pkb_ids = register_pkb_tasks(args.pkb_root, tasks)
+        except PkbCheckoutError as e:
+            raise UsageError(str(e)) from None
     only = None
     if args.tasks:
         only = [_known(s, tasks) for s in args.tasks]
@@ -104,8 +110,8 @@ def run(args) -> int:
     for job in jobs:
         job["sha"] = file_sha(job["candidate"])
         done = None if args.fresh else store.get(job["task"], job["sha"], job["world_size"], job["topology"])
-        if done:
-            results[(job["task"], job["candidate"])] = done
+        if done:  # the same content may have been screened under another name
+            results[(job["task"], job["candidate"])] = dict(done, candidate=job["candidate"])
         else:
             todo.append(job)
     progress = _Progress(len(jobs), len(results), quiet=args.json)

@@ -33,6 +33,9 @@ def screen_job(job: dict) -> dict:
     from pkbsim.timing.topology import load_topology
     from tasks.registry import get
 
+    if job.get("pkb_root"):
+        from pkbsim.screen.pkb_interop import register_pkb_tasks
+        register_pkb_tasks(job["pkb_root"])
     opts = ScreenOptions(job["world_size"], load_topology(job["topology"]), job["seed"], job["margin"],
                          job["timeout"], job.get("timeline"), job.get("cost", True))
     try:
