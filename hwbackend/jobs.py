@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import select
 import signal
 import socket
 import subprocess
@@ -16,6 +17,7 @@ import time
 from hwbackend.protocol import Channel
 
 PR_SET_CHILD_SUBREAPER = 36
+WATCH_INTERVAL = 0.5  # seconds between looks at the job's health while waiting for the ranks
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # variables the machine requires for every GPU program (NVLink multicast off), passed through untouched
 PASS_THROUGH = ("PATH", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "LD_LIBRARY_PATH",
@@ -67,8 +69,10 @@ class Job:
             os.makedirs(d)
         self.channels: list[Channel] = []
         self.proc: subprocess.Popen | None = None
+        self.log = None
         self.deadline = 0.0
         self.leftovers = 0
+        self.world_size = nproc
 
     def _env(self, sock_path: str) -> dict:
         env = {k: os.environ[k] for k in PASS_THROUGH if k in os.environ}
@@ -87,28 +91,50 @@ class Job:
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         listener.bind(sock_path)
         listener.listen(self.nproc)
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={self.nproc}",
-               "--max-restarts=0", "-m", "hwbackend.worker"]
+        self.launch(sock_path)
+        self.accept_ranks(listener)
+
+    def launcher_args(self) -> list[str]:
+        """How torchrun forms the world: this machine alone (a job across nodes overrides it)."""
+        return ["--standalone", f"--nproc-per-node={self.nproc}"]
+
+    def launch(self, control: str) -> None:
+        """Start torchrun in a session of its own; its workers will connect to `control`."""
+        cmd = [sys.executable, "-m", "torch.distributed.run", *self.launcher_args(), "--max-restarts=0",
+               "-m", "hwbackend.worker"]
         self.log = open(os.path.join(self.dir, "job.log"), "wb")
-        self.proc = subprocess.Popen(cmd, env=self._env(sock_path), cwd=self.dir, stdout=self.log,
+        self.proc = subprocess.Popen(cmd, env=self._env(control), cwd=self.dir, stdout=self.log,
                                      stderr=subprocess.STDOUT, start_new_session=True,
                                      preexec_fn=_limits)
         self.deadline = time.monotonic() + self.timeout
+
+    def accept_ranks(self, listener: socket.socket) -> None:
+        """Take one connection per rank of the world, or fail when the launcher dies or time runs out."""
         try:
-            while len(self.channels) < self.nproc:
+            while len(self.channels) < self.world_size:
                 listener.settimeout(max(0.05, self._left()))
                 try:
                     conn, _ = listener.accept()
                 except socket.timeout:
-                    if self.proc.poll() is not None:
-                        raise JobFailure("error", f"torchrun exited with status {self.proc.returncode} before "
-                                         f"all ranks connected", details=self.log_tail()) from None
+                    self.check_launcher()
                     if self._left() <= 0:
-                        raise JobFailure("timeout", "the ranks did not start within the timeout") from None
+                        raise JobFailure("timeout", "the ranks did not start within the timeout",
+                                         details=self.last_ops()) from None
                     continue
-                self.channels.append(Channel(conn))
+                ch = self.admit(conn)
+                if ch is not None:
+                    self.channels.append(ch)
         finally:
             listener.close()
+
+    def admit(self, conn: socket.socket) -> Channel | None:
+        """The channel of a connecting rank (a Unix socket in the job's private folder needs no check)."""
+        return Channel(conn)
+
+    def check_launcher(self) -> None:
+        if self.proc.poll() is not None:
+            raise JobFailure("error", f"torchrun exited with status {self.proc.returncode} before "
+                             f"all ranks connected", details=self.log_tail())
 
     def _left(self) -> float:
         return self.deadline - time.monotonic()
@@ -122,6 +148,7 @@ class Job:
         replies: list[dict | None] = [None] * len(self.channels)
         for i, ch in enumerate(self.channels):
             while replies[i] is None:
+                self._await(ch)
                 ch.sock.settimeout(max(0.01, self._left()))
                 try:
                     msg = ch.recv()
@@ -133,6 +160,16 @@ class Job:
                     raise self._root_cause(msg)
                 replies[i] = msg
         return replies
+
+    def _await(self, ch: Channel) -> None:
+        """Block until `ch` has something to read; between looks, watch() may end the job early."""
+        while not select.select([ch.sock], [], [], max(0.0, min(WATCH_INTERVAL, self._left())))[0]:
+            if self._left() <= 0:
+                raise JobFailure("timeout", f"no answer within {self.timeout:g} s", details=self.last_ops())
+            self.watch()
+
+    def watch(self) -> None:
+        """Called while waiting for the ranks: nothing to watch on one node (a job across nodes watches them)."""
 
     def _root_cause(self, first: dict) -> JobFailure:
         """When one rank fails its peers fail too ("connection closed"); report the rank that failed first
@@ -152,19 +189,25 @@ class Job:
         e = (own or errors)[0]
         return JobFailure(e["kind"], e["message"], e.get("rank"), e.get("traceback", ""))
 
-    def last_ops(self) -> str:
-        lines = []
-        for r in range(self.nproc):
+    def rank_status(self) -> dict[int, str]:
+        """What each rank of this machine last said it was doing (its status file)."""
+        status = {}
+        for r in range(self.world_size):
             try:
                 with open(os.path.join(self.status_dir, f"rank{r}")) as f:
-                    lines.append(f"rank {r}: {f.read()}")
+                    status[r] = f.read()
             except OSError:
-                lines.append(f"rank {r}: not started")
-        return "\n".join(lines)
+                continue
+        return status
+
+    def last_ops(self) -> str:
+        status = self.rank_status()
+        return "\n".join(f"rank {r}: {status.get(r, 'not started')}" for r in range(self.world_size))
 
     def log_tail(self, n: int = 2000) -> str:
         try:
-            self.log.flush()
+            if self.log:
+                self.log.flush()
             with open(os.path.join(self.dir, "job.log"), "rb") as f:
                 return f.read()[-n:].decode(errors="replace")
         except OSError:
@@ -197,7 +240,8 @@ class Job:
             except (ProcessLookupError, ChildProcessError):
                 pass
         self.leftovers = len(strays)
-        self.log.close()
+        if self.log:
+            self.log.close()
 
 
 def _limits() -> None:

@@ -1,4 +1,6 @@
-"""The scorer <-> rank-worker channel: JSON lines over a Unix socket.
+"""The scorer <-> rank-worker channel: JSON lines over a Unix socket, or over TCP when the job spans
+nodes (address `tcp://HOST:PORT/TOKEN`: the first line a TCP peer sends is the token, so a stray
+connection to the scorer's port is turned away).
 
 The worker never receives the secret seed: only per-call seeds derived from it, at the moment each
 phase starts, so future inputs cannot be known in advance.
@@ -6,6 +8,7 @@ phase starts, so future inputs cannot be known in advance.
 from __future__ import annotations
 
 import json
+import os
 import socket
 
 
@@ -23,6 +26,23 @@ class Channel:
             raise ConnectionError("peer closed the channel")
         return json.loads(line)
 
+    def send_file(self, path: str, **header) -> None:
+        """A header line announcing the file's size, then its bytes."""
+        with open(path, "rb") as f:
+            self.send(**header, bytes=os.fstat(f.fileno()).st_size)
+            self.sock.sendfile(f)
+
+    def recv_file(self, header: dict, path: str) -> None:
+        """Write the bytes announced by `header` (from recv) to `path`."""
+        left = header["bytes"]
+        with open(path, "wb") as f:
+            while left:
+                chunk = self.file.read(min(left, 1 << 20))
+                if not chunk:
+                    raise ConnectionError("peer closed the channel in the middle of a file")
+                f.write(chunk)
+                left -= len(chunk)
+
     def close(self) -> None:
         try:
             self.file.close()
@@ -30,7 +50,21 @@ class Channel:
             self.sock.close()
 
 
-def connect(path: str) -> Channel:
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.connect(path)
-    return Channel(s)
+TCP_SCHEME = "tcp://"
+
+
+def tcp_address(host: str, port: int, token: str) -> str:
+    return f"{TCP_SCHEME}{host}:{port}/{token}"
+
+
+def connect(address: str) -> Channel:
+    """A Unix socket path, or a `tcp_address` (then the token is sent first)."""
+    if not address.startswith(TCP_SCHEME):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect(address)
+        return Channel(s)
+    hostport, token = address[len(TCP_SCHEME):].rsplit("/", 1)
+    host, port = hostport.rsplit(":", 1)
+    ch = Channel(socket.create_connection((host, int(port))))
+    ch.send(token=token)
+    return ch

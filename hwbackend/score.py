@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from hwbackend.cluster import Cluster
+from hwbackend.cluster_job import ClusterJob
 from hwbackend.jobs import Job, JobFailure, become_subreaper
 from hwbackend.store import Store
 from hwbackend.timing import summarize
@@ -63,8 +65,9 @@ def _plan(seeds: Seeds, launch: int, trials: int, warmup: int, batches: int, cal
 
 
 def _run_job(role: str, task: TaskSpec, plan: Plan, nproc: int, backend: str, timeout: float, preset: str,
-             candidate: str | None) -> JobResult:
-    job = Job(role, task.slug, nproc, backend, timeout, preset, candidate)
+             candidate: str | None, cluster=None) -> JobResult:
+    job = (ClusterJob(cluster, role, task.slug, nproc, backend, timeout, preset, candidate) if cluster else
+           Job(role, task.slug, nproc, backend, timeout, preset, candidate))
     findings: list[str] = []
     result = JobResult([], job.out_dir, findings)
     try:
@@ -132,25 +135,31 @@ def _compare_outputs(task: TaskSpec, cand_dir: str, ref_outputs: dict, names: li
 
 def score(task: str, candidate: str, nproc: int, backend: str = "nccl", trials: int = 3, launches: int = 2,
           batches: int = 4, calls: int = 4, warmup: int = 2, timeout: float = 300.0, preset: str = "screen",
-          db: str | None = None, label: str | None = None, resume: bool = False, progress=None) -> dict:
-    """Score one candidate file against a task's reference; returns the result document."""
+          db: str | None = None, label: str | None = None, resume: bool = False, progress=None,
+          cluster: Cluster | None = None) -> dict:
+    """Score one candidate file against a task's reference; returns the result document. With a
+    `cluster` (node 0 of several), each job runs `nproc` ranks on every node of it."""
     spec = get(task)
+    world = nproc * (cluster.nnodes if cluster else 1)
     become_subreaper()
     sha = hashlib.sha256(open(candidate, "rb").read()).hexdigest()
     store = Store(db) if db else None
     if store and resume:
-        done = store.completed(spec.slug, sha, nproc, backend)
+        done = store.completed(spec.slug, sha, world, backend)
         if done:
             return done
     run_id = uuid.uuid4().hex[:12]
     label = label or os.path.basename(os.path.dirname(os.path.abspath(candidate)))
     if store:
-        store.start(run_id, spec.slug, os.path.abspath(candidate), sha, label, nproc, backend)
+        store.start(run_id, spec.slug, os.path.abspath(candidate), sha, label, world, backend)
     seeds, say = Seeds(), (progress or (lambda msg: None))
     result = {"run_id": run_id, "task": spec.slug, "status": None, "correct": False, "speedup": None,
               "speedup_ci95": None, "reference_ms": None, "candidate_ms": None, "trials": [], "findings": []}
     ref_s, cand_s, cleanup = [], [], []
     try:
+        if cluster:
+            say(f"waiting for the other {cluster.nnodes - 1} node(s)")
+            cluster.wait_for_nodes(nproc)
         for launch in range(launches):
             plan = _plan(seeds, launch, trials if launch == 0 else 0, warmup, batches, calls)
             # alternate which job goes first (order effects cancel); the reference's outputs are read
@@ -160,7 +169,7 @@ def score(task: str, candidate: str, nproc: int, backend: str = "nccl", trials: 
             for role in order:
                 say(f"launch {launch + 1}/{launches}: {role}")
                 jobs[role] = _run_job(role, spec, plan, nproc, backend, timeout, preset,
-                                      candidate if role == "candidate" else None)
+                                      candidate if role == "candidate" else None, cluster)
                 cleanup.append(jobs[role].out_dir)
                 if role == "reference":
                     ref_outputs = _load_outputs(jobs[role].out_dir)
@@ -168,9 +177,9 @@ def score(task: str, candidate: str, nproc: int, backend: str = "nccl", trials: 
             cand, ref = jobs["candidate"], jobs["reference"]
             names = [f"trial{i}" for i in range(len(plan.correctness))] + \
                     [f"timed{b}-{i}" for b, idx in enumerate(plan.dump) for i in idx]
-            failures = _compare_outputs(spec, cand.out_dir, ref_outputs, names, nproc)
+            failures = _compare_outputs(spec, cand.out_dir, ref_outputs, names, world)
             for name in names:
-                for rank in range(nproc):
+                for rank in range(world):
                     bad = [f for f in failures if f["rank"] == rank and f["message"].startswith(name + ":")]
                     entry = {"launch": launch, "call": name, "rank": rank, "ok": not bad,
                              "message": bad[0]["message"] if bad else ""}
@@ -200,7 +209,7 @@ def score(task: str, candidate: str, nproc: int, backend: str = "nccl", trials: 
             result["status"] = "faster" if faster else "slower"
         return result
     except JobFailure as e:
-        status = {"cuda_error": "error", "exception": "error"}.get(e.status, e.status)
+        status = {"cuda_error": "error", "exception": "error", "node_failure": "error"}.get(e.status, e.status)
         result["status"] = status
         result["findings"].append({"kind": e.status, "rank": e.rank, "message": e.message,
                                    **({"details": e.details} if e.details else {})})

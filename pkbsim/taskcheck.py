@@ -1,6 +1,7 @@
 """`pkb tasks validate`: every check a task must pass before it enters the suite.
 
-Per supported world size among 2, 4 and 8, on the simulated world at `screen` size:
+Per supported world size among 2, 4 and 8 (or, for a task whose minimum is above them, such as the
+inter-node tasks, at its smallest supported world size), on the simulated world at `screen` size:
 - the reference runs on two trials, and its outputs have the declared count, dtypes and shapes;
 - inputs are random: no constant float tensor, different per rank, different per trial;
 - it is deterministic for a seed;
@@ -137,8 +138,18 @@ def check_full_size(task: TaskSpec, n: int, seed: int) -> Check:
                  "needs real values (falls back to scaled runs)" if data_dependent else msg)
 
 
-def validate(task: TaskSpec, world_sizes=(2, 4, 8), seed: int = 1234, full: bool = True) -> list[Check]:
+def validation_sizes(task: TaskSpec, world_sizes=(2, 4, 8)) -> list[int]:
+    """The world sizes among `world_sizes` the task supports; a task whose minimum lies above all of them
+    (inter-node tasks start at 16 ranks) is checked at its smallest supported size instead."""
     sizes = [n for n in world_sizes if task.supports(n)]
+    lo = task.world_sizes.min
+    if sizes or lo <= max(world_sizes):
+        return sizes
+    return [n for n in range(lo, 8 * lo + 1) if task.supports(n)][:1]
+
+
+def validate(task: TaskSpec, world_sizes=(2, 4, 8), seed: int = 1234, full: bool = True) -> list[Check]:
+    sizes = validation_sizes(task, world_sizes)
     if not sizes:
         return [Check("supports a world size among " + ", ".join(map(str, world_sizes)), None, False,
                       f"WORLD_SIZES is {task.world_sizes.describe()}")]

@@ -22,8 +22,8 @@ def test_task_is_valid(task):
 @pytest.mark.slow
 @pytest.mark.parametrize("task", TASKS, ids=lambda t: t.slug)
 def test_task_full_size_shape_run(task):
-    from pkbsim.taskcheck import check_full_size
-    n = max(w for w in (2, 4, 8) if task.supports(w))
+    from pkbsim.taskcheck import check_full_size, validation_sizes
+    n = max(validation_sizes(task))
     c = check_full_size(task, n, seed=1)
     assert c.ok, c.message
 
@@ -97,3 +97,10 @@ def test_validator_catches_a_degenerate_task():
     assert checks["skipping communication fails"] is False
     assert checks["tolerance consistent with bf16 rounding"] is False  # atol=10 is a tolerance hole
     assert checks["reference runs"] is True
+
+
+def test_validation_sizes_fall_back_to_the_smallest_supported_world():
+    """Inter-node tasks start above 8 ranks: they are validated at their smallest supported world size."""
+    from pkbsim.taskcheck import validation_sizes
+    assert validation_sizes(get("all_reduce")) == [2, 4, 8]
+    assert validation_sizes(get("hierarchical_all_reduce")) == [16]

@@ -1,10 +1,13 @@
-"""`pkb score`: score a candidate against a task's reference on real GPUs (NCCL) or the CPU (gloo)."""
+"""`pkb score`: score a candidate against a task's reference on real GPUs (NCCL) or the CPU (gloo), on
+one node or, with --nnodes/--node-rank/--rdzv-endpoint, on several (the same command on each node)."""
 from __future__ import annotations
 
 import json
 import os
 import sys
+from contextlib import contextmanager
 
+from pkbsim.cli._layout import check_node_layout
 from pkbsim.cli.errors import UsageError
 
 EXIT = {"faster": 0, "slower": 0, "incorrect": 1, "integrity": 1, "error": 4, "compile_error": 4, "timeout": 5}
@@ -26,7 +29,14 @@ def add_parser(sub) -> None:
     p.add_argument("--calls", type=int, default=4, help="timed calls per batch (default 4)")
     p.add_argument("--preset", choices=["screen", "full"], default=None,
                    help="input sizes (default: full with nccl, screen with gloo)")
-    p.add_argument("--timeout", type=float, default=300.0, metavar="S", help="wall-clock limit per job")
+    p.add_argument("--timeout", type=float, default=300.0, metavar="S",
+                   help="wall-clock limit per job (and for the other nodes to join)")
+    p.add_argument("--nnodes", type=int, default=1, metavar="N",
+                   help="nodes the job spans; run the same command on each, with its own --node-rank")
+    p.add_argument("--node-rank", "--node_rank", type=int, default=0, metavar="R",
+                   help="this node's number; node 0 runs the scorer and prints the result")
+    p.add_argument("--rdzv-endpoint", "--rdzv_endpoint", metavar="HOST:PORT",
+                   help="with --nnodes > 1: node 0's address and a free port (torchrun's c10d rendezvous)")
     p.add_argument("--db", default=os.environ.get("PKB_DB", "pkb_results.sqlite"), help="SQLite results file")
     p.add_argument("--label", help="group name for the leaderboard (default: the candidate's folder)")
     p.add_argument("--resume", action="store_true", help="reuse a stored result for the same file, task and size")
@@ -40,7 +50,8 @@ def run(args) -> int:
     from hwbackend.score import score
     from tasks.registry import TaskError, get
 
-    if not os.path.isfile(args.candidate):
+    rdzv = _rendezvous(args)
+    if args.node_rank == 0 and not os.path.isfile(args.candidate):
         raise UsageError(f"candidate {args.candidate!r} not found; pass the path of a file defining solution(...)")
     try:
         task = get(args.task)
@@ -55,16 +66,22 @@ def run(args) -> int:
     nproc = args.nproc_per_node or (gpus if backend == "nccl" else 2)
     if nproc < 1 or (backend == "nccl" and nproc > gpus):
         raise UsageError(f"--nproc-per-node {nproc} is not possible here ({gpus} GPUs)")
-    if not task.supports(nproc):
-        raise UsageError(f"task {task.slug} supports world sizes {task.world_sizes.describe()}, not {nproc}; "
-                         f"pass a supported --nproc-per-node")
+    world = nproc * args.nnodes
+    if not task.supports(world):
+        raise UsageError(f"task {task.slug} supports world sizes {task.world_sizes.describe()}, not {world}; "
+                         f"pass a supported --nproc-per-node" + (" and --nnodes" if rdzv else ""))
     if min(args.trials, args.launches, args.batches, args.calls) < 1 or args.timeout <= 0:
         raise UsageError("--trials, --launches, --batches and --calls must be >= 1 and --timeout > 0")
     preset = args.preset or ("full" if backend == "nccl" else "screen")
+    if rdzv:
+        check_node_layout(task, preset, nproc)
+        if args.node_rank > 0:
+            return _serve_node(rdzv, args, nproc)
     progress = None if args.json else (lambda msg: print(f"pkb score: {msg}", file=sys.stderr))
-    res = score(args.task, args.candidate, nproc, backend, args.trials, args.launches, args.batches, args.calls,
-                timeout=args.timeout, preset=preset, db=args.db, label=args.label, resume=args.resume,
-                progress=progress)
+    with _cluster(rdzv, args.timeout) as cluster:
+        res = score(args.task, args.candidate, nproc, backend, args.trials, args.launches, args.batches,
+                    args.calls, timeout=args.timeout, preset=preset, db=args.db, label=args.label,
+                    resume=args.resume, progress=progress, cluster=cluster)
     if args.json:
         print(json.dumps(res, indent=1))
     else:
@@ -80,3 +97,56 @@ def run(args) -> int:
                 print("    " + f["details"].strip().replace("\n", "\n    "))
         print(line)
     return EXIT[res["status"]]
+
+
+def _rendezvous(args):
+    """The nodes' meeting point, or None for a job on this machine alone."""
+    from hwbackend.rendezvous import EndpointError, Rendezvous, parse_endpoint
+
+    if args.nnodes < 1:
+        raise UsageError("--nnodes must be at least 1")
+    if args.nnodes == 1:
+        if args.rdzv_endpoint or args.node_rank:
+            raise UsageError("--rdzv-endpoint and --node-rank only apply to a job over several nodes; pass --nnodes N")
+        return None
+    if not args.rdzv_endpoint:
+        raise UsageError(f"--nnodes {args.nnodes} needs --rdzv-endpoint HOST:PORT: node 0's address and a free port")
+    if not 0 <= args.node_rank < args.nnodes:
+        raise UsageError(f"--node-rank {args.node_rank} is not in 0..{args.nnodes - 1}; number the nodes from 0")
+    try:
+        host, port = parse_endpoint(args.rdzv_endpoint)
+    except EndpointError as e:
+        raise UsageError(str(e)) from None
+    return Rendezvous(host, port, args.nnodes)
+
+
+@contextmanager
+def _cluster(rdzv, timeout: float):
+    """Node 0's session with the other nodes (None on one node): it hosts the rendezvous."""
+    if rdzv is None:
+        yield None
+        return
+    from hwbackend.cluster import Cluster
+    from hwbackend.rendezvous import EndpointError
+
+    try:
+        cluster = Cluster(rdzv, timeout)
+    except EndpointError as e:
+        raise UsageError(str(e)) from None
+    with cluster:
+        yield cluster
+
+
+def _serve_node(rdzv, args, nproc: int) -> int:
+    from hwbackend.node_agent import serve
+
+    res = serve(rdzv, args.node_rank, nproc, args.timeout)
+    if args.json:
+        print(json.dumps({"node": res.node, "jobs": res.jobs, "status": "error" if res.error else "served",
+                          "message": res.error}, indent=1))
+    elif res.error:
+        print(f"pkb score: node {res.node}: {res.error}", file=sys.stderr)
+    else:
+        print(f"pkb score: node {res.node} of {rdzv.nnodes}: ran its ranks of {res.jobs} job(s); node 0 reports "
+              f"the result")
+    return EXIT["error"] if res.error else 0

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from pkbsim.device import lower_symm
 from pkbsim.world.clocks import happens_before
 from pkbsim.world.comms import behind_the_program
 from pkbsim.world.context import require
@@ -135,6 +136,7 @@ class SimSymmetricMemory:
             kind="protocol"))
         with ctx.world.lock:
             clock = ctx.world.clocks.snapshot(ctx.rank)
+            lower_symm.on_put_signal(ctx, dst_global, slot, site)
             _check_host_write_race(ctx.world, alloc, slot, clock, site, ctx.rank)
             _set_slot(alloc.pad, slot, 1)
             alloc.signals[slot] = (ctx.rank, self._comm.name, clock, site)
@@ -164,10 +166,12 @@ class SimSymmetricMemory:
             if signaller is not None:
                 ctx.world.clocks.acquire(ctx.rank, signaller[2])
             _set_slot(alloc.pad, slot, 0)
+            lower_symm.on_wait_signal(ctx, slot, site)
             ctx.trace.record("symm", "wait_signal", site, group=self._comm.name, peer=src_global, channel=channel)
             ctx.world.changed()
 
     def barrier(self, channel: int = 0, timeout_ms: int = 0) -> None:
+        lower_symm.on_barrier(require(), channel, user_site())
         for peer in range(self.world_size):
             self.put_signal(peer, channel)
         for peer in range(self.world_size):

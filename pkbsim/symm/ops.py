@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import torch
 
+from pkbsim.device import lower_symm
 from pkbsim.symm.api import allocation_of, resolve_comm
 from pkbsim.world.comms import behind_the_program
 from pkbsim.world.context import current, require
@@ -30,6 +31,7 @@ def _collective(name: str, group_name: str, signature: tuple, arg, compute, symm
             ctx.world.fail(Finding("protocol", msg, [ctx.rank], [site]))
             raise SimAbort(msg)
     comm = resolve_comm(ctx, group_name)
+    lower_symm.on_symm_op(ctx, name, site)
 
     def execute(args):
         with behind_the_program():

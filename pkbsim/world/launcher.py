@@ -87,6 +87,7 @@ class RunResult:
 @contextlib.contextmanager
 def simulated_process(nproc: int, output):
     """Patch the process so that each rank thread sees its own torchrun world."""
+    from pkbsim.device.install import install_device_support
     from pkbsim.symm.api import install_symm_api
     from pkbsim.symm.ops import register_cpu_kernels
     from pkbsim.world.cuda_shim import install_torch_cuda
@@ -105,6 +106,7 @@ def simulated_process(nproc: int, output):
         install_torch_cuda(patches, nproc)
         install_dist(patches)
         install_symm_api(patches)
+        install_device_support(patches)
         install_environ(patches, output or sys.stdout)
         yield
     finally:

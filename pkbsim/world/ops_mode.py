@@ -12,6 +12,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import flop_registry
 
+from pkbsim.device import lower_symm
 from pkbsim.symm.handle import on_pad_host_write, state, storage_key
 from pkbsim.world.findings import Finding
 from pkbsim.world.sites import user_site
@@ -62,6 +63,8 @@ class RankOpsMode(TorchDispatchMode):
                     stop = start + max(1, t.numel() * t.element_size() // 4)
                     with ctx.world.lock:
                         on_pad_host_write(ctx.world, alloc, range(start, stop), ctx.rank, user_site())
+        if symm.by_storage and (reads or writes):
+            lower_symm.on_host_access(ctx, reads, writes, func.__name__, user_site)
         if self.streams is not None:
             self.check_stream_order(reads, writes + flat_tensors(out), func.__name__)
         if self.record_compute:

@@ -31,6 +31,9 @@ class Wait:
     waits_for: Callable[[], set[int]] = lambda: set()
     explain: Callable[[], str] = lambda: ""
     kind: str = "deadlock"
+    # called (under the lock) when the world is otherwise stuck: a wait that can still make progress on its
+    # own (a kernel that can run another of its programs) makes itself ready and returns True
+    escape: Callable[[], bool] | None = None
 
     def label(self) -> str:
         return self.what() if callable(self.what) else self.what
@@ -112,7 +115,8 @@ class World:
                     if self._everyone_stuck():
                         self._report_deadlock()
                         raise SimAbort(self._abort_message())
-                    st.cond.wait(timeout=1.0)
+                    if not wait.ready():  # an escape (see Wait.escape) may have just made it ready
+                        st.cond.wait(timeout=1.0)
             finally:
                 st.status, st.wait = "running", None
 
@@ -134,7 +138,13 @@ class World:
                 return False
             if st.status == "blocked":
                 blocked.append(st)
-        return bool(blocked) and not any(st.wait.ready() for st in blocked)
+        if not blocked or any(st.wait.ready() for st in blocked):
+            return False
+        for st in blocked:
+            if st.wait.escape is not None and st.wait.escape():
+                st.cond.notify()
+                return False
+        return True
 
     # ---- reports -------------------------------------------------------------------------------
     def _report_deadlock(self) -> None:

@@ -1,0 +1,54 @@
+"""Which symmetric allocation an address belongs to: a rank's buffer or its signal pad.
+
+All ranks share one address space, so peer pointers are plain addresses; this map turns one back into
+(owner rank, buffer or pad, byte offset). It is rebuilt when the set of allocations changes.
+"""
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pkbsim.symm.handle import Allocation, SymmState
+
+
+@dataclass(frozen=True, slots=True)
+class Region:
+    alloc: "Allocation"
+    base: int
+    size: int
+    on_pad: bool
+
+    @property
+    def owner(self) -> int:
+        return self.alloc.rank
+
+
+class MemoryMap:
+    def __init__(self, symm: "SymmState"):
+        self._symm = symm
+        self._seen = -1
+        self._starts: list[int] = []
+        self._regions: list[Region] = []
+
+    def _refresh(self) -> None:
+        count = len(self._symm.by_storage) + len(self._symm.by_pad)
+        if count == self._seen:
+            return
+        regions = []
+        for alloc in list(self._symm.by_storage.values()):
+            st = alloc.tensor.untyped_storage()
+            regions.append(Region(alloc, st.data_ptr(), st.nbytes(), False))
+            regions.append(Region(alloc, alloc.pad.data_ptr(), alloc.pad.numel() * 4, True))
+        regions.sort(key=lambda r: r.base)
+        self._regions, self._starts, self._seen = regions, [r.base for r in regions], count
+
+    def find(self, lo: int, hi: int) -> Region | None:
+        """The region holding bytes [lo, hi), or None for memory that is not symmetric."""
+        self._refresh()
+        i = bisect.bisect_right(self._starts, lo) - 1
+        if i < 0:
+            return None
+        r = self._regions[i]
+        return r if hi <= r.base + r.size else None

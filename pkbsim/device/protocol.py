@@ -1,0 +1,154 @@
+"""The per-world device state and the one entry point every IR producer calls: `emit`.
+
+`emit` appends the event to the rank's IR stream, moves vector clocks for signals and waits, checks data
+accesses for races and counts peer bytes for the cost model. Producers: pkbsim.device.lower_symm (host
+calls, ops, host tensor ops on symmetric buffers) and pkbsim.device.triton_memory (interpreted kernels).
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+
+from pkbsim.device.ir import Event, ProtocolLog
+from pkbsim.device.memory_map import MemoryMap
+from pkbsim.device.races import RaceDetector, release
+from pkbsim.world.findings import Finding
+from pkbsim.world.world import SimAbort
+
+_RELEASING = {"release", "acq_rel"}
+_ACQUIRING = {"acquire", "acq_rel"}
+
+
+class DeviceState:
+    def __init__(self, world):
+        from pkbsim.symm.handle import state as symm_state  # the symm package imports this one
+
+        self.world = world
+        self.memory = MemoryMap(symm_state(world))
+        self.log = ProtocolLog(world.size)
+        self.races = RaceDetector(world.size)
+        # flag word (pad or buffer address) -> join of the clocks released into it, and the last relaxed writer
+        self.flag_clock: dict[int, tuple[int, ...]] = {}
+        self.relaxed_flag: dict[int, Event] = {}
+        # rank -> peer -> (flag write, poll) observed without release/acquire: explains a later race (D4)
+        self.unordered_flags: dict[int, dict[int, tuple[Event | None, Event]]] = defaultdict(dict)
+        # slot reuse (D2): per flag, how often it was written and by what; per rank, the flag write its last
+        # poll saw set (a wait in progress) and the write each of its completed waits consumed
+        self.flag_writes: dict[int, tuple[int, Event]] = {}
+        self.polling: dict[int, tuple[int, int, Event]] = {}
+        self.consumed: dict[tuple[int, int], int] = {}
+        with world.lock:
+            for r in range(world.size):  # epochs start at 1: "never synchronised" must not look ordered
+                world.clocks.vc[r][r] += 1
+
+
+def device_state(world) -> DeviceState:
+    st = getattr(world, "device", None)
+    if st is None:
+        with world.lock:
+            st = getattr(world, "device", None)
+            if st is None:
+                st = world.device = DeviceState(world)
+    return st
+
+
+def emit(world, ev: Event, region=None, flag_addr: int | None = None) -> None:
+    """Record one IR event of rank ev.rank (call without holding the world lock)."""
+    st = device_state(world)
+    with world.lock:
+        st.log.append(ev)
+        if ev.kind in ("put", "get") and region is not None and not region.on_pad:
+            _wait_completed(world, st, ev)
+            _check_race(world, st, region, ev)
+        elif ev.kind == "signal" and flag_addr is not None:
+            _signal(world, st, ev, flag_addr)
+        elif ev.kind == "wait" and flag_addr is not None:
+            _observe(world, st, ev, flag_addr)
+
+
+def _signal(world, st: DeviceState, ev: Event, addr: int) -> None:
+    count = st.flag_writes.get(addr, (0, ev))[0] + 1
+    st.flag_writes[addr] = (count, ev)
+    if ev.sem in _RELEASING:
+        published = release(world, ev.rank)
+        old = st.flag_clock.get(addr)
+        st.flag_clock[addr] = published if old is None else tuple(max(a, b) for a, b in zip(old, published))
+        st.relaxed_flag.pop(addr, None)
+    elif ev.value:  # a flag set without release ordering: a reader that sees it synchronises with nothing
+        st.relaxed_flag[addr] = ev
+    else:  # a reset (a consumer clearing the flag) does not end what earlier releases published
+        st.relaxed_flag.pop(addr, None)
+    world.changed()
+
+
+def _observe(world, st: DeviceState, ev: Event, addr: int) -> None:
+    """A poll: acquire what was released into the flag, or note the missing ordering."""
+    write = st.flag_writes.get(addr)
+    if ev.value and write is not None and write[1].rank != ev.rank:
+        st.polling[ev.rank] = (addr, write[0], ev)
+    else:
+        st.polling.pop(ev.rank, None)
+    clock = st.flag_clock.get(addr)
+    relaxed = st.relaxed_flag.get(addr)
+    if ev.sem in _ACQUIRING and clock is not None:
+        world.clocks.acquire(ev.rank, clock)
+    elif relaxed is not None and relaxed.rank != ev.rank:
+        st.unordered_flags[ev.rank][relaxed.rank] = (relaxed, ev)
+    elif clock is not None:
+        for peer in range(world.size):
+            if peer != ev.rank and clock[peer] > world.clocks.vc[ev.rank][peer]:
+                st.unordered_flags[ev.rank][peer] = (None, ev)
+
+
+def _wait_completed(world, st: DeviceState, ev: Event) -> None:
+    """The rank moved on from polling a set flag to data: its wait ended on that flag write. A write the
+    rank had already consumed in an earlier wait means the slot was reused without a reset (D2)."""
+    polled = st.polling.pop(ev.rank, None)
+    if polled is None:
+        return
+    addr, count, poll = polled
+    if st.consumed.get((ev.rank, addr)) == count:
+        setter = st.flag_writes[addr][1]
+        msg = (f"stale flag: rank {ev.rank}'s wait in {poll.where} at {poll.site} passed on the flag value rank "
+               f"{setter.rank} set at {setter.site}, which an earlier wait of rank {ev.rank} already consumed: the "
+               f"slot is reused without a reset (clear the flag after the wait, or wait for a per-round value)")
+        world.fail(Finding("protocol", msg, sorted({ev.rank, setter.rank}), [poll.site, setter.site]),
+                   unless_failed=True)
+        raise SimAbort(msg)
+    st.consumed[(ev.rank, addr)] = count
+
+
+def _check_race(world, st: DeviceState, region, ev: Event) -> None:
+    hit = st.races.access(region.alloc, ev, world.clocks.vc[ev.rank], ev.kind == "put")
+    if hit is None:
+        return
+    earlier, what = hit
+    msg = _race_message(st, ev, earlier, what)
+    world.fail(Finding("race", msg, sorted({ev.rank, earlier.rank}), [ev.site, earlier.site],
+                       [earlier.describe(), ev.describe()]), unless_failed=True)
+    raise SimAbort(msg)
+
+
+def _race_message(st: DeviceState, ev: Event, earlier: Event, what: str) -> str:
+    span = f"rank {ev.owner}'s symmetric buffer bytes [{ev.lo}, {ev.hi})"
+    if what == "stale read":
+        msg = (f"stale read: rank {ev.rank} reads {span} in {ev.where} at {ev.site}, but rank {earlier.rank}'s "
+               f"write in {earlier.where} at {earlier.site} is not ordered before it (no signal/wait, barrier or "
+               f"collective between them): wait for rank {earlier.rank}'s signal after its write")
+    elif what == "write after read":
+        msg = (f"unordered write after read: rank {ev.rank} writes {span} in {ev.where} at {ev.site}, which rank "
+               f"{earlier.rank} reads in {earlier.where} at {earlier.site} with no synchronisation between them: "
+               f"the read can see the old or the new data (a stale read if the write was meant to come first, an "
+               f"overwrite of a buffer still in use if the read was): order them with a signal/wait or a barrier")
+    else:
+        msg = (f"write-write race: ranks {earlier.rank} and {ev.rank} both write {span} ({earlier.where} at "
+               f"{earlier.site}; {ev.where} at {ev.site}) with no ordering between them")
+    reader = ev.rank if what == "stale read" else earlier.rank
+    writer = earlier.rank if what == "stale read" else ev.rank
+    flag = st.unordered_flags.get(reader, {}).get(writer)
+    if flag is not None:
+        set_by, poll = flag
+        side = (f"the flag was set without release ordering at {set_by.site}" if set_by is not None
+                else f"the flag was polled without acquire ordering at {poll.site}")
+        msg += (f"; rank {reader} saw rank {writer}'s flag but {side}: data and flag are not ordered (use "
+                f"sem='release' for the flag write and sem='acquire' for the poll)")
+    return msg

@@ -1,0 +1,210 @@
+"""Launching Triton kernels on a simulated rank: the interpreter made thread-safe, one program at a time.
+
+Triton's interpreter keeps the program index on one global builder and patches `triton.language` for
+the length of each launch, restoring it at the end; with one thread per rank, one rank's restore breaks
+another's running kernel. Here the index and grid are thread-local and the language patch is
+reference-counted (first launch patches, last one restores). Kernel arguments are already CPU tensors,
+so the interpreter's host round trip (copy in, copy back) is skipped: peer writes stay visible.
+
+Programs of a launch run in order, as the interpreter does. When a program spins on memory, a later
+program of the same launch that has not started runs first (see `Launch.run_pending`): the kernel then
+relies on all its programs being resident at once, which is reported.
+"""
+from __future__ import annotations
+
+import inspect
+import itertools
+import threading
+import types
+from dataclasses import dataclass, field
+
+import torch
+import triton.language as tl
+from triton.runtime import interpreter as interp
+from triton.runtime.jit import JITFunction
+
+from pkbsim.device.ir import Event
+from pkbsim.device.protocol import device_state
+from pkbsim.device.spin import PollSet
+from pkbsim.world.comms import is_fake
+from pkbsim.world.context import current
+from pkbsim.world.findings import Finding
+from pkbsim.world.sites import user_site
+
+_tls = threading.local()
+_lang_lock = threading.Lock()
+_lang_users = 0
+_lang_scope = None
+_interpreted: dict = {}
+
+
+def _lang_anchor():
+    """The language patch is built from this function's globals: both `triton.language` and its core."""
+
+
+_lang_anchor = types.FunctionType(_lang_anchor.__code__, {"tl": tl, "core": tl.core})
+
+
+def _enter_lang() -> None:
+    global _lang_users, _lang_scope
+    with _lang_lock:
+        if _lang_users == 0:
+            _lang_scope = interp._patch_lang(_lang_anchor)
+        _lang_users += 1
+
+
+def _exit_lang() -> None:
+    global _lang_users, _lang_scope
+    with _lang_lock:
+        _lang_users -= 1
+        if _lang_users == 0 and _lang_scope is not None:
+            _lang_scope.restore()
+            _lang_scope = None
+
+
+def thread_local_property(name: str, default):
+    return property(lambda self: getattr(_tls, name, default), lambda self, v: setattr(_tls, name, v))
+
+
+def interpreted(fn) -> "interp.InterpretedFunction":
+    f = _interpreted.get(fn)
+    if f is None:
+        f = _interpreted[fn] = interp.InterpretedFunction(fn)
+    return f
+
+
+@dataclass
+class Launch:
+    """One kernel launch on one rank: its programs, which have run, and its peer traffic."""
+    name: str
+    grid: tuple[int, int, int]
+    fn: object
+    args: dict
+    site: str
+    started: set = field(default_factory=set)
+    current: tuple[int, int, int] = (0, 0, 0)
+    polls: PollSet = field(default_factory=PollSet)
+    peer_read: dict[int, int] = field(default_factory=dict)
+    peer_write: dict[int, int] = field(default_factory=dict)
+    bytes_read: int = 0
+    bytes_written: int = 0
+    co_resident: list[str] = field(default_factory=list)
+
+    @property
+    def where(self) -> str:
+        return f"{self.name}[program {','.join(map(str, self.current[:self._dims()]))}]"
+
+    def _dims(self) -> int:
+        return 3 if self.grid[2] > 1 else 2 if self.grid[1] > 1 else 1
+
+    def programs(self):
+        return itertools.product(range(self.grid[0]), range(self.grid[1]), range(self.grid[2]))
+
+    def run_program(self, pid: tuple[int, int, int]) -> None:
+        outer, outer_polls = self.current, self.polls
+        self.started.add(pid)
+        self.current, self.polls = pid, PollSet()
+        interp.interpreter_builder.set_grid_idx(*pid)
+        try:
+            self.fn(**self.args)
+        finally:
+            self.current, self.polls = outer, outer_polls
+            interp.interpreter_builder.set_grid_idx(*outer)
+
+    def run_all(self) -> None:
+        for pid in self.programs():
+            if pid not in self.started:
+                self.run_program(pid)
+
+    def _next_pending(self):
+        return next((p for p in self.programs() if p not in self.started), None)
+
+    def has_pending(self) -> bool:
+        return self._next_pending() is not None
+
+    def run_pending(self) -> None:
+        """Run the next program that has not started (nested, while the spinning one waits)."""
+        pid = self._next_pending()
+        if pid is None:
+            return
+        waiting = self.where
+        self.run_program(pid)
+        self.co_resident.append(f"{waiting} waited until {self.name}[program {','.join(map(str, pid[:self._dims()]))}] ran")
+
+
+def current_launch() -> Launch | None:
+    return getattr(_tls, "launch", None)
+
+
+def launch(fn, args: tuple, kwargs: dict, grid) -> None:
+    """Run `fn` (the kernel's Python function) over `grid` on the calling rank."""
+    ctx = current()
+    if any(is_fake(a) for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)):
+        return  # a shape run has no data to run the kernel on
+    kernel = interpreted(fn)
+    rewritten = kernel.rewrite()
+    executor = interp.GridExecutor(rewritten, kernel.arg_names, grid)
+    accepted = inspect.getfullargspec(rewritten).args
+    call_args = inspect.getcallargs(rewritten, *args, **{k: v for k, v in kwargs.items() if k in accepted})
+    call_args = {n: a if n in executor.constexprs else interp._implicit_cvt(a) for n, a in call_args.items()}
+    g = tuple(grid(call_args) if callable(grid) else grid)
+    g = g + (1,) * (3 - len(g))
+    run = Launch(fn.__name__, g, rewritten, call_args, user_site())
+    outer = current_launch()
+    _tls.launch = run
+    _enter_lang()
+    interp.interpreter_builder.set_grid_dim(*g)
+    device_state(ctx.world).log.append(Event("kernel", ctx.rank, run.site, run.name, value=g[0] * g[1] * g[2]))
+    try:
+        run.run_all()
+    finally:
+        _exit_lang()
+        _tls.launch = outer
+    _report(ctx, run)
+
+
+def _report(ctx, run: Launch) -> None:
+    if run.co_resident:
+        ctx.world.add_finding(Finding(
+            "co_residency", f"{run.name} launched at {run.site} relies on co-residency: a program waits for a later "
+            f"program of the same launch, which a GPU runs only if every program is resident at once (use one "
+            f"program per rank's work, a cooperative launch, or split the kernel)", [ctx.rank], [run.site],
+            run.co_resident[:4]))
+    fields = {"flops": 0, "bytes_read": run.bytes_read, "bytes_written": run.bytes_written, "kernel": "triton",
+              "programs": run.grid[0] * run.grid[1] * run.grid[2]}
+    if run.peer_read or run.peer_write:
+        fields["peer_bytes"] = {"read": dict(run.peer_read), "write": dict(run.peer_write)}
+    ctx.trace.record("compute", run.name, run.site, stream=ctx.stream_id, **fields)
+
+
+def device_call(fn, args, kwargs):
+    """A @triton.jit function called from inside a kernel."""
+    return interpreted(fn).rewrite()(*args, **kwargs)
+
+
+def patch_launches(patches) -> None:
+    """Route every launch and device call of a simulated rank through `launch` / `device_call`."""
+    jit_run, jit_call = JITFunction.run, JITFunction.__call__
+    interp_run, interp_call = interp.InterpretedFunction.run, interp.InterpretedFunction.__call__
+
+    def make_run(original):
+        def run(self, *args, grid, warmup, **kwargs):
+            if current() is None:
+                return original(self, *args, grid=grid, warmup=warmup, **kwargs)
+            if not warmup:
+                launch(self.fn, args, kwargs, grid)
+        return run
+
+    def make_call(original):
+        def call(self, *args, **kwargs):
+            if current() is None or current_launch() is None:
+                return original(self, *args, **kwargs)
+            return device_call(self.fn, args, kwargs)
+        return call
+
+    patches.set(JITFunction, "run", make_run(jit_run))
+    patches.set(JITFunction, "__call__", make_call(jit_call))
+    patches.set(interp.InterpretedFunction, "run", make_run(interp_run))
+    patches.set(interp.InterpretedFunction, "__call__", make_call(interp_call))
+    patches.set(interp.InterpreterBuilder, "grid_idx", thread_local_property("grid_idx", None))
+    patches.set(interp.InterpreterBuilder, "grid_dim", thread_local_property("grid_dim", (1, 1, 1)))

@@ -1,0 +1,14 @@
+"""A PTX interpreter: CUDA kernels compiled with nvcc run on the CPU over torch CPU tensors.
+
+    mod = compile_cuda(source)                       # nvcc -> PTX, cached by content hash
+    mod.launch("saxpy", grid=4, block=256, args=(2.0, x, y, n))
+
+Unsupported instructions raise NotSimulated("not simulated: <instr> at <file:line>").
+"""
+from .compile import find_nvcc
+from .errors import CompileError, KernelHang, MemoryFault, NotSimulated, PtxError
+from .memory import AddressSpace, MulticastRegion, Region
+from .module import Module, compile_cuda, load_ptx
+
+__all__ = ["compile_cuda", "load_ptx", "Module", "find_nvcc", "AddressSpace", "Region", "MulticastRegion",
+           "PtxError", "CompileError", "NotSimulated", "MemoryFault", "KernelHang"]

@@ -1,0 +1,107 @@
+"""Lane-vector loads and stores in every state space (global, shared, local, param, const, generic).
+
+`load`/`store` take the addresses of the active lanes only, so inactive lanes never fault. Generic
+addresses are split into the global, shared and local windows (see memory.py).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .errors import MemoryFault
+from .memory import WINDOW_MASK, Region, gather, scatter
+
+SPACES = ("global", "shared", "local", "param", "const")
+
+
+def space_of(parts: list[str]) -> str:
+    for p in parts:
+        base = p.split("::")[0]
+        if base in SPACES:
+            return base
+    return "generic"
+
+
+def locate(g, space: str, addr: np.ndarray, idx, width: int):
+    """(region, byte offsets) for the active lanes `idx` (None: all lanes) accessing `addr`."""
+    if space in ("global", "const"):
+        return g.launch.memory.resolve(addr, width)
+    if space == "shared":
+        if int(addr.max()) + width > g.smem_size:
+            raise MemoryFault(f"shared address 0x{int(addr.max()):x} beyond the {g.smem_size}-byte block allocation")
+        cta = g.cta_of_lane if idx is None else g.cta_of_lane[idx]
+        return g.shared_region, addr + cta * np.uint64(g.smem_size)
+    if space == "local":
+        if int(addr.max()) + width > g.local_size:
+            raise MemoryFault(f"local address 0x{int(addr.max()):x} beyond the {g.local_size}-byte frame")
+        lanes = np.arange(g.nlanes, dtype=np.uint64) if idx is None else idx.astype(np.uint64)
+        return g.local_region, addr + lanes * np.uint64(g.local_size)
+    if space == "param":
+        return g.launch.param_region, addr
+    raise ValueError(space)
+
+
+def _expand(addr, nvec, isz):
+    if nvec == 1:
+        return addr
+    return (addr[:, None] + np.arange(nvec, dtype=np.uint64) * np.uint64(isz)).reshape(-1)
+
+
+def _lane_of_item(addr, idx, nvec):
+    """Lane index per accessed item; None when every lane accesses exactly one item."""
+    if idx is None and nvec == 1:
+        return None
+    return np.repeat(np.arange(len(addr)) if idx is None else idx, nvec)
+
+
+def load(g, space, addr, idx, dtype, nvec=1) -> np.ndarray:
+    """Values of shape (lanes, nvec) read from `addr` (uint64 array over the active lanes)."""
+    dtype = np.dtype(dtype)
+    isz = dtype.itemsize
+    flat = _expand(np.asarray(addr, dtype=np.uint64), nvec, isz)
+    lanes = _lane_of_item(addr, idx, nvec)
+    if space != "generic":
+        region, off = locate(g, space, flat, lanes, isz)
+        return gather(region, off, dtype).reshape(-1, nvec)
+    out = np.empty(flat.shape, dtype)
+    window = flat >> np.uint64(60)
+    for w, sp in ((0, "global"), (1, "shared"), (2, "local")):
+        sel = window == w
+        if not sel.any():
+            continue
+        a = flat[sel] & np.uint64(WINDOW_MASK) if w else flat[sel]
+        sub = (np.arange(len(flat)) if lanes is None else lanes)[sel]
+        region, off = locate(g, sp, a, sub, isz)
+        out[sel] = gather(region, off, dtype)
+    if (window > 2).any():
+        raise MemoryFault(f"generic address 0x{int(flat[window > 2][0]):x} maps to no state space")
+    return out.reshape(-1, nvec)
+
+
+def store(g, space, addr, idx, dtype, values, nvec=1) -> None:
+    """Write `values` (lanes, nvec) or a broadcastable scalar at `addr`; lanes in order, last wins."""
+    dtype = np.dtype(dtype)
+    isz = dtype.itemsize
+    flat = _expand(np.asarray(addr, dtype=np.uint64), nvec, isz)
+    vals = np.broadcast_to(np.asarray(values).astype(dtype, copy=False), (len(addr), nvec)).reshape(-1)
+    lanes = _lane_of_item(addr, idx, nvec)
+    if space != "generic":
+        region, off = locate(g, space, flat, lanes, isz)
+        scatter(region, off, dtype, vals)
+        return
+    window = flat >> np.uint64(60)
+    if lanes is None:
+        lanes = np.arange(len(flat))
+    for w, sp in ((0, "global"), (1, "shared"), (2, "local")):
+        sel = window == w
+        if sel.any():
+            a = flat[sel] & np.uint64(WINDOW_MASK) if w else flat[sel]
+            region, off = locate(g, sp, a, lanes[sel], isz)
+            scatter(region, off, dtype, vals[sel])
+    if (window > 2).any():
+        raise MemoryFault(f"generic address 0x{int(flat[window > 2][0]):x} maps to no state space")
+
+
+def group_regions(g) -> None:
+    """Attach the per-group shared and local regions (addresses are space offsets, base 0)."""
+    g.shared_region = Region(0, g.shared, "shared memory")
+    g.local_region = Region(0, g.local, "local memory")

@@ -1,0 +1,76 @@
+"""CUDA source -> PTX with nvcc, cached by content hash in the user's cache directory.
+
+The cache key covers the source, the flags and the nvcc version, so a toolchain upgrade never serves
+stale PTX. Writes go to a temporary name first and are renamed into place (safe under concurrency).
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+
+from .errors import CompileError
+
+ARCH = "sm_90a"
+BASE_FLAGS = ("--ptx", f"-arch={ARCH}", "-O3", "-lineinfo", "-std=c++17")
+# The device-side macros torch's load_inline always passes: candidates are written against them.
+TORCH_FLAGS = ("-D__CUDA_NO_HALF_OPERATORS__", "-D__CUDA_NO_HALF_CONVERSIONS__",
+               "-D__CUDA_NO_BFLOAT16_CONVERSIONS__", "-D__CUDA_NO_HALF2_OPERATORS__",
+               "--expt-relaxed-constexpr")
+
+
+def cache_dir() -> str:
+    """$PKB_CACHE_DIR, else $XDG_CACHE_HOME/pkb, else ~/.cache/pkb; with a ptx/ subfolder."""
+    root = os.environ.get("PKB_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "pkb")
+    return os.path.join(root, "ptx")
+
+
+def find_nvcc() -> str | None:
+    """nvcc on PATH, else under $CUDA_HOME or /usr/local/cuda."""
+    found = shutil.which("nvcc")
+    if found:
+        return found
+    for home in (os.environ.get("CUDA_HOME"), "/usr/local/cuda"):
+        if home and os.access(os.path.join(home, "bin", "nvcc"), os.X_OK):
+            return os.path.join(home, "bin", "nvcc")
+    return None
+
+
+@functools.lru_cache(maxsize=None)
+def _nvcc_version(nvcc: str) -> str:
+    return subprocess.run([nvcc, "--version"], capture_output=True, text=True).stdout.strip()
+
+
+def compile_to_ptx(source: str, name: str = "kernel.cu", flags: tuple[str, ...] = ()) -> str:
+    """PTX text for `source` (compiled as file `name`, which the line map reports)."""
+    nvcc = find_nvcc()
+    if nvcc is None:
+        raise CompileError("nvcc not found: install the CUDA toolkit or set CUDA_HOME to it")
+    all_flags = BASE_FLAGS + TORCH_FLAGS + tuple(flags)
+    key = hashlib.sha256("\0".join((_nvcc_version(nvcc), name, *all_flags, source)).encode()).hexdigest()
+    path = os.path.join(cache_dir(), key[:32] + ".ptx")
+    if os.path.exists(path):
+        with open(path) as fh:
+            return fh.read()
+    with tempfile.TemporaryDirectory(prefix="pkb-ptx-") as tmp:
+        src = os.path.join(tmp, os.path.basename(name))
+        with open(src, "w") as fh:
+            fh.write(source)
+        out = os.path.join(tmp, "out.ptx")
+        proc = subprocess.run([nvcc, *all_flags, "-o", out, src], capture_output=True, text=True)
+        if proc.returncode != 0:
+            first = next((ln for ln in proc.stderr.splitlines() if "error" in ln), proc.stderr.strip())
+            raise CompileError(f"nvcc failed on {name}: {first.replace(tmp + '/', '')}")
+        with open(out) as fh:
+            ptx = fh.read()
+    ptx = ptx.replace(src, name)  # the line map names the caller's file, not our temp copy
+    os.makedirs(cache_dir(), exist_ok=True)
+    fd, tmp_path = tempfile.mkstemp(dir=cache_dir(), suffix=".tmp")
+    with os.fdopen(fd, "w") as fh:
+        fh.write(ptx)
+    os.replace(tmp_path, path)
+    return ptx

@@ -1,0 +1,118 @@
+"""Memory spaces behind one small interface: regions mapped into an address space.
+
+Global memory is the process's real address space: a torch CPU tensor is reached at its own
+`data_ptr()`, so pointers a program computes (including peer pointers that the multi-rank world hands
+out) resolve without translation. An `AddressSpace` holds pluggable `Region`s; the multi-rank world
+adds one per rank's tensors, peer symmetric buffers and signal pads, and `MulticastRegion`s that fan a
+multimem access out to every member. Shared and local memory are small per-CTA windows; generic
+addresses above `SHARED_WINDOW` / `LOCAL_WINDOW` fall into them (real user-space pointers are < 2**47).
+"""
+from __future__ import annotations
+
+import bisect
+import ctypes
+
+import numpy as np
+
+from .errors import MemoryFault
+
+SHARED_WINDOW = 1 << 60
+LOCAL_WINDOW = 1 << 61
+WINDOW_MASK = (1 << 60) - 1
+
+
+class Region:
+    """A contiguous byte range at `base`, backed by a writable uint8 numpy array."""
+
+    def __init__(self, base: int, data: np.ndarray, name: str = "", owner=None):
+        self.base, self.data, self.name, self.owner = base, data, name, owner
+        self.size = data.nbytes
+        self._views: dict = {}
+
+    def view(self, dtype) -> np.ndarray:
+        dtype = np.dtype(dtype)
+        v = self._views.get(dtype)
+        if v is None:
+            usable = self.size - self.size % dtype.itemsize
+            v = self._views[dtype] = self.data[:usable].view(dtype)
+        return v
+
+    @classmethod
+    def of_tensor(cls, tensor, name: str = "") -> "Region":
+        """The whole storage of a CPU tensor (views and offsets into it resolve too)."""
+        storage = tensor.untyped_storage()
+        ptr, nbytes = storage.data_ptr(), storage.nbytes()
+        raw = (ctypes.c_uint8 * max(nbytes, 1)).from_address(ptr) if nbytes else bytearray(1)
+        return cls(ptr, np.frombuffer(raw, dtype=np.uint8)[:nbytes], name, owner=tensor)
+
+    @classmethod
+    def of_array(cls, data: np.ndarray, name: str = "") -> "Region":
+        """A numpy buffer at its own address (module globals, constants)."""
+        return cls(data.ctypes.data, data.view(np.uint8).reshape(-1), name, owner=data)
+
+
+class MulticastRegion:
+    """A multimem address range: every access applies to the same offset in each member region."""
+
+    def __init__(self, base: int, size: int, members: list[Region], name: str = "multicast"):
+        self.base, self.size, self.members, self.name = base, size, members, name
+
+
+class AddressSpace:
+    """Non-overlapping regions looked up by address; the last hit is tried first."""
+
+    def __init__(self):
+        self._bases: list[int] = []
+        self._regions: list = []
+        self._last = None
+
+    def add(self, region) -> None:
+        i = bisect.bisect_right(self._bases, region.base)
+        prev = self._regions[i - 1] if i else None
+        if prev is not None and prev.base + prev.size > region.base:
+            if prev.base == region.base and prev.size >= region.size:
+                return  # the same storage mapped twice (two views of one tensor)
+            raise MemoryFault(f"region {region.name} overlaps {prev.name}")
+        self._bases.insert(i, region.base)
+        self._regions.insert(i, region)
+
+    def remove(self, region) -> None:
+        i = self._regions.index(region)
+        del self._bases[i], self._regions[i]
+        self._last = None
+
+    def find(self, addr: int):
+        i = bisect.bisect_right(self._bases, addr) - 1
+        if i >= 0 and addr < self._bases[i] + self._regions[i].size:
+            return self._regions[i]
+        return None
+
+    def resolve(self, addrs: np.ndarray, width: int):
+        """(region, byte offsets) for a gather of `width`-byte items; all lanes must hit one region."""
+        lo, hi = int(addrs.min()), int(addrs.max())
+        r = self._last
+        if r is None or lo < r.base or hi + width > r.base + r.size:
+            r = self.find(lo)
+            if r is None or hi + width > r.base + r.size:
+                bad = lo if r is None else hi
+                raise MemoryFault(f"address 0x{bad:x} is outside every mapped buffer "
+                                  "(out-of-bounds index or a pointer the kernel was not given)")
+            self._last = r
+        return r, addrs - np.uint64(r.base)
+
+
+def gather(region, offsets: np.ndarray, dtype) -> np.ndarray:
+    """Load items of `dtype` at byte offsets from a region (alignment checked, as on the GPU)."""
+    dtype = np.dtype(dtype)
+    isz = dtype.itemsize
+    if isz > 1 and (int(np.bitwise_or.reduce(offsets)) | region.base) % isz:
+        raise MemoryFault(f"misaligned {isz}-byte access in {region.name or 'memory'}")
+    return region.view(dtype)[offsets // np.uint64(isz)]
+
+
+def scatter(region, offsets: np.ndarray, dtype, values) -> None:
+    dtype = np.dtype(dtype)
+    isz = dtype.itemsize
+    if isz > 1 and (int(np.bitwise_or.reduce(offsets)) | region.base) % isz:
+        raise MemoryFault(f"misaligned {isz}-byte access in {region.name or 'memory'}")
+    region.view(dtype)[offsets // np.uint64(isz)] = values

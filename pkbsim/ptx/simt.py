@@ -1,0 +1,213 @@
+"""SIMT execution of a batch of CTAs as one numpy vector of lanes.
+
+Every lane has its own program counter. While all live lanes agree (the common case) the group runs
+in "uniform" mode on a scalar pc. After a divergent branch it runs the lanes with the lowest pc first,
+which reconverges structured control flow at its join point (loops and if/else as nvcc emits them).
+Warp-level operations see lanes in groups of 32 (block threads are padded to whole warps).
+
+A group runs as resumable steps: `run(budget)` returns after at most `budget` instructions, so a
+scheduler can interleave groups (and, in the multi-rank world, ranks) when a lane spins on memory.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .access import group_regions
+from .dtypes import storage
+from .errors import KernelHang, MemoryFault, NotSimulated, PtxError
+
+PLAIN, BRANCH, EXIT, BARRIER = range(4)
+
+
+class Decoded:
+    __slots__ = ("fn", "kind", "target", "guard", "guard_neg", "loc", "text")
+
+    def __init__(self, fn, kind, target, guard, guard_neg, loc, text):
+        self.fn, self.kind, self.target = fn, kind, target
+        self.guard, self.guard_neg, self.loc, self.text = guard, guard_neg, loc, text
+
+
+class LaneGroup:
+    """State of `len(ctas)` CTAs run together: registers, pcs, shared and local memory."""
+
+    def __init__(self, kernel, launch, ctas: list[tuple[int, int, int]]):
+        self.kernel, self.launch, self.code = kernel, launch, kernel.code
+        bx, by, bz = launch.block
+        threads = bx * by * bz
+        per_cta = -(-threads // 32) * 32
+        self.per_cta, self.nctas = per_cta, len(ctas)
+        n = self.nlanes = per_cta * len(ctas)
+        self.regs = {name: np.zeros(n, storage(t)) for name, t in kernel.regs.items()}
+        lane_in_cta = np.tile(np.arange(per_cta, dtype=np.uint32), len(ctas))
+        self.cta_of_lane = np.repeat(np.arange(len(ctas), dtype=np.uint64), per_cta)
+        self.alive = np.tile(np.arange(per_cta) < threads, len(ctas))
+        self.waiting = np.zeros(n, bool)
+        self.pc = np.zeros(n, np.int64)
+        self.upc = 0                      # the shared pc while uniform, -1 once divergent
+        self.live = None if self.alive.all() else self.alive.copy()
+        self.live_warps = int(np.count_nonzero(self.alive.reshape(-1, 32).any(axis=1)))
+        c = np.array(ctas, dtype=np.uint32).reshape(-1, 3)
+        lane = lane_in_cta % np.uint32(32)
+        self._special = {
+            "%tid.x": lane_in_cta % np.uint32(bx), "%tid.y": (lane_in_cta // np.uint32(bx)) % np.uint32(by),
+            "%tid.z": lane_in_cta // np.uint32(bx * by),
+            "%ntid.x": np.uint32(bx), "%ntid.y": np.uint32(by), "%ntid.z": np.uint32(bz),
+            "%ctaid.x": np.repeat(c[:, 0], per_cta), "%ctaid.y": np.repeat(c[:, 1], per_cta),
+            "%ctaid.z": np.repeat(c[:, 2], per_cta),
+            "%nctaid.x": np.uint32(launch.grid[0]), "%nctaid.y": np.uint32(launch.grid[1]),
+            "%nctaid.z": np.uint32(launch.grid[2]),
+            "%laneid": lane, "%warpid": lane_in_cta // np.uint32(32), "%nwarpid": np.uint32(per_cta // 32),
+            "%smid": np.uint32(0), "%nsmid": np.uint32(132), "%gridid": np.uint64(0),
+            "%lanemask_eq": np.uint32(1) << lane,
+            "%lanemask_lt": (np.uint32(1) << lane) - np.uint32(1),
+            "%lanemask_le": ((np.uint32(1) << lane) - np.uint32(1)) | (np.uint32(1) << lane),
+            "%dynamic_smem_size": np.uint32(launch.shared_bytes),
+            "%total_smem_size": np.uint32(kernel.static_shared + launch.shared_bytes),
+        }
+        self._special["%lanemask_ge"] = ~self._special["%lanemask_lt"]
+        self._special["%lanemask_gt"] = ~self._special["%lanemask_le"]
+        smem = kernel.static_shared + launch.shared_bytes
+        self.smem_size = max(smem, 1)
+        self.shared = np.zeros(self.smem_size * len(ctas), np.uint8)
+        self.local_size = max(kernel.local_size, 1)
+        self.local = np.zeros(self.local_size * n, np.uint8)
+        self.async_pending: list = []     # cp.async copies not yet committed
+        self.async_groups: list = []      # committed groups, oldest first
+        self.yield_requested = False      # set by nanosleep: a waiting thread lets other groups run
+        group_regions(self)
+
+    def special(self, name: str):
+        if name in ("%clock", "%clock64", "%globaltimer", "%globaltimer_lo"):
+            return np.uint64(self.launch.counters.warp_instructions)
+        return self._special[name]
+
+    # --- execution -----------------------------------------------------------------------------
+    def run(self, budget: int) -> bool:
+        """Execute up to `budget` instructions; True once every lane has exited."""
+        code = self.code
+        counters = self.launch.counters
+        regs = self.regs
+        try:
+            while budget > 0:
+                budget -= 1
+                if self.upc >= 0:
+                    d = code[self.upc]
+                    mask = self.live
+                    if d.guard is not None:
+                        p = regs[d.guard]
+                        p = ~p if d.guard_neg else p
+                        mask = p if mask is None else p & mask
+                        if not mask.any():
+                            self.upc += 1
+                            counters.warp_instructions += self.live_warps
+                            continue
+                    counters.warp_instructions += self.live_warps
+                    if d.kind == PLAIN:
+                        d.fn(self, mask)
+                        self.upc += 1
+                    elif self._control_uniform(d, mask):
+                        return True
+                elif self._step_divergent():
+                    return True
+                if self.yield_requested:
+                    self.yield_requested = False
+                    return False
+            return False
+        except (NotSimulated, KernelHang):
+            raise
+        except MemoryFault as e:
+            raise MemoryFault(f"{e} at {self._where()}") from None
+        except PtxError:
+            raise
+        except Exception as e:  # a bug or gap in an instruction's semantics: report, never guess
+            raise NotSimulated(f"{self._current().text} ({type(e).__name__}: {e})", self._where()) from None
+
+    def _current(self) -> Decoded:
+        if self.upc >= 0:
+            return self.code[self.upc]
+        live = self.alive & ~self.waiting
+        return self.code[int(self.pc[live].min())] if live.any() else self.code[0]
+
+    def _where(self) -> str:
+        return self._current().loc
+
+    def _control_uniform(self, d: Decoded, mask) -> bool:
+        live = self.live
+        if d.kind == BRANCH:
+            if mask is live or (mask is not None and np.array_equal(mask, self.alive if live is None else live)):
+                self.upc = d.target
+            else:
+                self._diverge()
+                self.pc[mask] = d.target
+            return False
+        if d.kind == EXIT:
+            if mask is live:
+                self.alive[:] = False
+                return True
+            self._diverge()
+            return self._exit(mask)
+        if d.kind == BARRIER:
+            if mask is live or np.array_equal(mask, self.alive):
+                self.upc += 1
+                return False
+            self._diverge()
+            self._arrive(mask)
+        return False
+
+    def _diverge(self):
+        self.pc[:] = self.upc + 1
+        self.upc = -1
+
+    def _step_divergent(self) -> bool:
+        live = self.alive & ~self.waiting
+        if not live.any():
+            if self.waiting.any():
+                raise KernelHang(f"barrier never opens: every live thread waits at {self.code[int(self.pc[self.waiting].min()) - 1].loc}")
+            return True
+        m = int(self.pc[live].min())
+        group = live & (self.pc == m)
+        d = self.code[m]
+        counters = self.launch.counters
+        counters.warp_instructions += int(np.count_nonzero(group.reshape(-1, 32).any(axis=1)))
+        mask = group
+        if d.guard is not None:
+            p = self.regs[d.guard]
+            mask = group & (~p if d.guard_neg else p)
+        self.pc[group] = m + 1
+        if d.kind == PLAIN:
+            if mask.any():
+                d.fn(self, mask)
+        elif d.kind == BRANCH:
+            self.pc[mask] = d.target
+        elif d.kind == EXIT:
+            if self._exit(mask):
+                return True
+        elif d.kind == BARRIER:
+            self._arrive(mask)
+        self._maybe_reconverge()
+        return False
+
+    def _exit(self, mask) -> bool:
+        self.alive &= ~mask
+        self.waiting &= self.alive
+        if not self.alive.any():
+            return True
+        self.live_warps = int(np.count_nonzero(self.alive.reshape(-1, 32).any(axis=1)))
+        if self.waiting.any() and not (self.alive & ~self.waiting).any():
+            self.waiting[:] = False
+        self._maybe_reconverge()
+        return False
+
+    def _arrive(self, mask):
+        self.waiting |= mask
+        if not (self.alive & ~self.waiting).any():
+            self.waiting[:] = False   # every live thread arrived: the barrier opens
+
+    def _maybe_reconverge(self):
+        if self.waiting.any():
+            return
+        pcs = self.pc[self.alive]
+        first = pcs[0]
+        if (pcs == first).all():
+            self.upc = int(first)
+            self.live = None if self.alive.all() else self.alive.copy()

@@ -1,0 +1,50 @@
+# pkb-corpus
+# family: D7
+# title: Triton reduction whose program 0 spins until every program of the same launch has finished
+# patterns: triton, tl.atomic_add, tl.num_programs, all_reduce
+# world_sizes: 2
+# expect: protocol
+# twin: dev_D7_triton_grid_wait_co_residency_fixed.py
+# source: pytorch/pytorch#159215
+# bug_line: 27
+import os
+
+import torch
+import torch.distributed as dist
+import torch.distributed._symmetric_memory as symm_mem
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def partial_sums(x, partials, counter, total, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    tl.store(partials + pid, tl.sum(tl.load(x + offs), axis=0))
+    tl.atomic_add(counter, 1, sem="release")
+    if pid == 0:
+        # BUG: program 0 waits for every program of its own launch: needs them all resident at once
+        while tl.atomic_add(counter, 0, sem="acquire") < tl.num_programs(0):
+            pass
+        tl.store(total, tl.sum(tl.load(partials + tl.arange(0, BLOCK)), axis=0))
+
+
+
+
+def main():
+    dist.init_process_group("nccl")
+    torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+    rank, world = dist.get_rank(), dist.get_world_size()
+    block = 16
+    x = torch.arange(block * block, dtype=torch.float32, device="cuda") + rank
+    partials = torch.zeros(block, device="cuda")
+    counter = torch.zeros(1, dtype=torch.int32, device="cuda")
+    total = torch.zeros(1, device="cuda")
+    partial_sums[(block,)](x, partials, counter, total, block)
+    dist.all_reduce(total)
+    assert total.item() == float(x.sum().item() * world + block * block * sum(range(world)) - block * block * rank * world)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
