@@ -108,6 +108,7 @@ def simulated_process(nproc: int, output):
         install_symm_api(patches)
         install_device_support(patches)
         install_environ(patches, output or sys.stdout)
+        patches.set(sys, "excepthook", sys.excepthook)  # each rank's init_process_group wraps it with a prefix
         yield
     finally:
         for stream in (sys.stdout, sys.stderr):
