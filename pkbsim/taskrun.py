@@ -57,10 +57,13 @@ class PoisonEmpty(TorchDispatchMode):
 
 def run_task(task: TaskSpec, fn: Callable | None, world_size: int, *, seed: int = 0, trial: int = 0,
              preset: str = "screen", no_comm: bool = False, timeout: float = 120.0, output=None,
-             load: Callable[[], Callable] | None = None, record_compute: bool = False) -> TaskRun:
+             load: Callable[[], Callable] | None = None, record_compute: bool = False,
+             poison: bool = False) -> TaskRun:
     """Call fn (default: the reference) on every rank with that rank's inputs. `load`, if given, is
     called on each rank inside the simulated world and returns that rank's fn: a candidate file is
-    imported once per rank, so no module state is shared between ranks."""
+    imported once per rank, so no module state is shared between ranks. `poison` NaN-fills the call's
+    uninitialised allocations, so that memory a previous run freed (e.g. the reference's outputs)
+    cannot pass for a result."""
     inputs: list = [None] * world_size
     outputs: list = [None] * world_size
 
@@ -75,7 +78,7 @@ def run_task(task: TaskSpec, fn: Callable | None, world_size: int, *, seed: int 
         args = task.make_inputs(tctx)
         inputs[ctx.rank] = _copy(args)
         ctx.trace.enabled = recording
-        with PoisonEmpty() if no_comm else contextlib.nullcontext():
+        with PoisonEmpty() if no_comm or poison else contextlib.nullcontext():
             result = call(*args)
         ctx.trace.enabled = False
         outputs[ctx.rank] = _copy(as_outputs(result))

@@ -47,7 +47,7 @@ def functional(task: TaskSpec, session: Session, world_size: int, seed: int, tim
     load = loader(session, task.reference)
     for trial in range(TRIALS):
         ref = reference_run(task, world_size, seed, trial, timeout)
-        cand = run_task(task, None, world_size, seed=seed, trial=trial, timeout=timeout, load=load)
+        cand = run_task(task, None, world_size, seed=seed, trial=trial, timeout=timeout, load=load, poison=True)
         out.findings += [dict(f.to_json(), trial=trial) for f in cand.result.findings]
         if session.problems or session.not_simulated:
             out.not_simulated = not session.problems
