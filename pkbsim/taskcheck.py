@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 import torch
 
-from pkbsim.taskrun import TaskRun, run_task
-from tasks.api import compare, flat_tensors
+from pkbsim.taskrun import TaskRun, mismatches, run_task
+from tasks.api import flat_tensors
 from tasks.registry import TaskSpec
 
 SCREEN_SECONDS = 5.0  # a screen-size run should take about a second; beyond this it fails
@@ -38,21 +38,6 @@ class Check:
 def _same(a, b) -> bool:
     ta, tb = flat_tensors(a), flat_tensors(b)
     return len(ta) == len(tb) and all(x.shape == y.shape and torch.equal(x, y) for x, y in zip(ta, tb))
-
-
-def _mismatches(task: TaskSpec, outs: list, refs: list) -> list[str]:
-    """One message per rank whose outputs fail the comparison (empty when all match)."""
-    msgs = []
-    for rank, (o, r) in enumerate(zip(outs, refs)):
-        if o is None or len(o) != len(r):
-            msgs.append(f"rank {rank}: no outputs")
-            continue
-        for spec, oo, rr in zip(task.outputs, o, r):
-            m = compare(oo, rr, spec)
-            if m:
-                msgs.append(f"rank {rank}: {m}")
-                break
-    return msgs
 
 
 def _run_failed(run: TaskRun) -> str:
@@ -101,12 +86,12 @@ def check_world_size(task: TaskSpec, n: int, seed: int) -> list[Check]:
     checks.append(Check("deterministic", n, det, "" if det else "a second run with the same seed differs"))
 
     skipped = run_task(task, None, n, seed=seed, trial=0, no_comm=True)
-    caught = not skipped.ok or bool(_mismatches(task, skipped.outputs, t0.outputs))
+    caught = not skipped.ok or bool(mismatches(task, skipped.outputs, t0.outputs))
     checks.append(Check("skipping communication fails", n, caught,
                         "" if caught else "the reference without communication passes the comparison"))
 
     zeros = [tuple(torch.zeros_like(o) for o in outs) for outs in t0.outputs]
-    caught = bool(_mismatches(task, zeros, t0.outputs))
+    caught = bool(mismatches(task, zeros, t0.outputs))
     checks.append(Check("all-zero outputs fail", n, caught, "" if caught else "zeros pass the comparison"))
 
     problems = []
@@ -115,7 +100,7 @@ def check_world_size(task: TaskSpec, n: int, seed: int) -> list[Check]:
             continue
         rounded = [tuple(o.to(torch.bfloat16).to(o.dtype) if j == k else o for j, o in enumerate(outs))
                    for outs in t0.outputs]
-        passes = not _mismatches(task, rounded, t0.outputs)
+        passes = not mismatches(task, rounded, t0.outputs)
         if passes != spec.admits_bf16:
             problems.append(f"{spec.name}: a bf16-rounded result {'passes' if passes else 'fails'} but the "
                             f"tolerance (rtol={spec.tolerance[0]:g}, atol={spec.tolerance[1]:g}) says it should "

@@ -40,7 +40,7 @@ OUTPUTS = [Output("params", torch.float32, atol=1e-7, shape=lambda s, ws, r: (s[
 
 
 def make_inputs(ctx):
-    intra, inter = node_groups(ctx)
+    _, inter = node_groups(ctx)
     shared = rail_context(ctx)
     n = ctx.size["numel"]
     outer = shared.randn(n, scale=0.02)

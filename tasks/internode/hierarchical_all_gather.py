@@ -44,9 +44,9 @@ def reference(shard, intra_group, inter_group):
     g, nodes = dist.get_world_size(intra_group), dist.get_world_size(inter_group)
     rail = shard.new_empty(nodes * shard.numel())
     dist.all_gather_into_tensor(rail, shard, group=inter_group)
-    blocks = shard.new_empty(g, nodes, shard.numel())                   # (local, node, n)
+    blocks = shard.new_empty(g * rail.numel())                          # (local, node, n)
     dist.all_gather_into_tensor(blocks, rail, group=intra_group)
-    return blocks.transpose(0, 1).reshape(-1)                           # (node, local, n): global order
+    return blocks.view(g, nodes, -1).transpose(0, 1).reshape(-1)        # (node, local, n): global order
 
 
 def speed_of_light(size, world_size):

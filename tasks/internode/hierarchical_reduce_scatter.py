@@ -40,10 +40,10 @@ def make_inputs(ctx):
 
 def reference(grad, intra_group, inter_group):
     g, nodes = dist.get_world_size(intra_group), dist.get_world_size(inter_group)
-    by_local = grad.view(nodes, g, -1).transpose(0, 1).contiguous()       # (local, node, m)
-    node_sum = grad.new_empty(nodes, by_local.shape[-1])
+    by_local = grad.view(nodes, g, -1).transpose(0, 1).reshape(-1)       # (local, node, m)
+    node_sum = grad.new_empty(grad.numel() // g)
     dist.reduce_scatter_tensor(node_sum, by_local, group=intra_group)
-    out = grad.new_empty(by_local.shape[-1])
+    out = grad.new_empty(grad.numel() // (g * nodes))
     dist.reduce_scatter_tensor(out, node_sum, group=inter_group)
     return out
 

@@ -8,8 +8,9 @@ size, 4 at screen size). E experts, E/world_size per rank: rank r owns experts [
 node n owns the contiguous group [n*E/N, (n+1)*E/N) (N nodes).
 
 Routing (done in make_inputs, as the gate does before dispatch): sigmoid affinities s (tokens, E); a
-node's score is the sum of its two highest affinities; each token keeps its top min(M, N) nodes and picks
-its top-k experts among their experts; weights are the chosen affinities normalised to sum to 1.
+node's score is the sum of its two highest affinities (top k/M, DeepSeek-V3's 8/4); each token keeps its
+top min(M, N) nodes and picks its top-k experts among their experts; weights are the chosen affinities
+normalised to sum to 1.
 
 Inputs per rank: x (tokens, hidden) bf16; topk_idx (tokens, k) int64; topk_weights (tokens, k) fp32;
 expert_gain (E/ws, hidden) bf16, the local experts. The experts are stand-ins, a diagonal map
