@@ -15,7 +15,7 @@ TASKS = all_tasks()
 
 @pytest.mark.parametrize("task", TASKS, ids=lambda t: t.slug)
 def test_task_is_valid(task):
-    bad = [c for c in validate(task, full=False) if not c.ok]
+    bad = [c for c in validate(task, full=False) if not c.ok and not c.timed]
     assert not bad, "; ".join(f"{c.name} @{c.world_size}: {c.message}" for c in bad)
 
 
