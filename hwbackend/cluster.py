@@ -98,7 +98,9 @@ class Cluster:
             if ch is None:
                 continue
             try:
+                ch.sock.settimeout(5.0)
                 hello = ch.recv()
+                ch.sock.settimeout(None)
             except (OSError, ValueError):
                 ch.close()
                 continue

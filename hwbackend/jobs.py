@@ -57,6 +57,23 @@ def _children() -> list[int]:
     return kids
 
 
+def _session_of(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[3])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _let_session_die(sid: int, limit: float = 5.0) -> None:
+    """Wait (briefly) until the job's own processes, just sent SIGKILL, are gone: on a loaded machine a
+    rank can take a while to die, and must not be mistaken for a process that escaped the session."""
+    deadline = time.monotonic() + limit
+    time.sleep(0.05)
+    while time.monotonic() < deadline and any(_session_of(pid) == sid for pid in _children()):
+        time.sleep(0.05)
+
+
 class Job:
     def __init__(self, role: str, task: str, nproc: int, backend: str, timeout: float, preset: str = "screen",
                  candidate: str | None = None):
@@ -231,7 +248,7 @@ class Job:
             except ProcessLookupError:
                 pass
             self.proc.wait()
-        time.sleep(0.05)
+            _let_session_die(self.proc.pid)
         strays = _children()
         for pid in strays:
             try:

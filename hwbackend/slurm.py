@@ -64,8 +64,8 @@ def sbatch_script(plan: SlurmPlan) -> str:
     pkb = [plan.python, "-m", "pkbsim.cli.main", "score"]
     per_node = 'exec "$@" --node-rank "$SLURM_NODEID"'
     lines = ["#!/bin/bash", *_directives(plan),
-             f"# written by `pkb slurm`: {len(plan.candidates)} candidate(s) for task {plan.task}, one job step "
-             f"each,", f"# {plan.nodes} node(s) x {plan.gpus_per_node} GPU(s) per step; results in {plan.db}",
+             f"# written by `pkb slurm`: {len(plan.candidates)} candidate(s) for task {plan.task}, one job step each,",
+             f"# {plan.nodes} node(s) x {plan.gpus_per_node} GPU(s) per step; results in {plan.db}",
              "set -u",
              'head_node=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
              "unscored=0"]
@@ -75,11 +75,11 @@ def sbatch_script(plan: SlurmPlan) -> str:
         if plan.nodes > 1:  # the same command on every node, each with its own node rank
             cmd = (f"bash -c {shlex.quote(per_node)} pkb-node {cmd} --nnodes {plan.nodes} "
                    f"--rdzv-endpoint \"$head_node:{plan.port + i}\"")
+        report = f'echo "pkb slurm: step {i + 1}: pkb score exited with status $?"'
         lines += [f"echo {shlex.quote(f'pkb slurm: step {i + 1}/{len(plan.candidates)}: {cand}')}",
-                  f"{srun} {cmd} || {{ echo \"pkb slurm: step {i + 1}: pkb score exited with status $?\"; "
-                  f"unscored=$((unscored + 1)); }}"]
-    lines += [f'echo "pkb slurm: $unscored step(s) did not end faster or slower; results in" '
-              f'{shlex.quote(plan.db)}', "exit $((unscored > 0))", ""]
+                  f"{srun} {cmd} || {{ {report}; unscored=$((unscored + 1)); }}"]
+    summary = f'echo "pkb slurm: $unscored step(s) did not end faster or slower; results in" {shlex.quote(plan.db)}'
+    lines += [summary, "exit $((unscored > 0))", ""]
     return "\n".join(lines)
 
 
@@ -89,7 +89,8 @@ def submit(script_path: str) -> str:
     if sbatch is None:
         raise SlurmError(f"sbatch not found: this machine has no Slurm; the script is at {script_path}: run "
                          f"`sbatch {script_path}` on the cluster's login node")
-    proc = subprocess.run([sbatch, script_path], capture_output=True, text=True)
+    proc = subprocess.run([sbatch, script_path], capture_output=True, text=True, check=False)
     if proc.returncode != 0:
-        raise SlurmError(f"sbatch refused the script: {(proc.stderr or proc.stdout).strip().splitlines()[-1:]}")
+        said = ((proc.stderr or proc.stdout).strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
+        raise SlurmError(f"sbatch refused the script: {said}")
     return proc.stdout.strip()

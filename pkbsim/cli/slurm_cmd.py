@@ -17,7 +17,8 @@ def add_parser(sub) -> None:
                                    "Exit: 0 written (and submitted), 2 bad usage or sbatch missing/refusing.")
     p.add_argument("candidates", nargs="+", metavar="CANDIDATE", help="candidate files, or folders of them (*.py)")
     p.add_argument("--task", required=True, help="task slug or id (`pkb tasks` lists them)")
-    p.add_argument("--nodes", type=int, required=True, metavar="N", help="nodes of the allocation (each step spans all)")
+    p.add_argument("--nodes", type=int, required=True, metavar="N",
+                   help="nodes of the allocation (each step spans all)")
     p.add_argument("--gpus-per-node", type=int, default=8, metavar="G", help="ranks (GPUs) per node (default 8)")
     p.add_argument("--backend", choices=["nccl", "gloo"], default="nccl")
     p.add_argument("--preset", choices=["screen", "full"], default=None,
