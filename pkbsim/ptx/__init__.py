@@ -10,5 +10,5 @@ from .errors import CompileError, KernelHang, MemoryFault, NotSimulated, PtxErro
 from .memory import AddressSpace, MulticastRegion, Region
 from .module import Module, compile_cuda, load_ptx
 
-__all__ = ["compile_cuda", "load_ptx", "Module", "find_nvcc", "AddressSpace", "Region", "MulticastRegion",
-           "PtxError", "CompileError", "NotSimulated", "MemoryFault", "KernelHang"]
+__all__ = ["AddressSpace", "CompileError", "KernelHang", "MemoryFault", "Module", "MulticastRegion",
+           "NotSimulated", "PtxError", "Region", "compile_cuda", "find_nvcc", "load_ptx"]

@@ -39,10 +39,6 @@ def is_float(ptx_type: str) -> bool:
     return ptx_type in ("f16", "bf16", "f32", "f64", "f16x2", "bf16x2")
 
 
-def is_signed(ptx_type: str) -> bool:
-    return ptx_type.startswith("s")
-
-
 # --- bf16 -----------------------------------------------------------------------------------------
 def bf16_to_f32(bits) -> np.ndarray:
     return (np.asarray(bits, dtype=np.uint16).astype(np.uint32) << np.uint32(16)).view(np.float32)

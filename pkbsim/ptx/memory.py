@@ -38,7 +38,7 @@ class Region:
         return v
 
     @classmethod
-    def of_tensor(cls, tensor, name: str = "") -> "Region":
+    def of_tensor(cls, tensor, name: str = "") -> Region:
         """The whole storage of a CPU tensor (views and offsets into it resolve too)."""
         storage = tensor.untyped_storage()
         ptr, nbytes = storage.data_ptr(), storage.nbytes()
@@ -46,7 +46,7 @@ class Region:
         return cls(ptr, np.frombuffer(raw, dtype=np.uint8)[:nbytes], name, owner=tensor)
 
     @classmethod
-    def of_array(cls, data: np.ndarray, name: str = "") -> "Region":
+    def of_array(cls, data: np.ndarray, name: str = "") -> Region:
         """A numpy buffer at its own address (module globals, constants)."""
         return cls(data.ctypes.data, data.view(np.uint8).reshape(-1), name, owner=data)
 
@@ -73,8 +73,14 @@ class AddressSpace:
             if prev.base == region.base and prev.size >= region.size:
                 return  # the same storage mapped twice (two views of one tensor)
             raise MemoryFault(f"region {region.name} overlaps {prev.name}")
+        if i < len(self._regions) and region.base + region.size > self._bases[i]:
+            raise MemoryFault(f"region {region.name} overlaps {self._regions[i].name}")
         self._bases.insert(i, region.base)
         self._regions.insert(i, region)
+
+    @property
+    def regions(self) -> list:
+        return list(self._regions)
 
     def remove(self, region) -> None:
         i = self._regions.index(region)

@@ -66,7 +66,7 @@ class Module:
                 known = ", ".join(self.kernel_names) or "none"
                 raise PtxError(f"no kernel named {name!r} in {self.name} (kernels: {known}; "
                                "declare it extern \"C\" or use its mangled name)")
-            self._kernels[name] = Kernel(fn, self.symbols, self._module_shared)
+            self._kernels[name] = Kernel(fn, self.symbols, self._module_shared, self.program.functions)
         return self._kernels[name]
 
     def global_array(self, name: str) -> np.ndarray:
@@ -77,23 +77,36 @@ class Module:
                memory: AddressSpace | None = None, lanes_per_group: int = 4096,
                max_warp_instructions: int = 1 << 31) -> Counters:
         """Run `kernel_name<<<grid, block, shared_bytes>>>(*args)`; tensors are CPU torch tensors."""
+        space = memory if memory is not None else AddressSpace()
+        params = self.pack_params(kernel_name, args, space)
+        return self.launch_raw(kernel_name, grid, block, params, shared_bytes, memory=space,
+                               lanes_per_group=lanes_per_group, max_warp_instructions=max_warp_instructions)
+
+    def launch_raw(self, kernel_name: str, grid, block, params: bytes, shared_bytes: int = 0, *,
+                   memory: AddressSpace, lanes_per_group: int = 4096,
+                   max_warp_instructions: int = 1 << 31) -> Counters:
+        """Launch with an already packed parameter buffer whose pointers `memory` maps (the form a
+        launch intercepted from a compiled extension arrives in)."""
         k = self.kernel(kernel_name)
         grid, block = _dim3(grid, "grid"), _dim3(block, "block")
         if block[0] * block[1] * block[2] > 1024:
             raise PtxError(f"block {block} has more than 1024 threads")
-        space = memory or AddressSpace()
-        if memory is None:
-            for r in self.memory._regions:
-                space.add(r)
-        params = self._pack_params(k, args, space)
-        counters = Counters()
+        if len(params) != k.param_size:
+            raise PtxError(f"{kernel_name} takes {k.param_size} bytes of parameters, got {len(params)}")
+        for region in self.memory.regions:   # module globals are visible in every address space
+            memory.add(region)
+        space, counters = memory, Counters()
         launch = Launch(grid, block, shared_bytes, space, params, counters)
         with np.errstate(all="ignore"):
             run_grid(k, launch, lanes_per_group=lanes_per_group, max_warp_instructions=max_warp_instructions)
         self.counters.warp_instructions += counters.warp_instructions
         return counters
 
-    def _pack_params(self, k: Kernel, args, space: AddressSpace) -> bytes:
+    def pack_params(self, kernel_name: str, args, space: AddressSpace | None = None) -> bytes:
+        """The kernel's parameter buffer for `args` (CPU tensors are mapped into `space`; ints pass as
+        raw pointers), laid out as the driver's CU_LAUNCH_PARAM_BUFFER_POINTER expects."""
+        k = self.kernel(kernel_name)
+        space = space if space is not None else AddressSpace()
         layout = k.param_layout
         if len(args) != len(layout):
             raise PtxError(f"{k.name} takes {len(layout)} arguments, got {len(args)}")

@@ -21,8 +21,11 @@ SPECIAL = re.compile(r"^%(tid|ntid|ctaid|nctaid)\.[xyz]$|^%(laneid|warpid|nwarpi
 class Ctx:
     """What a builder needs to know about the function: register types, symbols, labels, location."""
 
-    def __init__(self, fn, symbols: dict[str, int], loc: str = "?"):
-        self.fn, self.symbols, self.loc = fn, symbols, loc
+    def __init__(self, regs: dict[str, str], symbols: dict[str, int], loc: str = "?",
+                 params: dict[str, int] | None = None, frame_params: frozenset = frozenset()):
+        self.regs, self.symbols, self.loc = regs, symbols, loc
+        self.params = params or {}              # kernel parameter -> offset in the param buffer
+        self.frame_params = frame_params        # call-site/function parameters, kept in local memory
 
     def fail(self, what: str):
         return NotSimulated(what, self.loc)
@@ -34,8 +37,8 @@ class Ctx:
         if op.startswith("!"):
             inner = self.read(op[1:], "pred")
             return lambda g: ~inner(g)
-        if op in self.fn.regs:
-            s = storage(self.fn.regs[op])
+        if op in self.regs:
+            s = storage(self.regs[op])
             if s == np.bool_ or c == np.bool_:
                 if s != c:
                     raise self.fail(f"predicate/integer mix on {op}")
@@ -43,7 +46,7 @@ class Ctx:
             if s.itemsize == c.itemsize:
                 return lambda g: g.regs[op].view(c)
             if c.kind == "f":
-                raise self.fail(f"{typ} read of {op} (declared {self.fn.regs[op]})")
+                raise self.fail(f"{typ} read of {op} (declared {self.regs[op]})")
             src = (SIGNED_OF_SIZE if c.kind == "i" else UNSIGNED_OF_SIZE)[s.itemsize]
             return lambda g: g.regs[op].view(src).astype(c)
         if SPECIAL.match(op):
@@ -80,10 +83,10 @@ class Ctx:
         op = op.strip()
         if op == "_":
             return lambda g, v, m: None
-        if op not in self.fn.regs:
+        if op not in self.regs:
             raise self.fail(f"destination '{op}'")
         c = carrier(typ)
-        s = storage(self.fn.regs[op])
+        s = storage(self.regs[op])
         if s == np.bool_ or c == np.bool_:
             same = True
         else:
@@ -125,8 +128,8 @@ class Ctx:
             raise self.fail(f"address '{op}'")
         base, sign, off = m.groups()
         offset = int(parse_number(off)) * (-1 if sign == "-" else 1) if sign else 0
-        if base in self.fn.regs:
-            rd = self.read(base, "u64" if storage(self.fn.regs[base]).itemsize == 8 else "u32")
+        if base in self.regs:
+            rd = self.read(base, "u64" if storage(self.regs[base]).itemsize == 8 else "u32")
             o = np.uint64(offset & (2 ** 64 - 1))
             if offset == 0:
                 return lambda g: rd(g).astype(np.uint64, copy=False)

@@ -3,8 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .dtypes import (SIGNED_OF_SIZE, UNSIGNED_OF_SIZE, bf16_to_f32, carrier, f32_to_fp8, fp8_to_f32,
-                     is_float, round_to)
+from .dtypes import UNSIGNED_OF_SIZE, bf16_to_f32, carrier, f32_to_fp8, fp8_to_f32, is_float, round_to
 from .memory import LOCAL_WINDOW, SHARED_WINDOW, WINDOW_MASK
 from .ops_float import to_half_bits, unpack
 from .registry import builds
@@ -209,7 +208,7 @@ def setp(ins, ctx):
     if typ.endswith("x2"):
         raise ctx.fail(ins.opcode)
     f = comparison(cmp, typ)
-    if typ.startswith("u") or typ.startswith("b"):
+    if typ.startswith(("u", "b")):
         typ = "u" + typ[1:]
     dests = ins.operands[0].split("|")
     a, b = _float_reader(ctx, ins.operands[1], typ), _float_reader(ctx, ins.operands[2], typ)
@@ -255,5 +254,3 @@ def slct(ins, ctx):
     return lambda g, m: w(g, np.where(c(g) >= 0, a(g), b(g)), m)
 
 
-# keep the int helpers importable for cvt users
-__all__ = ["comparison", "SIGNED_OF_SIZE"]

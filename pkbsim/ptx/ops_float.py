@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .dtypes import bf16_to_f32, carrier, f32_to_bf16, round_to
+from .dtypes import bf16_to_f32, f32_to_bf16, round_to
 
 ROUNDING = ("rn", "rz", "rm", "rp")
 
@@ -112,8 +112,6 @@ def build(ins, ctx):
             return a + b if op == "add" else a - b if op == "sub" else a * b
         if op in ("fma", "mad"):
             a, b, c = vals
-            if fast:
-                return a.astype(np.float64) * b + c
             return a * b + c
         if op == "div":
             return vals[0] / vals[1]

@@ -36,7 +36,7 @@ def _mul_hi(a, b, typ):
     return hi.view(c)
 
 
-def _mul(ins, ctx, typ, mode):
+def _mul(typ, mode):
     if mode == "wide":
         wt = _wide(typ)
         c = carrier(wt)
@@ -64,13 +64,13 @@ def arith(ins, ctx):
         return _binary(ins, ctx, typ, f)
     if op == "mul":
         mode = "wide" if "wide" in mods else "hi" if "hi" in mods else "lo"
-        f, out_t = _mul(ins, ctx, typ, mode)
+        f, out_t = _mul(typ, mode)
         a, b = ctx.read(ins.operands[1], typ), ctx.read(ins.operands[2], typ)
         w = ctx.write(ins.operands[0], out_t)
         return lambda g, m: w(g, f(a(g), b(g)), m)
     if op == "mad":
         mode = "wide" if "wide" in mods else "hi" if "hi" in mods else "lo"
-        f, out_t = _mul(ins, ctx, typ, mode)
+        f, out_t = _mul(typ, mode)
         a, b = ctx.read(ins.operands[1], typ), ctx.read(ins.operands[2], typ)
         c = ctx.read(ins.operands[3], out_t)
         w = ctx.write(ins.operands[0], out_t)
@@ -133,7 +133,7 @@ def unary_bits(ins, ctx):
 def _popcount(x, bits):
     u = np.asarray(x).view(UNSIGNED_OF_SIZE[bits // 8]).astype(np.uint64)
     return np.bitwise_count(u).astype(np.uint32) if hasattr(np, "bitwise_count") else \
-        np.array([bin(int(v)).count("1") for v in np.atleast_1d(u)], np.uint32)
+        np.array([int(v).bit_count() for v in np.atleast_1d(u)], np.uint32)
 
 
 def _clz(x, bits):

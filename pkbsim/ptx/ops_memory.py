@@ -41,7 +41,9 @@ def ld(ins, ctx):
     dests = ctx.vector(ins.operands[0])
     writers = [ctx.write(d, io) for d in dests]
     if space == "param":
-        return _ld_param(ins, ctx, c, writers, nvec)
+        if _param_name(ins.operands[1]) not in ctx.frame_params:
+            return _ld_param(ins, ctx, c, writers, nvec)
+        space = "local"      # a call's argument or return slot
     addr = ctx.address(ins.operands[1])
 
     def run(g, m):
@@ -64,11 +66,15 @@ def ld(ins, ctx):
     return run
 
 
+def _param_name(op: str) -> str:
+    return op.strip().strip("[]").replace(" ", "").partition("+")[0]
+
+
 def _ld_param(ins, ctx, c, writers, nvec):
     inner = ins.operands[1].strip().strip("[]").replace(" ", "")
     name, _, off = inner.partition("+")
     if name not in ctx.params:
-        raise ctx.fail(f"{ins.opcode} of '{name}' (device-function parameters: calls are not simulated)")
+        raise ctx.fail(f"{ins.opcode} of unknown parameter '{name}'")
     offset = ctx.params[name] + (int(off) if off else 0)
 
     def run(g, m):
@@ -82,8 +88,12 @@ def _ld_param(ins, ctx, c, writers, nvec):
 @builds("st")
 def st(ins, ctx):
     typ, space, nvec = ins.parts[-1], space_of(ins.parts), _vec(ins.parts)
-    if space == "param" or typ == "b128":
-        raise ctx.fail(f"{ins.opcode} (device-function calls are not simulated)")
+    if typ == "b128":
+        raise ctx.fail(ins.opcode)
+    if space == "param":
+        if _param_name(ins.operands[0]) not in ctx.frame_params:
+            raise ctx.fail(f"{ins.opcode} to a kernel parameter")
+        space = "local"
     io = _io(typ)
     c = carrier(io)
     addr = ctx.address(ins.operands[0])
@@ -147,7 +157,7 @@ def _atomic(ins, ctx, returns: bool):
     rest = ops[1:] if returns else ops
     addr = ctx.address(rest[0])
     b = ctx.read(rest[1], io)
-    cmpv = ctx.read(rest[2], io) if op == "cas" else None
+    swap = ctx.read(rest[2], io) if op == "cas" else None
     f = None if op == "cas" else _atomic_op(op, typ)
 
     def run(g, m):
@@ -156,7 +166,7 @@ def _atomic(ins, ctx, returns: bool):
         if np.ndim(a) == 0:
             a = np.full(g.nlanes, a, np.uint64)
         bv = np.broadcast_to(b(g), (g.nlanes,))
-        cv = np.broadcast_to(cmpv(g), (g.nlanes,)) if cmpv else None
+        cv = np.broadcast_to(swap(g), (g.nlanes,)) if swap else None
         if idx is not None:
             a, bv = a[idx], bv[idx]
             cv = cv[idx] if cv is not None else None
@@ -167,16 +177,17 @@ def _atomic(ins, ctx, returns: bool):
         slot = off // np.uint64(cdt.itemsize)
         old = np.empty(len(a), cdt)
         rank = _occurrence_rank(a)
+        changed = False
         for r in range(int(rank.max()) + 1):
             sel = rank == r
             s = slot[sel]
             o = view[s]
             old[sel] = o
-            if op == "cas":
-                view[s] = np.where(o == bv[sel], cv[sel], o)
-            else:
-                view[s] = f(o, bv[sel])
-        g.launch.counters.stores += 1
+            new = np.where(o == bv[sel], cv[sel], o) if op == "cas" else f(o, bv[sel])
+            changed = changed or bool((new.view(np.uint8) != o.view(np.uint8)).any())
+            view[s] = new
+        if changed:
+            g.launch.counters.stores += 1
         if d is not None:
             if idx is None:
                 d(g, old.view(c) if old.dtype != c else old, None)

@@ -56,10 +56,10 @@ class Program:
     files: dict[int, str]
 
 
-_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
 _LABEL = re.compile(r"^([A-Za-z_$%][\w$.]*)\s*:(?!:)")
 _REGDECL = re.compile(r"^([%\w$]+)<(\d+)>$")
-_FUNC_HDR = re.compile(r"\.(entry|func)\s*(\((?P<ret>[^)]*)\))?\s*(?P<name>[\w$]+)\s*(\((?P<params>[^)]*)\))?", re.S)
+_FUNC_HDR = re.compile(r"\.(entry|func)\s*(\((?P<ret>[^)]*)\))?\s*(?P<name>[\w$]+)\s*(\((?P<params>[^)]*)\))?", re.DOTALL)
 _LOC = re.compile(r"\.loc\s+(\d+)\s+(\d+)\s+\d+(?:.*inlined_at\s+(\d+)\s+(\d+))?")
 _FILE = re.compile(r'\.file\s+(\d+)\s+"([^"]*)"')
 _TOKEN = re.compile(r"%?[A-Za-z_$][\w$]*")
@@ -206,6 +206,10 @@ def _parse_body(fn: Function, body: str, files: dict[int, str], main_files: set[
         elif s.startswith((".shared", ".local", ".global", ".const")):
             space = s.split()[0][1:]
             fn.vars.append(parse_var(s[len(space) + 1:], space))
+        elif s.startswith(".param"):           # a call site's argument or return slot
+            var = parse_var(s[len(".param"):], "param")
+            var.name = scopes.declare(var.name)
+            fn.vars.append(var)
         elif s.startswith("."):
             continue  # .pragma, .maxntid and friends: no semantics to model
         else:

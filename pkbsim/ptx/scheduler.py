@@ -42,4 +42,4 @@ def run_grid(kernel, launch, lanes_per_group: int = 4096, resident_groups: int =
                 resident.remove(group)
         if launch.counters.warp_instructions > max_warp_instructions:
             raise KernelHang(f"kernel {kernel.name} ran past {max_warp_instructions} warp-instructions "
-                             f"(an endless loop or a spin that never sees its flag?) near {resident[0]._where()}")
+                             f"(an endless loop or a spin that never sees its flag?) near {resident[0].where()}")

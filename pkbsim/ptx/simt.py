@@ -16,15 +16,18 @@ from .access import group_regions
 from .dtypes import storage
 from .errors import KernelHang, MemoryFault, NotSimulated, PtxError
 
-PLAIN, BRANCH, EXIT, BARRIER = range(4)
+PLAIN, BRANCH, EXIT, BARRIER, CALL, RETURN = range(6)
+MAX_CALL_DEPTH = 32
+SPIN_ROUNDS = 4   # polling-loop iterations without any store before a spinner steps aside
 
 
 class Decoded:
-    __slots__ = ("fn", "kind", "target", "guard", "guard_neg", "loc", "text")
+    __slots__ = ("fn", "guard", "guard_neg", "kind", "loc", "poll_loop", "target", "text")
 
     def __init__(self, fn, kind, target, guard, guard_neg, loc, text):
         self.fn, self.kind, self.target = fn, kind, target
         self.guard, self.guard_neg, self.loc, self.text = guard, guard_neg, loc, text
+        self.poll_loop = False   # a backward branch whose loop polls memory (see kernel.py)
 
 
 class LaneGroup:
@@ -42,6 +45,9 @@ class LaneGroup:
         self.cta_of_lane = np.repeat(np.arange(len(ctas), dtype=np.uint64), per_cta)
         self.alive = np.tile(np.arange(per_cta) < threads, len(ctas))
         self.waiting = np.zeros(n, bool)
+        self.wait_id = np.zeros(n, np.int64)          # which of the 16 barriers a waiting lane is at
+        self.wait_count = np.full(n, -1, np.int64)     # its thread count (-1: the whole CTA)
+        self.arrivals = np.zeros((16, len(ctas)), np.int64)   # bar.arrive counts per barrier and CTA
         self.pc = np.zeros(n, np.int64)
         self.upc = 0                      # the shared pc while uniform, -1 once divergent
         self.live = None if self.alive.all() else self.alive.copy()
@@ -73,7 +79,12 @@ class LaneGroup:
         self.local = np.zeros(self.local_size * n, np.uint8)
         self.async_pending: list = []     # cp.async copies not yet committed
         self.async_groups: list = []      # committed groups, oldest first
-        self.yield_requested = False      # set by nanosleep: a waiting thread lets other groups run
+        self.ret_stack = None             # per-lane return addresses, allocated at the first call
+        self.depth = np.zeros(n, np.int64)
+        self.yield_requested = False      # a spinning thread lets other groups (and ranks) run
+        self.parked = np.zeros(n, bool)   # lanes spinning on memory, set aside until something is stored
+        self.parked_stores = 0
+        self.spins, self.spin_stores = 0, -1
         group_regions(self)
 
     def special(self, name: str):
@@ -116,11 +127,11 @@ class LaneGroup:
         except (NotSimulated, KernelHang):
             raise
         except MemoryFault as e:
-            raise MemoryFault(f"{e} at {self._where()}") from None
+            raise MemoryFault(f"{e} at {self.where()}") from None
         except PtxError:
             raise
         except Exception as e:  # a bug or gap in an instruction's semantics: report, never guess
-            raise NotSimulated(f"{self._current().text} ({type(e).__name__}: {e})", self._where()) from None
+            raise NotSimulated(f"{self._current().text} ({type(e).__name__}: {e})", self.where()) from None
 
     def _current(self) -> Decoded:
         if self.upc >= 0:
@@ -128,12 +139,14 @@ class LaneGroup:
         live = self.alive & ~self.waiting
         return self.code[int(self.pc[live].min())] if live.any() else self.code[0]
 
-    def _where(self) -> str:
+    def where(self) -> str:
         return self._current().loc
 
     def _control_uniform(self, d: Decoded, mask) -> bool:
         live = self.live
         if d.kind == BRANCH:
+            if d.poll_loop and self._spinning():
+                self.yield_requested = True
             if mask is live or (mask is not None and np.array_equal(mask, self.alive if live is None else live)):
                 self.upc = d.target
             else:
@@ -147,19 +160,53 @@ class LaneGroup:
             self._diverge()
             return self._exit(mask)
         if d.kind == BARRIER:
-            if mask is live or np.array_equal(mask, self.alive):
+            if d.fn.plain and (mask is live or np.array_equal(mask, self.alive)):
                 self.upc += 1
                 return False
             self._diverge()
-            self._arrive(mask)
+            self._arrive(self.alive if mask is None else mask, d.fn)
+            return False
+        lanes = self.alive if mask is None else mask      # CALL or RETURN
+        self._diverge()
+        self._call_or_return(d, lanes)
+        self._maybe_reconverge()
         return False
+
+    def _call_or_return(self, d: Decoded, lanes):
+        if d.kind == CALL:
+            if self.ret_stack is None:
+                self.ret_stack = np.zeros((MAX_CALL_DEPTH, self.nlanes), np.int64)
+            depth = self.depth[lanes]
+            if (depth >= MAX_CALL_DEPTH).any():
+                raise NotSimulated(f"call depth beyond {MAX_CALL_DEPTH}", d.loc)
+            self.ret_stack[depth, np.flatnonzero(lanes)] = self.pc[lanes]
+            self.depth[lanes] += 1
+            self.pc[lanes] = d.target
+        else:
+            self.depth[lanes] -= 1
+            self.pc[lanes] = self.ret_stack[self.depth[lanes], np.flatnonzero(lanes)]
 
     def _diverge(self):
         self.pc[:] = self.upc + 1
         self.upc = -1
 
+    def _spinning(self) -> bool:
+        """True once a polling loop went round several times while nothing was stored anywhere."""
+        stores = self.launch.counters.stores
+        if stores != self.spin_stores:
+            self.spins, self.spin_stores = 0, stores
+            return False
+        self.spins += 1
+        return self.spins >= SPIN_ROUNDS
+
     def _step_divergent(self) -> bool:
-        live = self.alive & ~self.waiting
+        if self.parked.any() and self.launch.counters.stores != self.parked_stores:
+            self.parked[:] = False
+        live = self.alive & ~self.waiting & ~self.parked
+        if not live.any() and self.parked.any():
+            self.parked[:] = False            # everyone here spins: let other groups run first
+            self.yield_requested = True
+            return False
         if not live.any():
             if self.waiting.any():
                 raise KernelHang(f"barrier never opens: every live thread waits at {self.code[int(self.pc[self.waiting].min()) - 1].loc}")
@@ -179,11 +226,17 @@ class LaneGroup:
                 d.fn(self, mask)
         elif d.kind == BRANCH:
             self.pc[mask] = d.target
+            if d.poll_loop and mask.any() and self._spinning() and (live & ~group).any():
+                self.parked |= mask           # run the other lanes: one of them may set the flag
+                self.parked_stores = self.launch.counters.stores
         elif d.kind == EXIT:
             if self._exit(mask):
                 return True
         elif d.kind == BARRIER:
-            self._arrive(mask)
+            if mask.any():
+                self._arrive(mask, d.fn)
+        elif mask.any():
+            self._call_or_return(d, mask)
         self._maybe_reconverge()
         return False
 
@@ -193,18 +246,50 @@ class LaneGroup:
         if not self.alive.any():
             return True
         self.live_warps = int(np.count_nonzero(self.alive.reshape(-1, 32).any(axis=1)))
-        if self.waiting.any() and not (self.alive & ~self.waiting).any():
-            self.waiting[:] = False
+        self._open_barriers()          # exited threads no longer hold a barrier closed
         self._maybe_reconverge()
         return False
 
-    def _arrive(self, mask):
-        self.waiting |= mask
-        if not (self.alive & ~self.waiting).any():
-            self.waiting[:] = False   # every live thread arrived: the barrier opens
+    def _arrive(self, mask, spec):
+        first = int(np.flatnonzero(mask)[0])
+        bid = int(np.broadcast_to(spec.bid(self), (self.nlanes,))[first])
+        count = -1 if spec.count is None else int(np.broadcast_to(spec.count(self), (self.nlanes,))[first])
+        if bid >= 16:
+            raise NotSimulated(f"barrier id {bid} (ids are 0..15)", spec.loc)
+        if spec.waits:
+            self.waiting |= mask
+            self.wait_id[mask] = bid
+            self.wait_count[mask] = count
+        else:
+            np.add.at(self.arrivals[bid], self.cta_of_lane[mask].astype(np.int64), 1)
+        self._open_barriers()
+
+    def _open_barriers(self):
+        """A CTA's barrier opens once every live thread of that CTA waits at it, or, for a barrier
+        with a thread count, once that many threads waited or arrived at it."""
+        if not self.waiting.any():
+            return
+        if (self.wait_count[self.waiting] < 0).all() and not self.arrivals.any():
+            pending = (self.alive & ~self.waiting).reshape(self.nctas, self.per_cta).any(axis=1)
+            self.waiting.reshape(self.nctas, self.per_cta)[~pending] = False
+            return
+        waiting = self.waiting.reshape(self.nctas, self.per_cta)
+        ids, counts = self.wait_id.reshape(waiting.shape), self.wait_count.reshape(waiting.shape)
+        alive = self.alive.reshape(waiting.shape)
+        for c in np.flatnonzero(waiting.any(axis=1)):
+            for bid in np.unique(ids[c][waiting[c]]):
+                sel = waiting[c] & (ids[c] == bid)
+                need = int(counts[c][sel].max())
+                if need < 0:
+                    done = not (alive[c] & ~waiting[c]).any()
+                else:
+                    done = int(sel.sum()) + int(self.arrivals[bid, c]) >= need
+                if done:
+                    waiting[c][sel] = False
+                    self.arrivals[bid, c] = 0
 
     def _maybe_reconverge(self):
-        if self.waiting.any():
+        if self.waiting.any() or self.parked.any():
             return
         pcs = self.pc[self.alive]
         first = pcs[0]

@@ -106,7 +106,8 @@ def exp_sigmoid(launch, rng):
     x = rng.uniform(-10, 10, n).astype(np.float32)
     e, s = torch.zeros(n), torch.zeros(n)
     launch("exp_sigmoid", grid_for(n), 256, (t(x), e, s, n))
-    return [("e", e, np.exp(x.astype(np.float64)), 1e-6, 0), ("s", s, 1 / (1 + np.exp(-x.astype(np.float64))), 1e-6, 1e-7)]
+    # ex2.approx (expf) is within 2 ulp; __expf adds ~1.2|x| ulp on the GPU
+    return [("e", e, np.exp(x.astype(np.float64)), 1e-6, 0), ("s", s, 1 / (1 + np.exp(-x.astype(np.float64))), 1e-5, 1e-7)]
 
 
 def sqrt_div(launch, rng):
@@ -143,7 +144,7 @@ def bit_ops(launch, rng):
     x[:3] = [0, 1, 0x80000000]
     outs = [torch.zeros(n, dtype=torch.uint32) for _ in range(4)]
     launch("bit_ops", grid_for(n), 256, (t(x), *outs, n))
-    pop = np.array([bin(int(v)).count("1") for v in x], np.uint32)
+    pop = np.array([int(v).bit_count() for v in x], np.uint32)
     clz = np.array([32 - int(v).bit_length() for v in x], np.uint32)
     rev = np.array([int(f"{int(v):032b}"[::-1], 2) for v in x], np.uint32)
     mix = ((x << np.uint32(7)) ^ (x >> np.uint32(3))) | (x & np.uint32(0xF0F0))
@@ -268,9 +269,25 @@ def grid2d(launch, rng):
     return [("out", out, (xx * 1000.0 + yy).astype(np.float32).reshape(-1), *EXACT)]
 
 
+def noinline_calls(launch, rng):
+    n = 200
+    x = rng.integers(-50, 50, n, dtype=np.int32)
+    y = torch.zeros(n, dtype=torch.int32)
+    launch("noinline_calls", grid_for(n, 64), 64, (t(x), y, n))
+    exp = []
+    for v in x.tolist():
+        if v & 1:
+            s = np.float32(0)
+            for i in range(v & 3):
+                s = np.float32(s + np.float32(v) * np.float32(i))
+            v = v * 3 + int(s)
+        exp.append(v)
+    return [("y", y, np.array(exp, np.int32), *EXACT)]
+
+
 ELEMENTWISE = [vec_add, saxpy, int_affine, relu_clamp, bf16_add, bf16_mul, bf16x2_fma, f16_axpby, exp_sigmoid,
                sqrt_div, int_divmod, u64_divmod, bit_ops, mul_hi_wide, float_int_casts, fp8_quantize,
-               grid_stride, collatz, branchy, local_array, struct_param, conv1d_const, grid2d]
+               grid_stride, collatz, branchy, local_array, struct_param, conv1d_const, grid2d, noinline_calls]
 
 
 # --- cooperative.cu ------------------------------------------------------------------------------
@@ -408,7 +425,7 @@ def mma_gemm(launch, rng, M=32, N=16, K=64):
     C = torch.zeros(M * N)
     launch("mma_bf16_gemm", (N // 8, M // 16), 32, (A, Bt, C, M, N, K))
     exp = f32_of(A).astype(np.float64) @ f32_of(Bt).astype(np.float64).T
-    return [("C", C, exp.reshape(-1), 1e-5, 1e-5)]
+    return [("C", C, exp.reshape(-1), 1e-4, 1e-4)]   # tensor cores accumulate in their own order
 
 
 def wmma_gemm(launch, rng):
@@ -417,7 +434,7 @@ def wmma_gemm(launch, rng):
     C = torch.zeros(M * N)
     launch("wmma_bf16_gemm", (N // 16, M // 16), 32, (A, B, C, M, N, K))
     exp = f32_of(A).astype(np.float64) @ f32_of(B).astype(np.float64)
-    return [("C", C, exp.reshape(-1), 1e-5, 1e-5)]
+    return [("C", C, exp.reshape(-1), 1e-4, 1e-4)]
 
 
 def cp_async(launch, rng):
@@ -460,6 +477,14 @@ def cas_barrier(launch, rng):
     return [("out", out, np.repeat(blocks + np.arange(blocks), 32), *EXACT)]
 
 
+def named_barriers(launch, rng):
+    rounds = 4
+    x = rng.standard_normal(rounds * 64, np.float32)
+    y = torch.zeros(rounds * 64)
+    launch("named_barrier_pipeline", 1, 96, (t(x), y, rounds))
+    return [("y", y, (x.reshape(rounds, 64) * 2 + np.arange(rounds)[:, None]).reshape(-1).astype(np.float32), *EXACT)]
+
+
 COOPERATIVE = [block_reduce, warp_reduce, warp_scan, warp_allreduce, warp_broadcast, ballot, vote, atomic_sum,
                histogram, atomic_minmax, cas_increment, exch_inc, transpose, dyn_smem, sgemm, mma_gemm, wmma_gemm,
-               cp_async, softmax, rmsnorm, acquire_release, cas_barrier]
+               cp_async, softmax, rmsnorm, acquire_release, cas_barrier, named_barriers]

@@ -24,8 +24,8 @@ def test_cooperative(cooperative, case):
     _check(cooperative, case)
 
 
-@pytest.mark.parametrize("case", [cases.acquire_release, cases.cas_barrier, cases.atomic_sum, cases.histogram],
-                         ids=lambda c: c.__name__)
+@pytest.mark.parametrize("case", cases.COOPERATIVE, ids=lambda c: c.__name__)
 def test_one_cta_per_group(cooperative, case):
-    """CTAs in separate lane groups take turns in slices: cross-CTA spins still complete."""
+    """Each CTA in its own lane group (groups take turns in slices): same results, and cross-CTA
+    spins still complete."""
     _check(cooperative, case, lanes_per_group=32)

@@ -243,3 +243,20 @@ extern "C" __global__ void unsupported_wgmma(float* out) {
   out[threadIdx.x] = 1.f;
   asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
 }
+// Warp specialisation with named barriers: warp 0 fills a buffer, warps 1-2 consume it, each round.
+extern "C" __global__ void named_barrier_pipeline(const float* x, float* y, int rounds) {
+  __shared__ float buf[64];
+  int w = threadIdx.x / 32, l = threadIdx.x & 31;
+  for (int r = 0; r < rounds; ++r) {
+    if (w == 0) {
+      buf[l] = x[r * 64 + l]; buf[32 + l] = x[r * 64 + 32 + l];
+      asm volatile("bar.arrive 1, 96;" ::: "memory");   // buffer full
+      asm volatile("bar.sync 2, 96;" ::: "memory");     // wait until it is consumed
+    } else {
+      asm volatile("bar.sync 1, 96;" ::: "memory");
+      int k = (w - 1) * 32 + l;
+      y[r * 64 + k] = buf[k] * 2.f + r;
+      asm volatile("bar.arrive 2, 96;" ::: "memory");
+    }
+  }
+}

@@ -129,3 +129,21 @@ extern "C" __global__ void grid2d_index(float* out, int w, int h) {
   int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;
   if (x < w && y < h) out[y * w + x] = x * 1000.f + y;
 }
+__device__ __noinline__ float weighted_sum(float x, int k) {
+  float s = 0.f;
+  for (int i = 0; i < k; ++i) s += x * i;
+  return s;
+}
+__device__ __noinline__ int mix_call(int x) { return x * 3 + (int)weighted_sum((float)x, x & 3); }
+extern "C" __global__ void noinline_calls(const int* x, int* y, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  int v = x[i];
+  if (v & 1) v = mix_call(v);        // a divergent call into a nested call
+  y[i] = v;
+}
+#include <cstdio>
+extern "C" __global__ void printf_formats(const float* x, long long big) {
+  if (threadIdx.x < 3)
+    printf("t=%d x=%.3f u=%u big=%lld s=%s c=%c%%\n", (int)threadIdx.x, x[threadIdx.x], 4000000000u, big, "ok", 'A' + threadIdx.x);
+}

@@ -1,0 +1,119 @@
+"""Unsupported instructions, faults and hangs are reported with the source line, never guessed."""
+import numpy as np
+import pytest
+import torch
+
+from pkbsim.ptx import KernelHang, MemoryFault, NotSimulated, PtxError, load_ptx
+
+from .conftest import corpus_module
+
+
+def test_unsupported_instruction_names_the_source_line(cooperative):
+    with pytest.raises(NotSimulated) as err:
+        cooperative.launch("unsupported_wgmma", 1, 32, (torch.zeros(32),))
+    assert str(err.value) == "not simulated: wgmma.fence.sync.aligned at cooperative.cu:244"
+
+
+def test_out_of_bounds_access_is_a_memory_fault(elementwise):
+    x, y = torch.zeros(8), torch.zeros(8)
+    with pytest.raises(MemoryFault, match=r"outside every mapped buffer.* at elementwise.cu:\d+"):
+        elementwise.launch("vec_add", 1, 64, (x, x, y, 1 << 20))
+
+
+def test_bad_arguments_get_one_line(elementwise):
+    with pytest.raises(PtxError, match="takes 4 arguments, got 2"):
+        elementwise.launch("vec_add", 1, 32, (torch.zeros(4), torch.zeros(4)))
+    with pytest.raises(PtxError, match="no kernel named 'nope'.*vec_add"):
+        elementwise.launch("nope", 1, 32, ())
+
+
+def test_multimem_reduces_over_every_member(cooperative):
+    """A multicast address fans out to each member buffer (the multi-rank world maps peers this way)."""
+    from pkbsim.ptx import MulticastRegion, Region
+
+    rng = np.random.default_rng(3)
+    peers = [torch.from_numpy(rng.standard_normal(256).astype(np.float32)).to(torch.bfloat16) for _ in range(3)]
+    expected = sum(p.float() for p in peers).to(torch.bfloat16)
+    space = cooperative.memory.__class__()
+    base = 1 << 50
+    space.add(MulticastRegion(base, 512, [Region.of_tensor(p) for p in peers]))
+    cooperative.launch("multimem_allreduce_bf16x2", 1, 128, (base, 128), memory=space)
+    for p in peers:
+        assert torch.equal(p, expected)
+
+
+BARRIER_DEADLOCK = """
+.version 9.0
+.target sm_90a
+.address_size 64
+.visible .entry stuck(.param .u64 out)
+{
+    .reg .pred %p<2>;
+    .reg .b32 %r<2>;
+    mov.u32 %r1, %tid.x;
+    setp.eq.u32 %p1, %r1, 0;
+    @%p1 bra DONE;
+    bar.sync 0;
+DONE:
+    bar.sync 0;
+    ret;
+}
+"""
+
+SCOPED_ASM = """
+.version 9.0
+.target sm_90a
+.address_size 64
+.visible .entry scoped(.param .u64 out)
+{
+    .reg .b32 %r<3>;
+    .reg .b64 %rd<3>;
+    ld.param.u64 %rd1, [out];
+    mov.u32 %r1, %tid.x;
+    {
+    .reg .b32 t;
+    add.u32 t, %r1, 100;
+    mov.u32 %r2, t;
+    }
+    {
+    .reg .b16 t;
+    mov.b16 t, 7;
+    cvt.u32.u16 %r1, t;
+    }
+    add.u32 %r2, %r2, %r1;
+    mul.wide.u32 %rd2, %r2, 0;
+    st.global.u32 [%rd1], %r2;
+    ret;
+}
+"""
+
+
+def test_divergent_barriers_still_open():
+    """Lane 0 and the others wait at different bar.sync instructions: both open (as on sm_70+)."""
+    mod = load_ptx(BARRIER_DEADLOCK, "stuck.ptx")
+    mod.launch("stuck", 1, 64, (torch.zeros(1),))
+
+
+def test_endless_loop_is_stopped():
+    mod = load_ptx(BARRIER_DEADLOCK.replace("@%p1 bra DONE;", "@%p1 bra DONE;\nLOOP:\n    bra LOOP;"), "loop.ptx")
+    with pytest.raises(KernelHang, match="ran past 1000 warp-instructions"):
+        mod.launch("stuck", 1, 64, (torch.zeros(1),), max_warp_instructions=1000)
+
+
+def test_inline_asm_scopes_may_redeclare_a_register():
+    mod = load_ptx(SCOPED_ASM, "scoped.ptx")
+    out = torch.zeros(1, dtype=torch.int32)
+    mod.launch("scoped", 1, 1, (out,))
+    assert out.item() == 107
+
+
+def test_compile_error_is_one_line():
+    from pkbsim.ptx import CompileError, compile_cuda, find_nvcc
+    if find_nvcc() is None:
+        pytest.skip("nvcc not found")
+    with pytest.raises(CompileError, match=r"nvcc failed on broken.cu: .*error"):
+        compile_cuda("__global__ void k() { undefined_thing(); }", "broken.cu")
+
+
+def test_corpus_compiles_from_cache_quickly():
+    corpus_module("elementwise.cu")  # second compile of the same source is a cache hit
