@@ -14,11 +14,12 @@ score() {  # score TASK CANDIDATE NAME
 d.get('speedup'), d.get('speedup_ci95'), d.get('reference_ms'), d.get('candidate_ms'))" "$out/$3.json" "$3" $rc \
         || tail -3 "$out/$3.err"
 }
-for task in all_reduce allreduce_residual_rmsnorm gemm_allreduce_row_parallel; do
+for task in allreduce_residual_rmsnorm gemm_allreduce_row_parallel all_reduce; do
     module=$(python3 -c "from tasks.registry import get; print(get('$task').module.__name__)")
     printf 'from %s import reference as solution  # the reference against itself\n' "$module" \
         > "$out/candidates/$task.py"
     score "$task" "$out/candidates/$task.py" "$task.reference"
+    [ "$task" = allreduce_residual_rmsnorm ] && score allreduce_residual_rmsnorm \
+        tests/gpu_candidates/fused_residual_rmsnorm.py allreduce_residual_rmsnorm.fused_rms_norm
 done
 score all_reduce tests/gpu_candidates/fast_all_reduce.py all_reduce.fast_all_reduce
-score allreduce_residual_rmsnorm tests/gpu_candidates/fused_residual_rmsnorm.py allreduce_residual_rmsnorm.fused_rms_norm
