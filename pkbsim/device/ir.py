@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-KINDS = ("put", "get", "signal", "wait", "fence", "barrier", "kernel")
-
 
 @dataclass(frozen=True, slots=True)
 class Event:

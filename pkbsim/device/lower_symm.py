@@ -35,7 +35,10 @@ def on_symm_op(ctx, name: str, site: str) -> None:
 
 def on_host_access(ctx, reads: list[torch.Tensor], writes: list[torch.Tensor], what: str, site_fn) -> None:
     """Host tensor ops on symmetric buffers become get/put events (and are checked for races)."""
-    from pkbsim.symm.handle import state as symm_state, storage_key  # the symm package imports this one
+    from pkbsim.symm.handle import (  # the symm package imports this one
+        state as symm_state,
+    )
+    from pkbsim.symm.handle import storage_key
 
     by_storage = symm_state(ctx.world).by_storage
     hits = [(t, False) for t in reads if storage_key(t) in by_storage]

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, slots=True)
 class Region:
-    alloc: "Allocation"
+    alloc: Allocation
     base: int
     size: int
     on_pad: bool
@@ -26,7 +26,7 @@ class Region:
 
 
 class MemoryMap:
-    def __init__(self, symm: "SymmState"):
+    def __init__(self, symm: SymmState):
         self._symm = symm
         self._seen = -1
         self._starts: list[int] = []

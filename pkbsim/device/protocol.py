@@ -20,7 +20,9 @@ _ACQUIRING = {"acquire", "acq_rel"}
 
 class DeviceState:
     def __init__(self, world):
-        from pkbsim.symm.handle import state as symm_state  # the symm package imports this one
+        from pkbsim.symm.handle import (
+            state as symm_state,  # the symm package imports this one
+        )
 
         self.world = world
         self.memory = MemoryMap(symm_state(world))
@@ -52,7 +54,7 @@ def device_state(world) -> DeviceState:
 
 
 def emit(world, ev: Event, region=None, flag_addr: int | None = None) -> None:
-    """Record one IR event of rank ev.rank (call without holding the world lock)."""
+    """Record one IR event of rank ev.rank (takes the world lock; may raise SimAbort on a race)."""
     st = device_state(world)
     with world.lock:
         st.log.append(ev)

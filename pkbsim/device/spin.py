@@ -8,8 +8,8 @@ changes. A wait nothing can satisfy then ends in the usual deadlock report, nami
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from pkbsim.world.world import Wait
 

@@ -38,18 +38,15 @@ _lang_scope = None
 _interpreted: dict = {}
 
 
-def _lang_anchor():
-    """The language patch is built from this function's globals: both `triton.language` and its core."""
-
-
-_lang_anchor = types.FunctionType(_lang_anchor.__code__, {"tl": tl, "core": tl.core})
+# the interpreter builds its language patch from a kernel's globals: this one names both modules it patches
+_LANG_ANCHOR = types.FunctionType((lambda: None).__code__, {"tl": tl, "core": tl.core})
 
 
 def _enter_lang() -> None:
     global _lang_users, _lang_scope
     with _lang_lock:
         if _lang_users == 0:
-            _lang_scope = interp._patch_lang(_lang_anchor)
+            _lang_scope = interp._patch_lang(_LANG_ANCHOR)
         _lang_users += 1
 
 
@@ -66,7 +63,7 @@ def thread_local_property(name: str, default):
     return property(lambda self: getattr(_tls, name, default), lambda self, v: setattr(_tls, name, v))
 
 
-def interpreted(fn) -> "interp.InterpretedFunction":
+def interpreted(fn) -> interp.InterpretedFunction:
     f = _interpreted.get(fn)
     if f is None:
         f = _interpreted[fn] = interp.InterpretedFunction(fn)
