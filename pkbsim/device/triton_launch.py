@@ -137,7 +137,9 @@ def launch(fn, args: tuple, kwargs: dict, grid) -> None:
     """Run `fn` (the kernel's Python function) over `grid` on the calling rank."""
     ctx = current()
     if any(is_fake(a) for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)):
-        return  # a shape run has no data to run the kernel on
+        # a shape run has no data to run the kernel on: the trace says so, and its time is unknown
+        ctx.trace.record("device", "untimed_kernel", user_site(), kernel=fn.__name__)
+        return
     kernel = interpreted(fn)
     rewritten = kernel.rewrite()
     executor = interp.GridExecutor(rewritten, kernel.arg_names, grid)

@@ -39,6 +39,14 @@ class Session:
     problems: list = field(default_factory=list)    # CandidateErrors raised while loading
     lock: threading.Lock = field(default_factory=threading.Lock)
 
+    def triton_kernels(self) -> bool:
+        """Whether the file defines Triton kernels (they run at screen size, not in shape runs)."""
+        try:
+            with open(self.path) as f:
+                return "triton.jit" in f.read()
+        except OSError:
+            return False
+
     def fail(self, err: CandidateError) -> CandidateError:
         with self.lock:
             if not any(p.kind == err.kind and str(p) == str(err) for p in self.problems):

@@ -18,6 +18,7 @@ from pkbsim.timing.topology import Topology
 from pkbsim.world.trace import trace_doc
 from tasks.registry import TaskSpec
 
+SHAPE_RUN_SECONDS = 60.0  # shape runs move no data: one that takes longer is stuck, not slow
 LATENCY_BYTES = 256 << 10  # communication kernels moving less than this are latency-, not link-bound
 LABELS = {"compute": "compute-bound", "link": "link-bound", "latency": "latency/launch-bound",
           "launch": "latency/launch-bound", "waits": "serialised waits"}
@@ -43,16 +44,28 @@ def predict(task: TaskSpec, session: Session, world_size: int, topo: Topology, s
             timeline: str | None = None) -> Prediction:
     load = loader(session, task.reference)
     notes: list[str] = []
-    ref, why_ref = _reference_trace(task, world_size, seed, "full", timeout)
-    cand, why_cand = _trace(task, load, world_size, seed, "full", timeout) if ref else (None, "")
+    if session.triton_kernels():
+        ref, cand = None, None
+        notes.append("the candidate launches Triton kernels, which a shape run cannot execute (no data); predicted "
+                     "at screen size instead")
+    else:
+        ref, why_ref = _reference_trace(task, world_size, seed, "full", min(timeout, SHAPE_RUN_SECONDS))
+        cand, why_cand = (_trace(task, load, world_size, seed, "full", min(timeout, SHAPE_RUN_SECONDS))
+                          if ref else (None, ""))
+        if ref is None or cand is None:
+            who = "the reference" if ref is None else "the candidate"
+            notes.append(f"full-size shape run of {who} failed ({why_ref or why_cand}); predicted at screen size "
+                         f"instead")
     uncertain = ref is None or cand is None
     if uncertain:
-        who = "the reference" if ref is None else "the candidate"
-        notes.append(f"full-size shape run of {who} failed ({why_ref or why_cand}); predicted at screen size instead")
         ref, why_ref = _reference_trace(task, world_size, seed, "screen", timeout)
         cand, why_cand = _trace(task, load, world_size, seed, "screen", timeout)
         if ref is None or cand is None:
             raise RuntimeError(f"no trace to time: {why_ref or why_cand}")
+    untimed = sorted({op["kernel"] for r in cand["ranks"] for op in r["ops"] if op["kind"] == "device"})
+    if untimed:
+        uncertain = True
+        notes.append(f"device kernels {', '.join(untimed)} are not timed by the model; the prediction leaves them out")
     ref_res = Replay(topo, ref).run()
     cand_res = Replay(topo, cand).run()
     for res, who in ((ref_res, "reference"), (cand_res, "candidate")):

@@ -91,6 +91,9 @@ def actions(ops: list[dict], notes: set[str]) -> list[Action]:
                               f"the trace")
             elif op.get("group_ranks"):
                 notes.add(f"symm op {name}: not modelled (no time)")
+        elif kind == "device" and name == "untimed_kernel":
+            notes.add(f"device kernel {op.get('kernel')} at {op.get('site')}: not timed (a shape run has no data to "
+                      f"run it on)")
         elif kind == "stream":
             if name == "event_record":
                 out.append(Action("record", op, stream, name))

@@ -27,7 +27,7 @@ ID = 72
 TITLE = "FSDP2 gradient reduce-scatter: bf16 grads packed by rank, reduced in fp32 (average), per-parameter shards"
 CATEGORY = "fused"
 ORIGIN = "PyTorch FSDP2 foreach_reduce (chunk_cat copy-in, reduce_dtype=float32 reduce-scatter, Shard(0) copy-out)"
-WORLD_SIZES = WorldSizes(min=2, power_of_two=True, max=64)  # ws divides every parameter's rows
+WORLD_SIZES = WorldSizes(min=2, power_of_two=True, max=32)  # ws divides every parameter's rows (32 at screen size)
 # full: one Llama-3-8B block (hidden 4096, MLP 14336 as fc1 = gate and up fused: 2 * 14336 rows)
 SIZES = {"screen": {"hidden": 32, "ffn": 64}, "full": {"hidden": 4096, "ffn": 28672}}
 OUTPUTS = [Output(name, torch.float32, shape=lambda s, n, r, k=k: shard_shape(s, n, k))

@@ -29,7 +29,7 @@ ID = 85
 TITLE = "FSDP2 parameter all-gather: fp32 shards cast to bf16 and packed, one all-gather, per-parameter copy-out"
 CATEGORY = "fused"
 ORIGIN = "PyTorch FSDP2 foreach_all_gather + foreach_all_gather_copy_out (MixedPrecisionPolicy param_dtype=bf16)"
-WORLD_SIZES = WorldSizes(min=2, power_of_two=True, max=64)  # ws divides every parameter's rows
+WORLD_SIZES = WorldSizes(min=2, power_of_two=True, max=32)  # ws divides every parameter's rows (32 at screen size)
 # full: one Llama-3-8B block (hidden 4096, MLP 14336 as fc1 = gate and up fused: 2 * 14336 rows)
 SIZES = {"screen": {"hidden": 32, "ffn": 64}, "full": {"hidden": 4096, "ffn": 28672}}
 OUTPUTS = [Output(name, torch.bfloat16, shape=lambda s, n, r, k=k: parameter_shapes(s)[k][1])

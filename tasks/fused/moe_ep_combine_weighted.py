@@ -28,7 +28,7 @@ ID = 73
 TITLE = "MoE expert-parallel combine: restore chunk order, uneven all-to-all back, router-weighted unpermute"
 CATEGORY = "fused"
 ORIGIN = "Megatron-Core MoEAlltoAllTokenDispatcher.token_unpermutation (sort_chunks_by_idxs, all-to-all, unpermute)"
-WORLD_SIZES = WorldSizes(min=2, power_of_two=True, max=64)  # ws divides the expert count
+WORLD_SIZES = WorldSizes(min=2, power_of_two=True, max=16)  # ws divides the expert count (16 at screen size)
 # full: DeepSeek-V3's MoE (256 experts, top-8, hidden 7168), 4096 tokens per rank
 SIZES = {"screen": {"tokens": 32, "hidden": 32, "experts": 16, "topk": 4},
          "full": {"tokens": 4096, "hidden": 7168, "experts": 256, "topk": 8}}

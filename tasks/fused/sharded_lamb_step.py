@@ -27,7 +27,7 @@ ID = 78
 TITLE = "Sharded LAMB step: local Adam moments, all-reduced per-parameter norms, trust-ratio update"
 CATEGORY = "fused"
 ORIGIN = "NVIDIA Apex DistributedFusedLAMB (ZeRO-sharded LAMB, per-tensor norms all-reduced)"
-WORLD_SIZES = WorldSizes(min=2, power_of_two=True, max=64)  # ws divides the rows
+WORLD_SIZES = WorldSizes(min=2, power_of_two=True, max=32)  # ws divides the rows (32 at screen size)
 # full: 32 parameters of 8192 x 4096 (1.07 B parameters), sharded over the ranks
 SIZES = {"screen": {"params": 4, "rows": 32, "cols": 16}, "full": {"params": 32, "rows": 8192, "cols": 4096}}
 BETA1, BETA2, EPS = 0.9, 0.999, 1e-6

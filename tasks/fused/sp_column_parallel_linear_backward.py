@@ -28,7 +28,7 @@ ID = 76
 TITLE = "Sequence-parallel column-parallel linear backward: all-gather input, dgrad + reduce-scatter, wgrad overlap"
 CATEGORY = "fused"
 ORIGIN = "Megatron-LM ColumnParallelLinear backward with sequence parallelism (all-gather + reduce-scatter overlap)"
-WORLD_SIZES = WorldSizes(min=2, power_of_two=True, max=64)  # ws divides the sequence and the features
+WORLD_SIZES = WorldSizes(min=2, power_of_two=True, max=32)  # ws divides the sequence (32 at screen size), the features
 # full: Llama-2-70B-sized QKV projection without GQA (8192 -> 3 x 8192), 8192 tokens
 SIZES = {"screen": {"seq": 32, "batch": 2, "in_features": 32, "out_features": 64},
          "full": {"seq": 8192, "batch": 1, "in_features": 8192, "out_features": 24576}}

@@ -31,7 +31,7 @@ CATEGORY = "parallelism"
 ORIGIN = "Llama 3 context parallelism backward (all-gather K/V, reduce-scatter dK/dV; Dubey et al. 2024)"
 WORLD_SIZES = WorldSizes(min=2, max=16, power_of_two=True)  # 2*ws must divide the sequence
 SIZES = {"screen": {"batch": 1, "seq": 64, "heads": 4, "kv_heads": 2, "head_dim": 8},
-         "full": {"batch": 1, "seq": 32768, "heads": 32, "kv_heads": 8, "head_dim": 128}}
+         "full": {"batch": 1, "seq": 16384, "heads": 32, "kv_heads": 8, "head_dim": 128}}
 _q_shape = lambda s, n, r: (s["batch"], s["seq"] // n, s["heads"], s["head_dim"])  # noqa: E731
 _kv_shape = lambda s, n, r: (s["batch"], s["seq"] // n, s["kv_heads"], s["head_dim"])  # noqa: E731
 OUTPUTS = [Output("dq", torch.float32, rtol=1e-3, atol=1e-4, shape=_q_shape),

@@ -29,7 +29,7 @@ ID = 87
 TITLE = "Pass-Q ring attention over a sequence-sharded KV cache: queries travel, partials return by all-to-all"
 CATEGORY = "parallelism"
 ORIGIN = "Context Parallelism for Scalable Million-Token Inference (Meta, Yang et al. 2024): pass-Q ring prefill"
-WORLD_SIZES = WorldSizes(min=2, power_of_two=True, max=64)  # ws divides the cache and the new tokens
+WORLD_SIZES = WorldSizes(min=2, power_of_two=True, max=32)  # ws divides the cache and the new tokens (32 at screen)
 # full: a 128K-token cache, 8192 new tokens, Llama-3-8B-sized heads without GQA
 SIZES = {"screen": {"batch": 1, "new": 32, "cached": 128, "heads": 2, "head_dim": 16},
          "full": {"batch": 1, "new": 8192, "cached": 131072, "heads": 32, "head_dim": 128}}
@@ -74,4 +74,5 @@ def reference(q, k, v):
 def speed_of_light(size, world_size):
     b, sq, lk, h, dh = size["batch"], size["new"], size["cached"], size["heads"], size["head_dim"]
     q_bytes = b * sq // world_size * h * dh * 4
-    return {"link_bytes_per_rank": (world_size - 1) * q_bytes * (2 + 1 / dh), "flops": 4 * b * h * dh * sq * lk / world_size}
+    moved = (world_size - 1) * q_bytes * (2 + 1 / dh)         # the query ring, then partial outputs and lse back
+    return {"link_bytes_per_rank": moved, "flops": 4 * b * h * dh * sq * lk / world_size}

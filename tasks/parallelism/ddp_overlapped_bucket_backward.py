@@ -51,9 +51,10 @@ def reference(x, y, w, b, bucket_cap_bytes):
     grad_w, grad_b = torch.empty_like(w), torch.empty_like(b)
     pending, bucket, nbytes = [], [], 0
 
-    def launch():
-        flat = torch.cat([g.reshape(-1) for _, g in bucket])
-        pending.append((flat, list(bucket), dist.all_reduce(flat, op=dist.ReduceOp.AVG, async_op=True)))
+    def launch(members):
+        """Flatten a full bucket and start its all-reduce; backward goes on while it runs."""
+        flat = torch.cat([grad.reshape(-1) for _, grad in members])
+        pending.append((flat, members, dist.all_reduce(flat, op=dist.ReduceOp.AVG, async_op=True)))
 
     g = (hs[-1] - y) / x.shape[0]
     for layer in reversed(range(layers)):
@@ -62,15 +63,15 @@ def reference(x, y, w, b, bucket_cap_bytes):
             bucket.append((dst, grad))
             nbytes += grad.numel() * grad.element_size()
             if nbytes >= bucket_cap_bytes:
-                launch()
+                launch(bucket)
                 bucket, nbytes = [], 0
         if layer > 0:
             g = g + g_pre @ w[layer]
     if bucket:
-        launch()
+        launch(bucket)
     for flat, members, work in pending:
         work.wait()
-        for dst, part in zip((dst for dst, _ in members), flat.split([grad.numel() for _, grad in members])):
+        for (dst, _), part in zip(members, flat.split([grad.numel() for _, grad in members])):
             dst.copy_(part.view_as(dst))
     return grad_w, grad_b
 

@@ -27,7 +27,7 @@ ID = 80
 TITLE = "Interleaved pipeline forward: virtual stages per rank, micro-batch groups, ring send/recv each step"
 CATEGORY = "parallelism"
 ORIGIN = "Megatron-LM forward_backward_pipelining_with_interleaving (virtual pipeline stages), forward_only"
-WORLD_SIZES = WorldSizes(min=2, max=16, power_of_two=True)  # ws divides the micro-batch count
+WORLD_SIZES = WorldSizes(min=2, max=8, power_of_two=True)  # ws divides the micro-batch count (8 at screen size)
 SIZES = {"screen": {"micro_batches": 8, "micro_batch": 4, "dim": 16, "ffn": 32, "chunks": 2},
          "full": {"micro_batches": 16, "micro_batch": 2048, "dim": 4096, "ffn": 16384, "chunks": 2}}
 OUTPUTS = [Output("out", torch.float32, shape=lambda s, n, r: (s["micro_batches"], s["micro_batch"], s["dim"]))]
