@@ -51,9 +51,9 @@ def reference(u, k, skip):
     world, rank = dist.get_world_size(), dist.get_rank()
     b, d, chunk = u.shape
     length = chunk * world
-    gathered = u.new_empty(world, b, d, chunk)
+    gathered = u.new_empty(world * b, d, chunk)
     dist.all_gather_into_tensor(gathered, u.contiguous())
-    seq = gathered.permute(1, 2, 0, 3).reshape(b, d, length)
+    seq = gathered.view(world, b, d, chunk).permute(1, 2, 0, 3).reshape(b, d, length)
     n = 2 * length
     y = torch.fft.irfft(torch.fft.rfft(seq, n=n) * torch.fft.rfft(k, n=n), n=n)[..., :length]
     mine = slice(rank * chunk, (rank + 1) * chunk)
