@@ -67,13 +67,19 @@ def test_solution_matches_reference(slug, ws):
     assert mismatches(task, run, ref, ws) == []
 
 
-@pytest.mark.parametrize("n,ws", [(2**18, 8), (2**18 + 1, 4)], ids=["direct-rs-ag", "two-shot"])
-def test_all_reduce_large_paths(n, ws):
-    """Screen size takes the one-shot path; these sizes take the other two (1 MiB, split evenly or not)."""
-    base = get("all_reduce")
-    task = dataclasses.replace(base, sizes={**base.sizes, "screen": {"n": n}})
+OTHER_PATHS = [("all_reduce", {"n": 2**18}, 8), ("all_reduce", {"n": 2**18 + 1}, 4),
+               ("allreduce_residual_rmsnorm", {"tokens": 12, "hidden": 128}, 8)]
+
+
+@pytest.mark.parametrize("slug,size,ws", OTHER_PATHS, ids=["all_reduce-direct", "all_reduce-two_shot",
+                                                           "residual_rmsnorm-uneven"])
+def test_size_dependent_paths(slug, size, ws):
+    """Screen size takes one path through these solutions; these sizes take the others (1 MiB split
+    evenly or not over the ranks; tokens that do not split over the ranks)."""
+    base = get(slug)
+    task = dataclasses.replace(base, sizes={**base.sizes, "screen": size})
     ref = run_task(task, None, ws, seed=5)
-    run = run_task(task, twice(load_solution("all_reduce")), ws, seed=5)
+    run = run_task(task, twice(load_solution(slug)), ws, seed=5)
     assert run.result.findings == [] and run.ok
     assert mismatches(task, run, ref, ws) == []
 
@@ -93,7 +99,7 @@ def ring_shift_waiting_for_the_wrong_neighbour(x):
 def all_gather_from_plain_memory(x):
     """A broken twin of solutions/all_gather.py: its buffer comes from torch.empty, which peers cannot
     map, so the rendezvous must be refused."""
-    rank, ws = dist.get_rank(), dist.get_world_size()
+    ws = dist.get_world_size()
     buf = torch.empty_like(x)
     hdl = symm_mem.rendezvous(buf, dist.group.WORLD.group_name)
     buf.copy_(x)

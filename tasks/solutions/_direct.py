@@ -25,12 +25,12 @@ def push_reduce_scatter(blocks: torch.Tensor, staging: torch.Tensor, hdl, out: t
     return torch.sum(staging, 0, out=out)
 
 
-def pull_all_gather(buf: torch.Tensor, hdl, local: torch.Tensor) -> torch.Tensor:
-    """Every rank's `buf` (already filled with this rank's `local`), stacked in rank order by one
-    kernel that reads all peers at once. The closing barrier keeps a fast rank from overwriting its
-    buffer while a slow one still reads it."""
+def pull_all_gather(buf: torch.Tensor, hdl, local: torch.Tensor, combine=torch.stack):
+    """`combine` (default: stack in rank order) of every rank's `buf`, already filled with this rank's
+    `local`; torch.stack and torch.cat read all peers in one kernel. The closing barrier keeps a fast
+    rank from overwriting its buffer while a slow one still reads it."""
     rank, ws = dist.get_rank(), dist.get_world_size()
     hdl.barrier(channel=0)
-    out = torch.stack([local if p == rank else peer_view(hdl, p, buf) for p in range(ws)])
+    out = combine([local if p == rank else peer_view(hdl, p, buf) for p in range(ws)])
     hdl.barrier(channel=0)
     return out

@@ -15,11 +15,14 @@ reduce-scatter + all-gather for large ones, two-shot for large ones that do not 
   and before a copy out. Measured on one H200 (torch 2.11) it streams ~0.7 TB/s of local traffic
   (its launch is capped to a few dozen blocks), so at 256 MiB it is not expected to beat NCCL.
 """
-import torch
 import torch.distributed as dist
 
 from tasks.solutions._direct import pull_all_gather, push_reduce_scatter
-from tasks.solutions._symm import ONE_SHOT_MAX_BYTES, all_reduce_symmetric, symmetric_buffer
+from tasks.solutions._symm import (
+    ONE_SHOT_MAX_BYTES,
+    all_reduce_symmetric,
+    symmetric_buffer,
+)
 
 
 def solution(x):

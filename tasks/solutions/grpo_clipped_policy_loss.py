@@ -1,18 +1,17 @@
 """GRPO clipped policy loss with the group statistics and the token count in one one-shot all-reduce.
 
 The reference issues two NCCL all-reduces (reward sums and squares; the token count) of a few hundred
-bytes each: pure latency. Here the per-prompt sums, the sums of squares and the local token count
-go into one cached symmetric buffer of 2*prompts+2 floats and are reduced by one one-shot kernel.
-The count is split into a high and a low part below 2^12 so that it stays exact in fp32 (each part
-sums exactly far beyond any realistic batch).
-The clipped surrogate is computed with fewer passes: with a per-row advantage a,
-min(ratio*a, clamp(ratio, 0.8, 1.28)*a) equals a*clamp(ratio, max=1.28) when a >= 0 and
-a*clamp(ratio, min=0.8) when a < 0, so one clamp with per-row bounds replaces clamp, two multiplies
-and a minimum, bit for bit.
-Full size (64 prompts, 16 responses, 8192 tokens, 8 ranks): 1M tokens per rank (4 MiB per fp32
-tensor), so the elementwise work is a few microseconds per pass and the two NCCL all-reduces
-(~20 us each) dominate the reference's ~70 us; one one-shot (~7 us) and ~5 passes instead of ~9 bring
-it to ~30 us: expect ~2x.
+bytes each: pure latency, each ~15-25 us on 8 H100/H200s. Here the per-prompt sums, the sums of
+squares and the local token count go into one cached symmetric buffer of 2*prompts+2 floats and are
+reduced by one one-shot kernel (~6-8 us). The count is split into a high and a low part below 2^12
+so that it stays exact in fp32 (each part sums exactly far beyond any realistic batch). The
+surrogate itself is the reference's arithmetic.
+Full size (64 prompts, 16 responses, 8192 tokens, 8 ranks): 1M tokens per rank, so the call is
+bound by launches and latency, not bytes. On one H200 at world size 1 (8 times the tokens) both did
+0.25 ms of GPU work and took ~0.55-0.6 ms per call, the solution ~50 us more of host time (buffer
+lookup, the op's dispatch). At 8 ranks the two NCCL all-reduces cost ~40 us and the one-shot ~7 us:
+expect ~1.0-1.1x, a latency win only; this file is mainly the example of packing small reductions
+into one symmetric buffer.
 """
 import torch
 import torch.distributed as dist
@@ -38,10 +37,7 @@ def solution(logprobs, old_logprobs, rewards, mask, eps):
     adv = (rewards - mean[:, None]) / (var.clamp_min(0).sqrt()[:, None] + eps)
     n_tokens = total[2 * prompts].long() * COUNT_SPLIT + total[2 * prompts + 1].long()
 
+    ratio = (logprobs - old_logprobs).exp()
     a = adv[:, :, None]
-    positive = a >= 0
-    low = torch.where(positive, float("-inf"), CLIP_LOW)
-    high = torch.where(positive, CLIP_HIGH, float("inf"))
-    clipped = (logprobs - old_logprobs).exp_().clamp_(low, high)
-    tok_loss = clipped.mul_(-a).mul_(mask)
+    tok_loss = -torch.minimum(ratio * a, ratio.clamp(CLIP_LOW, CLIP_HIGH) * a) * mask
     return adv, tok_loss, n_tokens
