@@ -124,7 +124,8 @@ def check_report(db: str, tmp_path, capsys) -> None:
 
 @pytest.mark.slow
 def test_ray_executor_screens_on_a_local_instance(batch, tmp_path, capsys):
-    pytest.importorskip("ray")
+    ray = pytest.importorskip("ray")
     out = run_json(capsys, str(batch / "all_reduce__wrong_output.py"), "--executor", "ray", "--world-size", "2",
                    "--db", str(tmp_path / "r.sqlite"))
     assert [(r["verdict"], r["stage"]) for r in out["results"]] == [("reject", "functional")]
+    assert not ray.is_initialized()  # the local instance it started is gone with the batch

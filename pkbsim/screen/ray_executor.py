@@ -19,7 +19,8 @@ def run_ray(jobs: list[dict], time_limit: float, memory_gb: float, on_result: Ca
     except ImportError:
         from pkbsim.cli.errors import UsageError
         raise UsageError("--executor ray needs Ray: pip install 'pkb[ray]' (or use --executor local)") from None
-    if not ray.is_initialized():
+    started_here = not ray.is_initialized()
+    if started_here:
         ray.init(address=os.environ.get("RAY_ADDRESS"), include_dashboard=False, log_to_driver=False,
                  runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join(p for p in (_root(), os.environ.get(
                      "PYTHONPATH")) if p)}})
@@ -30,7 +31,15 @@ def run_ray(jobs: list[dict], time_limit: float, memory_gb: float, on_result: Ca
         limit_memory(memory_gb)
         return screen_job(job)
 
-    pending = {screen_remote.remote(j): (j, time.monotonic() + time_limit) for j in jobs}
+    try:
+        _collect(ray, {screen_remote.remote(j): (j, time.monotonic() + time_limit) for j in jobs}, time_limit,
+                 on_result)
+    finally:
+        if started_here:  # a local instance's processes must not outlive the batch
+            ray.shutdown()
+
+
+def _collect(ray, pending: dict, time_limit: float, on_result: Callable[[dict], None]) -> None:
     while pending:
         ready, _ = ray.wait(list(pending), num_returns=1, timeout=1.0)
         for ref in ready:
