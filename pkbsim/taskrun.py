@@ -21,14 +21,41 @@ from tasks.registry import TaskSpec
 
 
 @dataclass
+class Call:
+    """One call on every rank within a run: the reference (no load/fn) or a candidate, on one trial's inputs."""
+    trial: int = 0
+    load: Callable[[], Callable] | None = None  # imports the candidate on the calling rank (once per rank)
+    fn: Callable | None = None
+    poison: bool = False  # NaN-fill the call's uninitialised allocations (see PoisonEmpty)
+
+
+@dataclass
+class CallResult:
+    inputs: list   # per rank, copied before the call
+    outputs: list  # per rank
+    records: list  # per rank: the trace records of this call (with record_compute)
+
+    @property
+    def complete(self) -> bool:
+        return all(o is not None for o in self.outputs)
+
+
+@dataclass
 class TaskRun:
     result: RunResult
-    inputs: list[tuple | None]  # per rank, copied before the call
-    outputs: list[tuple | None]  # per rank
+    calls: list[CallResult]
+
+    @property
+    def inputs(self) -> list:
+        return self.calls[0].inputs
+
+    @property
+    def outputs(self) -> list:
+        return self.calls[0].outputs
 
     @property
     def ok(self) -> bool:
-        return self.result.verdict == "ok" and all(o is not None for o in self.outputs)
+        return self.result.verdict == "ok" and all(c.complete for c in self.calls)
 
 
 def _copy(x):
@@ -59,34 +86,48 @@ def run_task(task: TaskSpec, fn: Callable | None, world_size: int, *, seed: int 
              preset: str = "screen", no_comm: bool = False, timeout: float = 120.0, output=None,
              load: Callable[[], Callable] | None = None, record_compute: bool = False,
              poison: bool = False) -> TaskRun:
-    """Call fn (default: the reference) on every rank with that rank's inputs. `load`, if given, is
-    called on each rank inside the simulated world and returns that rank's fn: a candidate file is
-    imported once per rank, so no module state is shared between ranks. `poison` NaN-fills the call's
-    uninitialised allocations, so that memory a previous run freed (e.g. the reference's outputs)
-    cannot pass for a result."""
-    inputs: list = [None] * world_size
-    outputs: list = [None] * world_size
+    """Call fn (default: the reference) once on every rank with that rank's inputs."""
+    return run_calls(task, [Call(trial, load, fn, poison)], world_size, seed=seed, preset=preset, no_comm=no_comm,
+                     timeout=timeout, output=output, record_compute=record_compute)
+
+
+def run_calls(task: TaskSpec, calls: list[Call], world_size: int, *, seed: int = 0, preset: str = "screen",
+              no_comm: bool = False, timeout: float = 120.0, output=None, record_compute: bool = False) -> TaskRun:
+    """Several calls in one run of the simulated world (a world's start-up costs more than a screen-size
+    call), separated by barriers so that a call starts only once every rank has finished the previous
+    one. A candidate file is imported once per rank (`Call.load`), so no module state is shared between
+    ranks. Each call's trace records are kept apart, and the trace covers the calls only, as timing does."""
+    results = [CallResult([None] * world_size, [None] * world_size, [None] * world_size) for _ in calls]
 
     def body(ctx) -> None:
-        call = load() if load else fn or task.reference
+        recording, ctx.trace.enabled = ctx.trace.enabled, False
         dist.init_process_group("nccl")
         local = int(os.environ["LOCAL_RANK"])
         torch.cuda.set_device(local)
-        tctx = TaskContext(ctx.rank, world_size, seed, trial, preset, dict(task.sizes[preset]),
-                           torch.device("cuda", local))
-        recording, ctx.trace.enabled = ctx.trace.enabled, False  # the trace covers the call only, as timing does
-        args = task.make_inputs(tctx)
-        inputs[ctx.rank] = _copy(args)
-        ctx.trace.enabled = recording
-        with PoisonEmpty() if no_comm or poison else contextlib.nullcontext():
-            result = call(*args)
-        ctx.trace.enabled = False
-        outputs[ctx.rank] = _copy(as_outputs(result))
+        # the harness's barriers use a communicator of their own, so they never match a call's collectives
+        between = dist.new_group(list(range(world_size))) if len(calls) > 1 else None
+        loaded: dict = {}
+        for i, c in enumerate(calls):
+            if i:
+                dist.barrier(group=between)
+            if c.load is not None and c.load not in loaded:
+                loaded[c.load] = c.load()
+            fn = loaded[c.load] if c.load is not None else c.fn or task.reference
+            tctx = TaskContext(ctx.rank, world_size, seed, c.trial, preset, dict(task.sizes[preset]),
+                               torch.device("cuda", local))
+            args = task.make_inputs(tctx)
+            results[i].inputs[ctx.rank] = _copy(args)
+            ctx.trace.enabled = recording
+            with PoisonEmpty() if no_comm or c.poison else contextlib.nullcontext():
+                out = fn(*args)
+            ctx.trace.enabled = False
+            results[i].outputs[ctx.rank] = _copy(as_outputs(out))
+            results[i].records[ctx.rank], ctx.trace.records = ctx.trace.records, []
         dist.destroy_process_group()
 
     opts = RunOptions(nproc=world_size, timeout=timeout, output=output or io.StringIO(), no_comm=no_comm,
                       shape_run=preset == "full", record_compute=record_compute)
-    return TaskRun(run_ranks(body, opts), inputs, outputs)
+    return TaskRun(run_ranks(body, opts), results)
 
 
 def mismatches(task: TaskSpec, outs: list, refs: list) -> list[str]:

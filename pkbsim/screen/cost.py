@@ -1,7 +1,7 @@
 """Stage 3: predicted time of reference and candidate on a modelled machine.
 
-Both run again as full-size shape runs (FakeTensorMode: shapes, FLOPs and bytes, no data) and the timing
-engine replays both traces on the topology. A program that needs real values at full size (`.item()`,
+Both run again, in one run of the world, as full-size shape runs (FakeTensorMode: shapes, FLOPs and bytes,
+no data) and the timing engine replays both traces on the topology. A program that needs real values at full size (`.item()`,
 data-dependent shapes) or that the shape run cannot carry falls back to its screen-size trace: such a
 prediction is marked uncertain, and an uncertain prediction never rejects on its own.
 """
@@ -11,63 +11,53 @@ from collections import defaultdict
 
 from pkbsim.screen.candidate import Session, loader
 from pkbsim.screen.result import Prediction
-from pkbsim.taskrun import run_task
+from pkbsim.taskrun import Call, run_calls
 from pkbsim.timing import chrome_trace
 from pkbsim.timing.replay import Replay
 from pkbsim.timing.topology import Topology
-from pkbsim.world.trace import trace_doc
+from pkbsim.world.trace import records_doc
 from tasks.registry import TaskSpec
 
 SHAPE_RUN_SECONDS = 60.0  # shape runs move no data: one that takes longer is stuck, not slow
 LATENCY_BYTES = 256 << 10  # communication kernels moving less than this are latency-, not link-bound
 LABELS = {"compute": "compute-bound", "link": "link-bound", "latency": "latency/launch-bound",
           "launch": "latency/launch-bound", "waits": "serialised waits"}
-_reference_traces: dict = {}
 
 
-def _trace(task: TaskSpec, load, world_size: int, seed: int, preset: str, timeout: float) -> tuple[dict | None, str]:
-    run = run_task(task, None, world_size, seed=seed, preset=preset, timeout=timeout, load=load, record_compute=True)
-    if run.result.verdict != "ok":
+def _traces(task: TaskSpec, load, world_size: int, seed: int, preset: str, timeout: float):
+    """(reference trace, candidate trace, why not) from one run of the world that calls both."""
+    run = run_calls(task, [Call(0), Call(0, load=load)], world_size, seed=seed, preset=preset, timeout=timeout,
+                    record_compute=True)
+    if run.result.verdict != "ok" or not all(c.complete for c in run.calls):
         f = run.result.findings
-        return None, f[0].message if f else run.result.verdict
-    return trace_doc(world_size, run.result.traces, {"task": task.slug, "preset": preset}), ""
-
-
-def _reference_trace(task: TaskSpec, world_size: int, seed: int, preset: str, timeout: float):
-    key = (task.slug, world_size, seed, preset)
-    if key not in _reference_traces:
-        _reference_traces[key] = _trace(task, None, world_size, seed, preset, timeout)
-    return _reference_traces[key]
+        return None, None, f[0].message if f else run.result.verdict
+    meta = {"task": task.slug, "preset": preset}
+    return records_doc(world_size, run.calls[0].records, meta), records_doc(world_size, run.calls[1].records, meta), ""
 
 
 def predict(task: TaskSpec, session: Session, world_size: int, topo: Topology, seed: int, timeout: float,
             timeline: str | None = None) -> Prediction:
     load = loader(session, task.reference)
     notes: list[str] = []
+    uncertain = True
     if session.triton_kernels():
-        ref, cand = None, None
         notes.append("the candidate launches Triton kernels, which a shape run cannot execute (no data); predicted "
                      "at screen size instead")
     else:
-        ref, why_ref = _reference_trace(task, world_size, seed, "full", min(timeout, SHAPE_RUN_SECONDS))
-        cand, why_cand = (_trace(task, load, world_size, seed, "full", min(timeout, SHAPE_RUN_SECONDS))
-                          if ref else (None, ""))
-        if ref is None or cand is None:
-            who = "the reference" if ref is None else "the candidate"
-            notes.append(f"full-size shape run of {who} failed ({why_ref or why_cand}); predicted at screen size "
-                         f"instead")
-    uncertain = ref is None or cand is None
+        ref, cand, why = _traces(task, load, world_size, seed, "full", min(timeout, SHAPE_RUN_SECONDS))
+        uncertain = ref is None
+        if uncertain:
+            notes.append(f"the full-size shape run failed ({why}); predicted at screen size instead")
     if uncertain:
-        ref, why_ref = _reference_trace(task, world_size, seed, "screen", timeout)
-        cand, why_cand = _trace(task, load, world_size, seed, "screen", timeout)
-        if ref is None or cand is None:
-            raise RuntimeError(f"no trace to time: {why_ref or why_cand}")
+        ref, cand, why = _traces(task, load, world_size, seed, "screen", timeout)
+        if ref is None:
+            raise RuntimeError(f"no trace to time: {why}")
+    ref_res = Replay(topo, ref).run()
+    cand_res = Replay(topo, cand).run()
     untimed = sorted({op["kernel"] for r in cand["ranks"] for op in r["ops"] if op["kind"] == "device"})
     if untimed:
         uncertain = True
         notes.append(f"device kernels {', '.join(untimed)} are not timed by the model; the prediction leaves them out")
-    ref_res = Replay(topo, ref).run()
-    cand_res = Replay(topo, cand).run()
     for res, who in ((ref_res, "reference"), (cand_res, "candidate")):
         notes += [f"{who}: {n}" for n in res.notes]
         uncertain |= bool(res.unfinished)

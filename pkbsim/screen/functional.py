@@ -1,7 +1,8 @@
 """Stage 2: reference and candidate on the simulated world at `screen` size, same inputs, two trials.
 
-Protocol findings (deadlock, mismatch, signal errors, exceptions) and wrong outputs reject. The
-reference's runs are cached per process, so a batch screens each task's reference once.
+All four calls share one run of the world (reference trials first, a barrier between calls), since a
+world's start-up costs more than a screen-size call. Protocol findings (deadlock, mismatch, signal
+errors, exceptions) and wrong outputs reject.
 """
 from __future__ import annotations
 
@@ -9,12 +10,11 @@ from dataclasses import dataclass, field
 
 from pkbsim.screen.candidate import Session, loader
 from pkbsim.screen.result import Reason
-from pkbsim.taskrun import TaskRun, mismatches, run_task
+from pkbsim.taskrun import Call, mismatches, run_calls
 from pkbsim.world.findings import is_fatal
 from tasks.registry import TaskSpec
 
 TRIALS = 2
-_reference_runs: dict = {}
 
 
 class ReferenceFailed(Exception):
@@ -29,37 +29,29 @@ class Functional:
     not_simulated: bool = False
 
 
-def reference_run(task: TaskSpec, world_size: int, seed: int, trial: int, timeout: float) -> TaskRun:
-    key = (task.slug, world_size, seed, trial)
-    run = _reference_runs.get(key)
-    if run is None:
-        run = run_task(task, None, world_size, seed=seed, trial=trial, timeout=timeout)
-        if not run.ok:
-            f = run.result.findings
-            raise ReferenceFailed(f"the reference of {task.slug} fails on the simulated world at {world_size} ranks: "
-                                  f"{f[0].message if f else run.result.verdict}")
-        _reference_runs[key] = run
-    return run
-
-
 def functional(task: TaskSpec, session: Session, world_size: int, seed: int, timeout: float) -> Functional:
     out = Functional()
     load = loader(session, task.reference)
-    for trial in range(TRIALS):
-        ref = reference_run(task, world_size, seed, trial, timeout)
-        cand = run_task(task, None, world_size, seed=seed, trial=trial, timeout=timeout, load=load, poison=True)
-        out.findings += [dict(f.to_json(), trial=trial) for f in cand.result.findings]
-        if session.problems or session.not_simulated:
-            out.not_simulated = not session.problems
-            return out
-        if cand.result.verdict != "ok":
-            out.reasons += [Reason(f.kind, f.message, f.sites[0] if f.sites else "")
-                            for f in cand.result.findings if is_fatal(f)][:3]
-            return out
+    calls = [Call(t) for t in range(TRIALS)] + [Call(t, load=load, poison=True) for t in range(TRIALS)]
+    run = run_calls(task, calls, world_size, seed=seed, timeout=timeout)
+    refs, cands = run.calls[:TRIALS], run.calls[TRIALS:]
+    if not all(r.complete for r in refs):
+        f = run.result.findings
+        raise ReferenceFailed(f"the reference of {task.slug} fails on the simulated world at {world_size} ranks: "
+                              f"{f[0].message if f else run.result.verdict}")
+    out.findings = [f.to_json() for f in run.result.findings]
+    if session.problems or session.not_simulated:
+        out.not_simulated = not session.problems
+        return out
+    if run.result.verdict != "ok":
+        out.reasons = [Reason(f.kind, f.message, f.sites[0] if f.sites else "")
+                       for f in run.result.findings if is_fatal(f)][:3]
+        return out
+    for trial, (ref, cand) in enumerate(zip(refs, cands)):
         wrong = mismatches(task, cand.outputs, ref.outputs)
         if wrong:
             out.correct = False
-            out.reasons += [Reason("wrong_output", f"trial {trial}, {m}") for m in wrong[:3]]
+            out.reasons = [Reason("wrong_output", f"trial {trial}, {m}") for m in wrong[:3]]
             return out
     out.correct = True
     return out

@@ -54,8 +54,9 @@ def main() -> int:
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     limit_memory(args.memory_gb)
-    import pkbsim.screen.pipeline  # noqa: F401 - import once per worker, not in the first candidate's time
     import torch._subclasses.fake_tensor  # noqa: F401 - the shape runs' machinery (several seconds to import)
+
+    import pkbsim.screen.pipeline  # noqa: F401 - import once per worker, not in the first candidate's time
     for line in sys.stdin:
         job = json.loads(line)
         proto.write(json.dumps(screen_job(job)) + "\n")

@@ -41,8 +41,13 @@ class RankTrace:
 
 def trace_doc(world_size: int, traces: list[RankTrace], meta: dict) -> dict:
     """The traces as one `pkb.trace/1` document, the form the timing engine replays."""
+    return records_doc(world_size, [t.records for t in traces], meta)
+
+
+def records_doc(world_size: int, records: list[list[dict]], meta: dict) -> dict:
+    """Per-rank record lists (rank = index) as one `pkb.trace/1` document."""
     return {"schema": "pkb.trace/1", "world_size": world_size, **meta,
-            "ranks": [{"rank": t.rank, "ops": t.records} for t in traces]}
+            "ranks": [{"rank": r, "ops": ops} for r, ops in enumerate(records)]}
 
 
 def write_trace(path: str, world_size: int, traces: list[RankTrace], meta: dict) -> None:
