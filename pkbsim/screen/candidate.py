@@ -39,11 +39,12 @@ class Session:
     problems: list = field(default_factory=list)    # CandidateErrors raised while loading
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def triton_kernels(self) -> bool:
-        """Whether the file defines Triton kernels (they run at screen size, not in shape runs)."""
+    def mentions(self, text: str) -> bool:
+        """Whether the candidate's source contains `text` (e.g. `triton.jit`: Triton kernels run at screen
+        size but not in shape runs)."""
         try:
             with open(self.path) as f:
-                return "triton.jit" in f.read()
+                return text in f.read()
         except OSError:
             return False
 

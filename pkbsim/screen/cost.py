@@ -25,14 +25,15 @@ LABELS = {"compute": "compute-bound", "link": "link-bound", "latency": "latency/
 
 
 def _traces(task: TaskSpec, load, world_size: int, seed: int, preset: str, timeout: float):
-    """(reference trace, candidate trace, why not) from one run of the world that calls both."""
-    run = run_calls(task, [Call(0), Call(0, load=load)], world_size, seed=seed, preset=preset, timeout=timeout,
-                    record_compute=True)
+    """(reference trace, candidate trace, why not) from one run of the world that calls both, each after a
+    warm-up call (as hardware timing does: buffers a candidate caches are allocated before the timed call)."""
+    calls = [Call(1), Call(0), Call(1, load=load), Call(0, load=load)]
+    run = run_calls(task, calls, world_size, seed=seed, preset=preset, timeout=timeout, record_compute=True)
     if run.result.verdict != "ok" or not all(c.complete for c in run.calls):
         f = run.result.findings
         return None, None, f[0].message if f else run.result.verdict
     meta = {"task": task.slug, "preset": preset}
-    return records_doc(world_size, run.calls[0].records, meta), records_doc(world_size, run.calls[1].records, meta), ""
+    return records_doc(world_size, run.calls[1].records, meta), records_doc(world_size, run.calls[3].records, meta), ""
 
 
 def predict(task: TaskSpec, session: Session, world_size: int, topo: Topology, seed: int, timeout: float,
@@ -40,7 +41,7 @@ def predict(task: TaskSpec, session: Session, world_size: int, topo: Topology, s
     load = loader(session, task.reference)
     notes: list[str] = []
     uncertain = True
-    if session.triton_kernels():
+    if session.mentions("triton.jit"):
         notes.append("the candidate launches Triton kernels, which a shape run cannot execute (no data); predicted "
                      "at screen size instead")
     else:
@@ -58,6 +59,11 @@ def predict(task: TaskSpec, session: Session, world_size: int, topo: Topology, s
     if untimed:
         uncertain = True
         notes.append(f"device kernels {', '.join(untimed)} are not timed by the model; the prediction leaves them out")
+    if any(map(session.mentions, ("symm_mem", "_symmetric_memory", "tasks.solutions._symm"))) or any(op["kind"] == "symm" or op.get("peer_bytes")
+                                                     for r in cand["ranks"] for op in r["ops"]):
+        uncertain = True
+        notes.append("the candidate uses symmetric memory, whose protocols the model times only approximately "
+                     "(fused symm ops without their FLOPs, peer copies as memory traffic): not a basis to reject")
     for res, who in ((ref_res, "reference"), (cand_res, "candidate")):
         notes += [f"{who}: {n}" for n in res.notes]
         uncertain |= bool(res.unfinished)
