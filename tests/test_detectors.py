@@ -272,3 +272,18 @@ def test_two_communicators_in_opposite_orders(run_program):
     assert "opposite orders" in bug.findings[0].message
     fixed = run_program(body.replace("ORDER", "[a, b]"))
     assert fixed.verdict == "ok"
+
+
+def test_host_write_to_a_symmetric_buffer_is_checked_before_it_lands(run_program, monkeypatch):
+    # a peer that reads the new data before the write is on record would fail on wrong data instead of
+    # the race being reported (seen as a flaky verdict on the D6 corpus pair)
+    from pkbsim.device import lower_symm
+    seen = []
+    check = lower_symm.on_host_access
+
+    def spy(ctx, reads, writes, what, site_fn):
+        seen.extend(float(t.max()) for t in writes if what.startswith("fill_"))
+        check(ctx, reads, writes, what, site_fn)
+    monkeypatch.setattr(lower_symm, "on_host_access", spy)
+    res = run_program(SYMM + "buf.zero_()\ndist.barrier()\nbuf.fill_(7.0)\n")
+    assert res.verdict == "ok" and seen == [0.0, 0.0]

@@ -41,20 +41,24 @@ class RankOpsMode(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        out = func(*args, **kwargs)
         if func in _SKIP or _is_view(func):
-            return out
+            return func(*args, **kwargs)
         reads, writes = [], []
         for arg, val in zip(func._schema.arguments, list(args) + [kwargs.get(a.name) for a in
                                                                   func._schema.arguments[len(args):]]):
             for t in flat_tensors(val):
                 (writes if arg.alias_info is not None and arg.alias_info.is_write else reads).append(t)
-        self._after(func, args, kwargs, out, reads, writes)
+        symm = state(self.ctx.world)
+        if symm.by_storage and (reads or writes):
+            # checked before the op touches memory: a peer's concurrent read must not see the new data
+            # before the write is on record, or the peer fails on wrong data instead of the race
+            lower_symm.on_host_access(self.ctx, reads, writes, func.__name__, user_site)
+        out = func(*args, **kwargs)
+        self._after(func, args, kwargs, out, reads, writes, symm)
         return out
 
-    def _after(self, func, args, kwargs, out, reads, writes) -> None:
+    def _after(self, func, args, kwargs, out, reads, writes, symm) -> None:
         ctx = self.ctx
-        symm = state(ctx.world)
         if symm.by_pad and writes:
             for t in writes:
                 alloc = symm.by_pad.get(storage_key(t))
@@ -63,8 +67,6 @@ class RankOpsMode(TorchDispatchMode):
                     stop = start + max(1, t.numel() * t.element_size() // 4)
                     with ctx.world.lock:
                         on_pad_host_write(ctx.world, alloc, range(start, stop), ctx.rank, user_site())
-        if symm.by_storage and (reads or writes):
-            lower_symm.on_host_access(ctx, reads, writes, func.__name__, user_site)
         if self.streams is not None:
             self.check_stream_order(reads, writes + flat_tensors(out), func.__name__)
         if self.record_compute:
