@@ -38,6 +38,10 @@ class DeviceState:
         self.flag_writes: dict[int, tuple[int, Event]] = {}
         self.polling: dict[int, tuple[int, int, Event]] = {}
         self.consumed: dict[tuple[int, int], int] = {}
+        # fences (CUDA kernels): flags a rank polled without acquire since its last fence, and the ranks
+        # whose last fence came after their last data write (their next relaxed flag write releases)
+        self.relaxed_polls: dict[int, set[int]] = defaultdict(set)
+        self.fenced: set[int] = set()
         with world.lock:
             for r in range(world.size):  # epochs start at 1: "never synchronised" must not look ordered
                 world.clocks.vc[r][r] += 1
@@ -58,9 +62,13 @@ def emit(world, ev: Event, region=None, flag_addr: int | None = None) -> None:
     st = device_state(world)
     with world.lock:
         st.log.append(ev)
+        if ev.kind == "put":
+            st.fenced.discard(ev.rank)
         if ev.kind in ("put", "get") and region is not None and not region.on_pad:
             _wait_completed(world, st, ev)
             _check_race(world, st, region, ev)
+        elif ev.kind == "fence":
+            _fence(world, st, ev)
         elif ev.kind == "signal" and flag_addr is not None:
             _signal(world, st, ev, flag_addr)
         elif ev.kind == "wait" and flag_addr is not None:
@@ -70,7 +78,7 @@ def emit(world, ev: Event, region=None, flag_addr: int | None = None) -> None:
 def _signal(world, st: DeviceState, ev: Event, addr: int) -> None:
     count = st.flag_writes.get(addr, (0, ev))[0] + 1
     st.flag_writes[addr] = (count, ev)
-    if ev.sem in _RELEASING:
+    if ev.sem in _RELEASING or ev.rank in st.fenced:
         published = release(world, ev.rank)
         old = st.flag_clock.get(addr)
         st.flag_clock[addr] = published if old is None else tuple(max(a, b) for a, b in zip(old, published))
@@ -93,12 +101,28 @@ def _observe(world, st: DeviceState, ev: Event, addr: int) -> None:
     relaxed = st.relaxed_flag.get(addr)
     if ev.sem in _ACQUIRING and clock is not None:
         world.clocks.acquire(ev.rank, clock)
-    elif relaxed is not None and relaxed.rank != ev.rank:
+        return
+    st.relaxed_polls[ev.rank].add(addr)
+    if relaxed is not None and relaxed.rank != ev.rank:
         st.unordered_flags[ev.rank][relaxed.rank] = (relaxed, ev)
     elif clock is not None:
         for peer in range(world.size):
             if peer != ev.rank and clock[peer] > world.clocks.vc[ev.rank][peer]:
                 st.unordered_flags[ev.rank][peer] = (None, ev)
+
+
+def _fence(world, st: DeviceState, ev: Event) -> None:
+    """A fence after relaxed polls acquires what was released into the flags they saw; a fence after
+    the rank's data writes makes its next relaxed flag write a release (the CUDA idiom: write data,
+    __threadfence_system(), set the flag; poll the flag, fence, read the data)."""
+    for addr in st.relaxed_polls.pop(ev.rank, ()):
+        clock = st.flag_clock.get(addr)
+        if clock is not None:
+            world.clocks.acquire(ev.rank, clock)
+    unordered = st.unordered_flags.get(ev.rank, {})
+    for peer in [p for p, (set_by, _) in unordered.items() if set_by is None]:
+        del unordered[peer]
+    st.fenced.add(ev.rank)
 
 
 def _wait_completed(world, st: DeviceState, ev: Event) -> None:

@@ -46,6 +46,15 @@ def poll(ctx, pollset: PollSet, lo: int, hi: int, observed: bytes, label: str, w
     if repeats < SPIN_LIMIT:
         return
     polls = dict(pollset.polls)
+    escaped = block_on(ctx, polls, site, where, has_pending)
+    pollset.clear()
+    if escaped:  # nothing else could move: a later program of the launch may be the writer, run it now
+        run_pending()
+
+
+def block_on(ctx, polls: dict[tuple[int, int], Poll], site: str, where: str, can_escape: Callable[[], bool]) -> bool:
+    """Block the rank until one of the polled byte ranges changes. When the whole world is stuck and
+    `can_escape()` (the kernel has work of its own it could still run), return True instead."""
     escaped = []
     values = "; ".join(f"{p.label} = 0x{p.observed.hex()}" for p in polls.values())
     peers = set().union(*(p.waits_for for p in polls.values()))
@@ -55,7 +64,5 @@ def poll(ctx, pollset: PollSet, lo: int, hi: int, observed: bytes, label: str, w
         explain=lambda: "the kernel re-reads memory that no rank will write again" + (
             f" (it expects a write from rank{'s' if len(peers) > 1 else ''} {', '.join(map(str, sorted(peers)))})"
             if peers else ""),
-        kind="protocol", escape=lambda: has_pending() and not escaped.append(True)))
-    pollset.clear()
-    if escaped:  # nothing else could move: a later program of the launch may be the writer, run it now
-        run_pending()
+        kind="protocol", escape=lambda: can_escape() and not escaped.append(True)))
+    return bool(escaped)

@@ -24,11 +24,11 @@ from triton.runtime import interpreter as interp
 from triton.runtime.jit import JITFunction
 
 from pkbsim.device.ir import Event
+from pkbsim.device.kernel_report import Traffic, report_launch
 from pkbsim.device.protocol import device_state
 from pkbsim.device.spin import PollSet
 from pkbsim.world.comms import is_fake
 from pkbsim.world.context import current
-from pkbsim.world.findings import Finding
 from pkbsim.world.sites import user_site
 
 _tls = threading.local()
@@ -81,10 +81,7 @@ class Launch:
     started: set = field(default_factory=set)
     current: tuple[int, int, int] = (0, 0, 0)
     polls: PollSet = field(default_factory=PollSet)
-    peer_read: dict[int, int] = field(default_factory=dict)
-    peer_write: dict[int, int] = field(default_factory=dict)
-    bytes_read: int = 0
-    bytes_written: int = 0
+    traffic: Traffic = field(default_factory=Traffic)
     co_resident: list[str] = field(default_factory=list)
 
     @property
@@ -163,17 +160,8 @@ def launch(fn, args: tuple, kwargs: dict, grid) -> None:
 
 
 def _report(ctx, run: Launch) -> None:
-    if run.co_resident:
-        ctx.world.add_finding(Finding(
-            "co_residency", f"{run.name} launched at {run.site} relies on co-residency: a program waits for a later "
-            f"program of the same launch, which a GPU runs only if every program is resident at once (use one "
-            f"program per rank's work, a cooperative launch, or split the kernel)", [ctx.rank], [run.site],
-            run.co_resident[:4]))
-    fields = {"flops": 0, "bytes_read": run.bytes_read, "bytes_written": run.bytes_written, "kernel": "triton",
-              "programs": run.grid[0] * run.grid[1] * run.grid[2]}
-    if run.peer_read or run.peer_write:
-        fields["peer_bytes"] = {"read": dict(run.peer_read), "write": dict(run.peer_write)}
-    ctx.trace.record("compute", run.name, run.site, stream=ctx.stream_id, **fields)
+    report_launch(ctx, run.name, run.site, run.grid[0] * run.grid[1] * run.grid[2], "program", run.traffic,
+                  run.co_resident, "triton")
 
 
 def device_call(fn, args, kwargs):

@@ -8,68 +8,17 @@ that left memory unchanged). Repeated unchanged polls block the rank (pkbsim.dev
 """
 from __future__ import annotations
 
-import ctypes
-
 import numpy as np
 from triton.runtime import interpreter as interp
 
 from pkbsim.device import spin
-from pkbsim.device.ir import Event
-from pkbsim.device.protocol import device_state, emit
+from pkbsim.device.accesses import Access
+from pkbsim.device.protocol import emit
 from pkbsim.device.triton_launch import current_launch
 from pkbsim.world.context import current
 from pkbsim.world.sites import user_site
 
 _SEM = {"ACQUIRE": "acquire", "RELEASE": "release", "RELAXED": "relaxed", "ACQUIRE_RELEASE": "acq_rel"}
-
-
-class _Access:
-    """The active bytes of one memory operation and the symmetric region they fall in (or None)."""
-
-    def __init__(self, ctx, addrs: np.ndarray, itemsize: int):
-        self.lo, self.hi = int(addrs.min()), int(addrs.max()) + itemsize
-        self.nbytes = int(addrs.size) * itemsize
-        self.region = device_state(ctx.world).memory.find(self.lo, self.hi)
-
-    def event(self, kind: str, ctx, launch, site: str, **kw) -> Event:
-        r = self.region
-        if r is None:
-            return Event(kind, ctx.rank, site, launch.where, **kw)
-        if r.on_pad:
-            word = (self.lo - r.base) // 4
-            return Event(kind, ctx.rank, site, launch.where, r.owner, word, word + 1, True, **kw)
-        return Event(kind, ctx.rank, site, launch.where, r.owner, self.lo - r.base, self.hi - r.base, **kw)
-
-    def count(self, ctx, launch, write: bool) -> None:
-        if write:
-            launch.bytes_written += self.nbytes
-        else:
-            launch.bytes_read += self.nbytes
-        if self.region is not None and self.region.owner != ctx.rank:
-            bucket = launch.peer_write if write else launch.peer_read
-            bucket[self.region.owner] = bucket.get(self.region.owner, 0) + self.nbytes
-
-    def label(self, ctx) -> str:
-        r = self.region
-        if r is None:
-            return f"address 0x{self.lo:x} (rank {ctx.rank}'s local memory)"
-        if not r.on_pad:
-            return f"rank {r.owner} symmetric buffer, byte {self.lo - r.base}"
-        word = (self.lo - r.base) // 4
-        ws = ctx.world.size
-        return f"rank {r.owner} signal pad, channel {word // ws}, slot {word}"
-
-    def writers(self, ctx) -> set[int]:
-        r = self.region
-        if r is None:
-            return set()
-        if r.on_pad:
-            src = ((self.lo - r.base) // 4) % ctx.world.size
-            return {src} if src != ctx.rank else set()
-        return {r.owner} if r.owner != ctx.rank else set()
-
-    def snapshot(self) -> bytes:
-        return ctypes.string_at(self.lo, self.hi - self.lo)
 
 
 def _active(ptrs, mask) -> tuple[np.ndarray, int]:
@@ -80,8 +29,12 @@ def _active(ptrs, mask) -> tuple[np.ndarray, int]:
     return addrs, itemsize
 
 
-def _poll(ctx, launch, acc: _Access, site: str) -> None:
-    spin.poll(ctx, launch.polls, acc.lo, acc.hi, acc.snapshot(), acc.label(ctx), acc.writers(ctx), site,
+def _access(ctx, addrs: np.ndarray, itemsize: int) -> Access:
+    return Access.find(ctx, int(addrs.min()), int(addrs.max()) + itemsize, int(addrs.size) * itemsize)
+
+
+def _poll(ctx, launch, acc: Access, site: str) -> None:
+    spin.poll(ctx, launch.polls, acc.lo, acc.hi, acc.snapshot(), acc.label(), acc.writers(), site,
               launch.where, launch.has_pending, launch.run_pending)
 
 
@@ -97,15 +50,15 @@ def masked_load(original):
         if ctx is None or launch is None:
             return original(self, ptrs, mask, other, cache_modifier, eviction_policy, is_volatile)
         addrs, itemsize = _active(ptrs, mask)
-        acc = _Access(ctx, addrs, itemsize) if addrs.size else None
+        acc = _access(ctx, addrs, itemsize) if addrs.size else None
         if acc is not None and acc.region is not None and not acc.region.on_pad and not is_volatile:
-            emit(ctx.world, acc.event("get", ctx, launch, user_site()), acc.region)
+            emit(ctx.world, acc.event("get", user_site(), launch.where), acc.region)
         out = original(self, ptrs, mask, other, cache_modifier, eviction_policy, is_volatile)
         if acc is not None:
-            acc.count(ctx, launch, write=False)
+            acc.count(launch.traffic, write=False)
             if is_volatile or (acc.region is not None and acc.region.on_pad):
                 site = user_site()
-                emit(ctx.world, acc.event("wait", ctx, launch, site, op="poll", value=_nonzero(acc.snapshot()),
+                emit(ctx.world, acc.event("wait", site, launch.where, op="poll", value=_nonzero(acc.snapshot()),
                                           sem="relaxed"), acc.region, acc.lo)
                 _poll(ctx, launch, acc, site)
         return out
@@ -120,18 +73,18 @@ def masked_store(original):
         addrs, itemsize = _active(ptrs, mask)
         if not addrs.size:
             return original(self, ptrs, value, mask, cache_modifier, eviction_policy)
-        acc = _Access(ctx, addrs, itemsize)
+        acc = _access(ctx, addrs, itemsize)
         site = user_site()
         if acc.region is None or not acc.region.on_pad:
             if acc.region is not None:
-                emit(ctx.world, acc.event("put", ctx, launch, site), acc.region)
+                emit(ctx.world, acc.event("put", site, launch.where), acc.region)
             out = original(self, ptrs, value, mask, cache_modifier, eviction_policy)
         else:
             with ctx.world.lock:  # a plain store to a flag: relaxed, it releases nothing
                 out = original(self, ptrs, value, mask, cache_modifier, eviction_policy)
-                emit(ctx.world, acc.event("signal", ctx, launch, site, op="store", value=_nonzero(acc.snapshot()),
+                emit(ctx.world, acc.event("signal", site, launch.where, op="store", value=_nonzero(acc.snapshot()),
                                           sem="relaxed"), acc.region, acc.lo)
-        acc.count(ctx, launch, write=True)
+        acc.count(launch.traffic, write=True)
         _wrote(ctx, launch)
         return out
     return store
@@ -142,20 +95,20 @@ def _atomic(ctx, launch, ptr, mask, sem, op: str, run):
     addrs, itemsize = _active(ptr, mask)
     if not addrs.size:
         return run()
-    acc = _Access(ctx, addrs, itemsize)
+    acc = _access(ctx, addrs, itemsize)
     site = user_site()
     order = _SEM.get(getattr(sem, "name", ""), "acq_rel")
     with ctx.world.lock:  # the flag's value and the clock released into it change together
         before = acc.snapshot()
         out = run()
         after = acc.snapshot()
-        emit(ctx.world, acc.event("wait", ctx, launch, site, op=op, value=_nonzero(before), sem=order), acc.region,
+        emit(ctx.world, acc.event("wait", site, launch.where, op=op, value=_nonzero(before), sem=order), acc.region,
              acc.lo)
         if after != before:
-            emit(ctx.world, acc.event("signal", ctx, launch, site, op=op, value=_nonzero(after), sem=order),
+            emit(ctx.world, acc.event("signal", site, launch.where, op=op, value=_nonzero(after), sem=order),
                  acc.region, acc.lo)
     if after != before:  # polls that change nothing are not counted: their number depends on timing
-        acc.count(ctx, launch, write=True)
+        acc.count(launch.traffic, write=True)
         _wrote(ctx, launch)
     else:
         _poll(ctx, launch, acc, site)

@@ -53,26 +53,46 @@ def _lane_of_item(addr, idx, nvec):
     return np.repeat(np.arange(len(addr)) if idx is None else idx, nvec)
 
 
+def global_parts(g, addr: np.ndarray, width: int) -> list:
+    """[(lane selection or None, region, offsets)] of a global access; usually one region."""
+    memory = g.launch.memory
+    try:
+        region, off = memory.resolve(addr, width)
+    except MemoryFault:
+        if len(addr) < 2:
+            raise
+        return memory.split(addr, width)
+    return [(None, region, off)]
+
+
+def _parts(g, space, addr, lanes, isz):
+    if space in ("global", "const"):
+        return global_parts(g, addr, isz)
+    return [(None, *locate(g, space, addr, lanes, isz))]
+
+
 def load(g, space, addr, idx, dtype, nvec=1) -> np.ndarray:
     """Values of shape (lanes, nvec) read from `addr` (uint64 array over the active lanes)."""
     dtype = np.dtype(dtype)
     isz = dtype.itemsize
     flat = _expand(np.asarray(addr, dtype=np.uint64), nvec, isz)
     lanes = _lane_of_item(addr, idx, nvec)
-    if space != "generic":
-        region, off = locate(g, space, flat, lanes, isz)
-        return gather(region, off, dtype).reshape(-1, nvec)
+    windows = [(0, "global"), (1, "shared"), (2, "local")] if space == "generic" else [(None, space)]
+    window = flat >> np.uint64(60) if space == "generic" else None
     out = np.empty(flat.shape, dtype)
-    window = flat >> np.uint64(60)
-    for w, sp in ((0, "global"), (1, "shared"), (2, "local")):
-        sel = window == w
-        if not sel.any():
+    for w, sp in windows:
+        sel = slice(None) if w is None else window == w
+        if w is not None and not sel.any():
             continue
         a = flat[sel] & np.uint64(WINDOW_MASK) if w else flat[sel]
-        sub = (np.arange(len(flat)) if lanes is None else lanes)[sel]
-        region, off = locate(g, sp, a, sub, isz)
-        out[sel] = gather(region, off, dtype)
-    if (window > 2).any():
+        sub = (np.arange(len(flat)) if lanes is None else lanes)[sel] if w is not None else lanes
+        for part, region, off in _parts(g, sp, a, sub, isz):
+            if part is None:
+                out[sel] = gather(region, off, dtype)
+            else:
+                idx_sel = np.flatnonzero(sel)[part] if w is not None else part
+                out[idx_sel] = gather(region, off, dtype)
+    if window is not None and (window > 2).any():
         raise MemoryFault(f"generic address 0x{int(flat[window > 2][0]):x} maps to no state space")
     return out.reshape(-1, nvec)
 
@@ -84,20 +104,19 @@ def store(g, space, addr, idx, dtype, values, nvec=1) -> None:
     flat = _expand(np.asarray(addr, dtype=np.uint64), nvec, isz)
     vals = np.broadcast_to(np.asarray(values).astype(dtype, copy=False), (len(addr), nvec)).reshape(-1)
     lanes = _lane_of_item(addr, idx, nvec)
-    if space != "generic":
-        region, off = locate(g, space, flat, lanes, isz)
-        scatter(region, off, dtype, vals)
-        return
-    window = flat >> np.uint64(60)
-    if lanes is None:
+    windows = [(0, "global"), (1, "shared"), (2, "local")] if space == "generic" else [(None, space)]
+    window = flat >> np.uint64(60) if space == "generic" else None
+    if window is not None and lanes is None:
         lanes = np.arange(len(flat))
-    for w, sp in ((0, "global"), (1, "shared"), (2, "local")):
-        sel = window == w
-        if sel.any():
-            a = flat[sel] & np.uint64(WINDOW_MASK) if w else flat[sel]
-            region, off = locate(g, sp, a, lanes[sel], isz)
-            scatter(region, off, dtype, vals[sel])
-    if (window > 2).any():
+    for w, sp in windows:
+        sel = slice(None) if w is None else window == w
+        if w is not None and not sel.any():
+            continue
+        a = flat[sel] & np.uint64(WINDOW_MASK) if w else flat[sel]
+        v = vals[sel]
+        for part, region, off in _parts(g, sp, a, lanes if w is None else lanes[sel], isz):
+            scatter(region, off, dtype, v if part is None else v[part])
+    if window is not None and (window > 2).any():
         raise MemoryFault(f"generic address 0x{int(flat[window > 2][0]):x} maps to no state space")
 
 

@@ -106,6 +106,23 @@ class AddressSpace:
             self._last = r
         return r, addrs - np.uint64(r.base)
 
+    def split(self, addrs: np.ndarray, width: int) -> list:
+        """[(lane selection, region, byte offsets)] for a gather whose lanes fall in several regions
+        (a warp whose lanes each touch another peer's buffer)."""
+        parts, todo = [], np.ones(len(addrs), bool)
+        while todo.any():
+            first = int(addrs[todo][0])
+            r = self.find(first)
+            if r is None:
+                raise MemoryFault(f"address 0x{first:x} is outside every mapped buffer "
+                                  "(out-of-bounds index or a pointer the kernel was not given)")
+            sel = todo & (addrs >= np.uint64(r.base)) & (addrs < np.uint64(r.base + r.size))
+            if int(addrs[sel].max()) + width > r.base + r.size:
+                raise MemoryFault(f"address 0x{int(addrs[sel].max()):x} runs past the end of {r.name or 'a buffer'}")
+            parts.append((sel, r, addrs[sel] - np.uint64(r.base)))
+            todo &= ~sel
+        return parts
+
 
 def gather(region, offsets: np.ndarray, dtype) -> np.ndarray:
     """Load items of `dtype` at byte offsets from a region (alignment checked, as on the GPU)."""

@@ -17,8 +17,9 @@ from .scheduler import Counters, run_grid
 class Launch:
     """Everything one kernel launch shares across its CTAs."""
 
-    def __init__(self, grid, block, shared_bytes, memory, param_bytes, counters):
+    def __init__(self, grid, block, shared_bytes, memory, param_bytes, counters, observer=None):
         self.grid, self.block, self.shared_bytes = grid, block, shared_bytes
+        self.observer = observer  # sees global accesses and fences (see ops_memory)
         self.memory, self.param_bytes, self.counters = memory, param_bytes, counters
         self.param_region = Region(0, np.frombuffer(bytearray(param_bytes or b"\0"), np.uint8), "kernel parameters")
 
@@ -84,9 +85,10 @@ class Module:
 
     def launch_raw(self, kernel_name: str, grid, block, params: bytes, shared_bytes: int = 0, *,
                    memory: AddressSpace, lanes_per_group: int = 4096,
-                   max_warp_instructions: int = 1 << 31) -> Counters:
+                   max_warp_instructions: int = 1 << 31, observer=None, schedule=None) -> Counters:
         """Launch with an already packed parameter buffer whose pointers `memory` maps (the form a
-        launch intercepted from a compiled extension arrives in)."""
+        launch intercepted from a compiled extension arrives in). The multi-rank world passes an
+        `observer` of memory accesses and its own `schedule(kernel, launch)` of the CTAs."""
         k = self.kernel(kernel_name)
         grid, block = _dim3(grid, "grid"), _dim3(block, "block")
         if block[0] * block[1] * block[2] > 1024:
@@ -96,9 +98,12 @@ class Module:
         for region in self.memory.regions:   # module globals are visible in every address space
             memory.add(region)
         space, counters = memory, Counters()
-        launch = Launch(grid, block, shared_bytes, space, params, counters)
+        launch = Launch(grid, block, shared_bytes, space, params, counters, observer)
         with np.errstate(all="ignore"):
-            run_grid(k, launch, lanes_per_group=lanes_per_group, max_warp_instructions=max_warp_instructions)
+            if schedule is not None:
+                schedule(k, launch)
+            else:
+                run_grid(k, launch, lanes_per_group=lanes_per_group, max_warp_instructions=max_warp_instructions)
         self.counters.warp_instructions += counters.warp_instructions
         return counters
 

@@ -3,12 +3,16 @@
 The interpreter is sequentially consistent, so memory-order qualifiers (relaxed/acquire/release,
 scopes, volatile) need no extra work here; they are kept on the instruction for the multi-rank
 protocol checks. Atomics apply lane by lane in lane order (a legal GPU serialisation).
+
+A launch may carry an `observer` (the multi-rank world's, pkbsim.device.ptx_memory): global and generic
+accesses and fences then go through `observer.access(g, op, ins, addrs, width, run)` and
+`observer.fence(g, ins)`, which see the addresses and qualifiers and perform the access by calling `run`.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from .access import load, locate, space_of, store
+from .access import global_parts, load, locate, space_of, store
 from .dtypes import carrier
 from .errors import NotSimulated
 from .memory import MulticastRegion, gather, scatter
@@ -21,6 +25,16 @@ def _vec(parts) -> int:
         if p in ("v2", "v4", "v8"):
             return int(p[1:])
     return 1
+
+
+_OBSERVED = ("global", "generic")
+
+
+def _observed(g, op, ins, space, a, width, run):
+    obs = g.launch.observer
+    if obs is None or space not in _OBSERVED:
+        return run()
+    return obs.access(g, op, ins, a, width, run)
 
 
 def _lanes(mask):
@@ -55,7 +69,7 @@ def ld(ins, ctx):
             a = a[idx]
             if not len(a):
                 return
-        vals = load(g, space, a, idx, c, nvec)
+        vals = _observed(g, "ld", ins, space, a, c.itemsize * nvec, lambda: load(g, space, a, idx, c, nvec))
         for i, w in enumerate(writers):
             if idx is None:
                 w(g, vals[:, i], None)
@@ -109,7 +123,7 @@ def st(ins, ctx):
             a, vals = a[idx], vals[idx]
             if not len(a):
                 return
-        store(g, space, a, idx, c, vals, nvec)
+        _observed(g, "st", ins, space, a, c.itemsize * nvec, lambda: store(g, space, a, idx, c, vals, nvec))
         g.launch.counters.stores += 1
     return run
 
@@ -172,22 +186,7 @@ def _atomic(ins, ctx, returns: bool):
             cv = cv[idx] if cv is not None else None
             if not len(a):
                 return
-        region, off = _atomic_target(g, space, a, idx, cdt.itemsize)
-        view = region.view(cdt)
-        slot = off // np.uint64(cdt.itemsize)
-        old = np.empty(len(a), cdt)
-        rank = _occurrence_rank(a)
-        changed = False
-        for r in range(int(rank.max()) + 1):
-            sel = rank == r
-            s = slot[sel]
-            o = view[s]
-            old[sel] = o
-            new = np.where(o == bv[sel], cv[sel], o) if op == "cas" else f(o, bv[sel])
-            changed = changed or bool((new.view(np.uint8) != o.view(np.uint8)).any())
-            view[s] = new
-        if changed:
-            g.launch.counters.stores += 1
+        old = _observed(g, op, ins, space, a, cdt.itemsize, lambda: _apply_atomic(g, space, a, idx, bv, cv, cdt, op, f))
         if d is not None:
             if idx is None:
                 d(g, old.view(c) if old.dtype != c else old, None)
@@ -198,7 +197,32 @@ def _atomic(ins, ctx, returns: bool):
     return run
 
 
-def _atomic_target(g, space, a, idx, width):
+def _apply_atomic(g, space, a, idx, bv, cv, cdt, op, f) -> np.ndarray:
+    """Apply an atomic lane by lane (lanes hitting one address serialise in lane order); old values."""
+    old = np.empty(len(a), cdt)
+    changed = False
+    for sel, region, off in _atomic_targets(g, space, a, idx, cdt.itemsize):
+        sel = slice(None) if sel is None else sel
+        view = region.view(cdt)
+        slot = off // np.uint64(cdt.itemsize)
+        b, c = bv[sel], (cv[sel] if cv is not None else None)
+        rank = _occurrence_rank(a[sel])
+        part_old = np.empty(len(slot), cdt)
+        for r in range(int(rank.max()) + 1):
+            hit = rank == r
+            s = slot[hit]
+            o = view[s]
+            part_old[hit] = o
+            new = np.where(o == b[hit], c[hit], o) if op == "cas" else f(o, b[hit])
+            changed = changed or bool((new.view(np.uint8) != o.view(np.uint8)).any())
+            view[s] = new
+        old[sel] = part_old
+    if changed:
+        g.launch.counters.stores += 1
+    return old
+
+
+def _atomic_targets(g, space, a, idx, width) -> list:
     if space == "generic":
         window = a >> np.uint64(60)
         if (window != window[0]).any():
@@ -206,10 +230,10 @@ def _atomic_target(g, space, a, idx, width):
         space = {0: "global", 1: "shared", 2: "local"}.get(int(window[0]), "global")
         if space != "global":
             a = a & np.uint64((1 << 60) - 1)
-    region, off = locate(g, space, a, idx, width)
-    if isinstance(region, MulticastRegion):
+    parts = global_parts(g, a, width) if space == "global" else [(None, *locate(g, space, a, idx, width))]
+    if any(isinstance(region, MulticastRegion) for _, region, _ in parts):
         raise NotSimulated("atomic on a multicast address", "?")
-    return region, off
+    return parts
 
 
 @builds("atom")
@@ -298,6 +322,9 @@ def multimem(ins, ctx):
         if not len(a):
             return
         flat = (a[:, None] + np.arange(nvec, dtype=np.uint64) * np.uint64(c.itemsize)).reshape(-1)
+        _observed(g, "multimem", ins, "global", a, c.itemsize * nvec, lambda: apply(g, m, idx, flat))
+
+    def apply(g, m, idx, flat):
         region, off = _multicast(g, flat)
         if kind == "ld_reduce":
             values = [gather(mem, off, c) for mem in region.members]
@@ -341,12 +368,23 @@ def _nothing(g, m):
     return None
 
 
-@builds("membar", "fence", "prefetch", "prefetchu", "griddepcontrol", "discard", "applypriority",
-        "griddepcontrol.wait", "griddepcontrol.launch_dependents", "pmevent")
-def no_effect(ins, ctx):
-    """Sequentially consistent memory: fences and hints have nothing to do here."""
+@builds("membar", "fence")
+def fence(ins, ctx):
+    """Sequentially consistent memory: a fence orders nothing more here, but the multi-rank observer
+    learns from it which flag accesses it turns into release/acquire."""
     if ins.parts[0] == "fence" and any(p.startswith(("proxy", "mbarrier")) for p in ins.parts[1:]):
         raise ctx.fail(ins.opcode)
+
+    def run(g, m):
+        if g.launch.observer is not None:
+            g.launch.observer.fence(g, ins)
+    return run
+
+
+@builds("prefetch", "prefetchu", "griddepcontrol", "discard", "applypriority",
+        "griddepcontrol.wait", "griddepcontrol.launch_dependents", "pmevent")
+def no_effect(ins, ctx):
+    """Cache hints and dependent-launch controls: nothing to do on the CPU."""
     return _nothing
 
 

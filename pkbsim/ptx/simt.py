@@ -82,6 +82,7 @@ class LaneGroup:
         self.ret_stack = None             # per-lane return addresses, allocated at the first call
         self.depth = np.zeros(n, np.int64)
         self.yield_requested = False      # a spinning thread lets other groups (and ranks) run
+        self.spun = False                 # the last run() ended because every thread here spins
         self.parked = np.zeros(n, bool)   # lanes spinning on memory, set aside until something is stored
         self.parked_stores = 0
         self.spins, self.spin_stores = 0, -1
@@ -98,6 +99,7 @@ class LaneGroup:
         code = self.code
         counters = self.launch.counters
         regs = self.regs
+        self.spun = False
         try:
             while budget > 0:
                 budget -= 1
@@ -122,6 +124,7 @@ class LaneGroup:
                     return True
                 if self.yield_requested:
                     self.yield_requested = False
+                    self.spun = True
                     return False
             return False
         except (NotSimulated, KernelHang):

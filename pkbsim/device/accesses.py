@@ -1,0 +1,60 @@
+"""One interpreted memory access seen by the protocol layer: its bytes, the symmetric region they fall in
+(a rank's buffer or signal pad, or None for other memory), and how it becomes an IR event, a poll label
+and per-peer byte counts. Shared by the Triton and the PTX (inline CUDA) paths."""
+from __future__ import annotations
+
+import ctypes
+
+from pkbsim.device.ir import Event
+from pkbsim.device.kernel_report import Traffic
+from pkbsim.device.protocol import device_state
+
+
+class Access:
+    def __init__(self, ctx, lo: int, hi: int, nbytes: int, region):
+        self.lo, self.hi, self.nbytes, self.region = lo, hi, nbytes, region
+        self.rank, self.world_size = ctx.rank, ctx.world.size
+
+    @classmethod
+    def find(cls, ctx, lo: int, hi: int, nbytes: int) -> Access:
+        return cls(ctx, lo, hi, nbytes, device_state(ctx.world).memory.find(lo, hi))
+
+    def event(self, kind: str, site: str, where: str, **kw) -> Event:
+        r = self.region
+        if r is None:
+            return Event(kind, self.rank, site, where, **kw)
+        if r.on_pad:
+            word = (self.lo - r.base) // 4
+            return Event(kind, self.rank, site, where, r.owner, word, word + 1, True, **kw)
+        return Event(kind, self.rank, site, where, r.owner, self.lo - r.base, self.hi - r.base, **kw)
+
+    def count(self, traffic: Traffic, write: bool) -> None:
+        if write:
+            traffic.bytes_written += self.nbytes
+        else:
+            traffic.bytes_read += self.nbytes
+        if self.region is not None and self.region.owner != self.rank:
+            bucket = traffic.peer_write if write else traffic.peer_read
+            bucket[self.region.owner] = bucket.get(self.region.owner, 0) + self.nbytes
+
+    def label(self) -> str:
+        r = self.region
+        if r is None:
+            return f"address 0x{self.lo:x} (rank {self.rank}'s local memory)"
+        if not r.on_pad:
+            return f"rank {r.owner} symmetric buffer, byte {self.lo - r.base}"
+        word = (self.lo - r.base) // 4
+        return f"rank {r.owner} signal pad, channel {word // self.world_size}, slot {word}"
+
+    def writers(self) -> set[int]:
+        """The ranks whose write this poll waits for (a pad slot names its source rank)."""
+        r = self.region
+        if r is None:
+            return set()
+        if r.on_pad:
+            src = ((self.lo - r.base) // 4) % self.world_size
+            return {src} if src != self.rank else set()
+        return {r.owner} if r.owner != self.rank else set()
+
+    def snapshot(self) -> bytes:
+        return ctypes.string_at(self.lo, self.hi - self.lo)
