@@ -9,6 +9,8 @@ import bisect
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 if TYPE_CHECKING:
     from pkbsim.symm.handle import Allocation, SymmState
 
@@ -43,6 +45,7 @@ class MemoryMap:
             regions.append(Region(alloc, alloc.pad.data_ptr(), alloc.pad.numel() * 4, True))
         regions.sort(key=lambda r: r.base)
         self._regions, self._starts, self._seen = regions, [r.base for r in regions], count
+        self._start_array = np.asarray(self._starts, dtype=np.uint64)
 
     def find(self, lo: int, hi: int) -> Region | None:
         """The region holding bytes [lo, hi), or None for memory that is not symmetric."""
@@ -52,3 +55,17 @@ class MemoryMap:
             return None
         r = self._regions[i]
         return r if hi <= r.base + r.size else None
+
+    def split(self, addrs: np.ndarray, width: int) -> list[tuple[Region | None, np.ndarray]]:
+        """The addresses of one access grouped by the region holding them (None: not symmetric memory)."""
+        self._refresh()
+        if not self._starts:
+            return [(None, addrs)]
+        idx = np.searchsorted(self._start_array, addrs, side="right").astype(np.int64) - 1
+        out = []
+        for i in np.unique(idx):
+            sub = addrs[idx == i]
+            r = self._regions[i] if i >= 0 else None
+            inside = r is not None and int(sub.max()) + width <= r.base + r.size
+            out.append((r if inside else None, sub))
+        return out

@@ -229,9 +229,12 @@ class LaneGroup:
                 d.fn(self, mask)
         elif d.kind == BRANCH:
             self.pc[mask] = d.target
-            if d.poll_loop and mask.any() and self._spinning() and (live & ~group).any():
-                self.parked |= mask           # run the other lanes: one of them may set the flag
-                self.parked_stores = self.launch.counters.stores
+            if d.poll_loop and mask.any() and self._spinning():
+                if (live & ~group).any():
+                    self.parked |= mask           # run the other lanes: one of them may set the flag
+                    self.parked_stores = self.launch.counters.stores
+                else:
+                    self.yield_requested = True   # only spinners are left: let other groups (ranks) run
         elif d.kind == EXIT:
             if self._exit(mask):
                 return True

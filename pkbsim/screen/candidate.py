@@ -1,9 +1,10 @@
-"""Loading a candidate file on a simulated rank, with inline CUDA extensions stood in for.
+"""Loading a candidate file on a simulated rank, with inline CUDA extensions built for the simulator.
 
 Each rank imports the file as its own module (no module state is shared between ranks, as with one
 process per GPU). `torch.utils.cpp_extension.load_inline`/`load` are replaced while candidates run: the
-CUDA sources are compile-checked (cuda_check.py) and a compile error stops the rank; otherwise the
-extension's functions exist but raise NotSimulated when called, since its kernels cannot run here yet.
+CUDA sources are first compile-checked device-only (cuda_check.py, seconds), and a compile error stops
+the rank; then the whole extension is built for the CPU (pkbsim.cuda) and its kernels run on the PTX
+interpreter in the rank's world. Without nvcc the extension's functions exist but raise NotSimulated.
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import os
 import threading
 from dataclasses import dataclass, field
 
-from pkbsim.screen.cuda_check import CompileReport, compile_check
+from pkbsim.screen.cuda_check import CompileReport, compile_check, nvcc_path
 from tasks.api import signature_problem
 
 
@@ -54,8 +55,10 @@ class Session:
                 self.problems.append(err)
         return err
 
-    def build(self, name: str, sources: list[str]):
-        source = "\n".join(sources)
+    def build(self, name: str, cuda_sources: list[str], full_build=None):
+        """Compile-check `cuda_sources`; then `full_build()` (the real extension) when nvcc is here, else a
+        stand-in whose functions raise NotSimulated."""
+        source = "\n".join(cuda_sources)
         with self.lock:
             report = self.reports.get(name)
             if report is None:
@@ -66,7 +69,13 @@ class Session:
             where = f"{os.path.basename(self.path)}:{line}" if line else f"extension {name!r}"
             raise self.fail(CandidateError("compile_error", f"{where}: nvcc: error: {report.message}",
                                            f"{self.path}:{line}" if line else ""))
-        return _StubExtension(name, self)
+        if full_build is None or nvcc_path() is None:
+            return _StubExtension(name, self)
+        from pkbsim.cuda.build import ExtensionBuildError
+        try:
+            return _SimulatedExtension(name, full_build(), self)
+        except ExtensionBuildError as e:
+            raise self.fail(CandidateError("compile_error", str(e), e.site)) from None
 
 
 class _StubExtension:
@@ -83,6 +92,30 @@ class _StubExtension:
                 self._owner.not_simulated.add(what)
             raise NotSimulated(what)
         return not_simulated
+
+
+class _SimulatedExtension:
+    """A built extension whose kernels run on the interpreter; what the interpreter does not model is
+    recorded as not simulated (it goes to hardware), not held against the candidate."""
+
+    def __init__(self, name: str, ext, owner: Session):
+        self._name, self._ext, self._owner = name, ext, owner
+
+    def __getattr__(self, fn: str):
+        from pkbsim.ptx.errors import NotSimulated as PtxNotSimulated
+        value = getattr(self._ext, fn)
+        if not callable(value) or fn.startswith("__"):
+            return value
+
+        def call(*args, **kwargs):
+            try:
+                return value(*args, **kwargs)
+            except PtxNotSimulated as e:
+                what = f"inline CUDA function {self._name}.{fn}: {e}"
+                with self._owner.lock:
+                    self._owner.not_simulated.add(what)
+                raise NotSimulated(what) from None
+        return call
 
 
 def _offset_in_file(path: str, source: str) -> int | None:
@@ -114,16 +147,20 @@ def extension_stand_in(ext: Session):
     import torch.utils.cpp_extension as cpp
 
     def load_inline(name, cpp_sources=None, cuda_sources=None, *args, **kwargs):
-        return ext.build(name, _sources(cuda_sources))
+        from pkbsim.cuda import extension
+        return ext.build(name, _sources(cuda_sources), lambda: extension.load_inline(
+            name, cpp_sources, cuda_sources, *args, origin=ext.path, **kwargs))
 
     def load(name, sources, *args, **kwargs):
+        from pkbsim.cuda import extension
         texts = []
         for p in _sources(sources):
             if p.endswith((".cu", ".cuh")):
                 with open(p) as f:
                     texts.append(f.read())
-        return ext.build(name, texts)
+        return ext.build(name, texts, lambda: extension.load(name, sources, *args, **kwargs))
 
+    load_inline.pkb_stand_in = load.pkb_stand_in = True
     saved = cpp.load_inline, cpp.load
     cpp.load_inline, cpp.load = load_inline, load
     try:

@@ -44,6 +44,9 @@ def predict(task: TaskSpec, session: Session, world_size: int, topo: Topology, s
     if session.mentions("triton.jit"):
         notes.append("the candidate launches Triton kernels, which a shape run cannot execute (no data); predicted "
                      "at screen size instead")
+    elif session.reports:
+        notes.append("the candidate launches inline-CUDA kernels, which a shape run cannot execute (no data); "
+                     "predicted at screen size from the bytes they move")
     else:
         ref, cand, why = _traces(task, load, world_size, seed, "full", min(timeout, SHAPE_RUN_SECONDS))
         uncertain = ref is None

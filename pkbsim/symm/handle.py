@@ -71,12 +71,34 @@ class SimSymmetricMemory:
                             torch.tensor(self.signal_pad_ptrs, dtype=torch.int64))
         self.buffer_ptrs_dev = self._ptr_tables[0].data_ptr()
         self.signal_pad_ptrs_dev = self._ptr_tables[1].data_ptr()
-        self.multicast_ptr = 0  # multicast objects are emulated by the multimem ops, not mapped
+        self._multicast: torch.Tensor | None = None
         self.device = torch.device("cuda", group_rank)
 
     @property
     def group_name(self) -> str:
         return self._comm.name
+
+    @property
+    def multicast_ptr(self) -> int:
+        """A multicast address for device code: real (unused) memory of the buffer's size, so nothing
+        dereferences a wild pointer, which the PTX interpreter maps onto every member's buffer
+        (pkbsim.cuda.memory): multimem.ld_reduce / multimem.st there act on all peers."""
+        if self._multicast is None:
+            self._multicast = torch.zeros(self.buffer_size, dtype=torch.uint8)
+        return self._multicast.data_ptr()
+
+    def multicast_backing(self) -> torch.Tensor | None:
+        return self._multicast
+
+    @property
+    def global_rank(self) -> int:
+        return self._allocs[self.rank].rank
+
+    def member_buffers(self) -> list[tuple[int, torch.Tensor]]:
+        return [(a.rank, a.tensor) for a in self._allocs]
+
+    def pointer_tables(self) -> tuple[torch.Tensor, torch.Tensor]:
+        return self._ptr_tables
 
     def _global(self, group_rank: int) -> int:
         if not 0 <= group_rank < self.world_size:

@@ -87,6 +87,7 @@ class RunResult:
 @contextlib.contextmanager
 def simulated_process(nproc: int, output):
     """Patch the process so that each rank thread sees its own torchrun world."""
+    from pkbsim.cuda.install import install_cuda_extensions
     from pkbsim.device.install import install_device_support
     from pkbsim.symm.api import install_symm_api
     from pkbsim.symm.ops import register_cpu_kernels
@@ -107,6 +108,7 @@ def simulated_process(nproc: int, output):
         install_dist(patches)
         install_symm_api(patches)
         install_device_support(patches)
+        install_cuda_extensions(patches)
         install_environ(patches, output or sys.stdout)
         patches.set(sys, "excepthook", sys.excepthook)  # each rank's init_process_group wraps it with a prefix
         yield
@@ -252,7 +254,7 @@ def run_ranks(body: Callable[[RankContext], None], opts: RunOptions) -> RunResul
             while any(th.is_alive() for th in threads):
                 for th in threads:
                     th.join(timeout=0.05)
-                if time.perf_counter() > deadline:
+                if not world.pauses and time.perf_counter() > deadline + world.excluded_s:
                     world.fail(_timeout_finding(world, threads, opts.timeout))
                     for th in threads:
                         if th.is_alive():

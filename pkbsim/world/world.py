@@ -7,7 +7,9 @@ sleeps without a timeout, so an abort from the watchdog or another rank's except
 """
 from __future__ import annotations
 
+import contextlib
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -69,6 +71,8 @@ class World:
         self.eager_sends = 0  # sends that completed only because they were buffered
         self.blocked_sends_at_deadlock = 0
         self.world_comm_name: str | None = None  # the default group's communicator, created first
+        self.excluded_s = 0.0  # time the watchdog does not count (building a program's CUDA extension)
+        self.pauses = 0  # watchdog pauses in progress
 
     # ---- state changes -------------------------------------------------------------------------
     def changed(self) -> None:
@@ -91,6 +95,19 @@ class World:
                     if st.status == "blocked" and st.wait is not None and st.rank not in finding.ranks:
                         finding.details.append(f"rank {st.rank}: released from {st.wait.label()} at {st.wait.site}")
                     st.cond.notify_all()
+
+    @contextlib.contextmanager
+    def watchdog_paused(self):
+        """Time spent inside (e.g. compiling an extension) is not the program's run time."""
+        t0 = time.perf_counter()
+        with self.lock:
+            self.pauses += 1
+        try:
+            yield
+        finally:
+            with self.lock:
+                self.pauses -= 1
+                self.excluded_s += time.perf_counter() - t0
 
     def add_finding(self, finding: Finding) -> None:
         with self.lock:

@@ -1,0 +1,146 @@
+"""The `load_inline` replacement: one translation unit, nvcc for host x86 code plus PTX, g++ to link
+against torch's CPU libraries and pkb's CUDA stand-ins, cached by content hash.
+
+The TU is the candidate's CUDA sources, then its C++ sources, then the generated PYBIND11_MODULE, each
+source behind a `#line` into the candidate's file (rewrite.py), force-including runtime/prelude.h.
+Device code becomes PTX only (`code=compute_90a`, uncompressed, with line info), which the launch path
+reads back from the loaded module. Undefined symbols that no library provides (driver API calls, CUDA
+parts of torch) get generated stubs that raise when called, so the module always loads.
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import threading
+
+import torch
+
+from pkbsim.cuda import rewrite
+from pkbsim.cuda.runtime_libs import NAMES, runtime_dir
+from pkbsim.cuda.toolchain import RUNTIME_SRC, cache_root, cuda_home, nvcc_version, python_include, require_nvcc, \
+    torch_dirs
+from pkbsim.ptx.errors import CompileError
+
+KEPT_FLAG = re.compile(r"^(-D|-U|-I|-O\d?$|--use_fast_math$|-use_fast_math$|--expt-|-std=)")
+ERROR = re.compile(r"^(?P<file>[^\s(]+)\((?P<line>\d+)\): (?:catastrophic )?error:?\s*(?P<msg>.*)$")
+GCC_ERROR = re.compile(r"^(?P<file>[^\s:]+):(?P<line>\d+):(?:\d+:)? (?:fatal )?error: (?P<msg>.*)$")
+_locks: dict[str, threading.Lock] = {}
+_locks_guard = threading.Lock()
+
+
+class ExtensionBuildError(CompileError):
+    """The candidate's extension does not compile; `site` is 'file.py:line' where known."""
+
+    def __init__(self, message: str, site: str = ""):
+        super().__init__(message)
+        self.site = site
+
+
+def nvcc_flags(name: str, slim: bool, extra: list[str], include_paths: list[str]) -> list[str]:
+    incs, _ = torch_dirs()
+    nvcc = require_nvcc()
+    compress = "--compress-mode=none" if "release 13" in nvcc_version(nvcc) else "-Xfatbin=-compress=false"
+    shadow = [f"-I{os.path.join(RUNTIME_SRC, 'slim')}"] if slim else []
+    return [f"-DTORCH_EXTENSION_NAME={name}", "-DTORCH_API_INCLUDE_EXTENSION_H", "-DC10_CUDA_NO_CMAKE_CONFIGURE_FILE",
+            *shadow, *(f"-I{i}" for i in incs), f"-I{python_include()}", f"-I{os.path.join(RUNTIME_SRC, 'include')}",
+            *(f"-I{p}" for p in include_paths), "-std=c++17", "-Xcompiler", "-fPIC", "--expt-relaxed-constexpr",
+            "-D__CUDA_NO_HALF_OPERATORS__", "-D__CUDA_NO_HALF_CONVERSIONS__", "-D__CUDA_NO_BFLOAT16_CONVERSIONS__",
+            "-D__CUDA_NO_HALF2_OPERATORS__", "-diag-suppress", "3189,3306", "-gencode", "arch=compute_90a,code=compute_90a",
+            compress, "-lineinfo", "-include", os.path.join(RUNTIME_SRC, "prelude.h"),
+            *(f for f in extra if KEPT_FLAG.match(f))]
+
+
+def build(name: str, tu: str, extra_cuda_cflags: list[str], include_paths: list[str], origin: str,
+          building=contextlib.nullcontext) -> str:
+    """Path of the built `.so` for translation unit `tu` (from the cache when it was built before); a
+    real build runs inside the `building()` context."""
+    if not re.fullmatch(r"[A-Za-z_]\w*", name):
+        raise ExtensionBuildError(f"extension name {name!r} is not a valid Python identifier")
+    slim = not rewrite.FULL_TORCH.search(tu)
+    flags = nvcc_flags(name, slim, list(extra_cuda_cflags), list(include_paths))
+    rt = runtime_dir()
+    nvcc = require_nvcc()
+    with open(os.path.join(RUNTIME_SRC, "prelude.h")) as f:
+        prelude = f.read()
+    key = hashlib.sha256("\0".join((tu, *flags, prelude, torch.__version__, nvcc_version(nvcc), rt)).encode()).hexdigest()
+    out_dir = os.path.join(cache_root(), "cuda-ext", f"{name}_{key[:16]}")
+    so = os.path.join(out_dir, f"{name}.so")
+    with _locks_guard:
+        lock = _locks.setdefault(so, threading.Lock())
+    with lock:
+        if not os.path.exists(so):
+            with building():
+                _compile(name, tu, flags, nvcc, rt, out_dir, origin)
+    return so
+
+
+def _compile(name: str, tu: str, flags: list[str], nvcc: str, rt: str, out_dir: str, origin: str) -> None:
+    os.makedirs(os.path.dirname(out_dir), exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix=f".{name}-", dir=os.path.dirname(out_dir))
+    try:
+        src, obj = os.path.join(tmp, f"{name}.cu"), os.path.join(tmp, f"{name}.o")
+        with open(src, "w") as f:
+            f.write(tu)
+        env = dict(os.environ, CUDA_HOME=cuda_home(nvcc))
+        proc = subprocess.run([nvcc, "-c", src, "-o", obj, *flags], capture_output=True, text=True, env=env)
+        if proc.returncode != 0:
+            raise _build_error(proc.stdout + proc.stderr, origin, "nvcc")
+        _, torch_lib = torch_dirs()
+        link = ["g++", "-shared", "-o", os.path.join(tmp, f"{name}.so"), obj, f"-L{rt}", f"-l:{NAMES[0]}", "-lc10_cuda",
+                "-ltorch_cuda", f"-L{torch_lib}", "-lc10", "-ltorch_cpu", "-ltorch", "-ltorch_python",
+                f"-Wl,-rpath,{rt}", f"-Wl,-rpath,{torch_lib}"]
+        missing = _undefined(link)
+        if missing:
+            stubs = os.path.join(tmp, "autostub.c")
+            with open(stubs, "w") as f:
+                f.write(autostub(missing))
+            subprocess.run(["gcc", "-c", "-fPIC", "-fexceptions", stubs, "-o", stubs[:-1] + "o"], check=True)
+            link.insert(5, stubs[:-1] + "o")
+        proc = subprocess.run(link, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise ExtensionBuildError(f"linking extension {name!r} failed: {_first_error(proc.stderr)}")
+        try:
+            os.rename(tmp, out_dir)
+        except OSError:  # built concurrently by another process
+            pass
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _undefined(link: list[str]) -> list[str]:
+    """Symbols the object needs that none of the libraries on the link line define (Python's own
+    symbols excepted: the interpreter provides them)."""
+    proc = subprocess.run([*link, "-Wl,--no-undefined", "-Wl,--no-demangle"], capture_output=True, text=True)
+    names = set(re.findall(r"undefined reference to `([^']+)'", proc.stderr))
+    return sorted(n for n in names if not n.startswith(("Py", "_Py")))
+
+
+def autostub(names: list[str]) -> str:
+    """C source defining each missing symbol as a function that raises 'unsupported CUDA/torch symbol'."""
+    demangled = subprocess.run(["c++filt"], input="\n".join(names), capture_output=True, text=True).stdout.split("\n")
+    lines = ["void sim_missing_symbol(const char*);"]
+    for i, (n, d) in enumerate(zip(names, demangled)):
+        text = d.replace("\\", "\\\\").replace('"', '\\"')
+        lines.append(f'void pkb_stub_{i}(void) __asm__("{n}");\nvoid pkb_stub_{i}(void) {{ sim_missing_symbol("{text}"); }}')
+    return "\n".join(lines) + "\n"
+
+
+def _first_error(log: str) -> str:
+    lines = [ln for ln in log.splitlines() if "error" in ln]
+    return (lines[0] if lines else log.strip().splitlines()[-1] if log.strip() else "unknown error")[:500]
+
+
+def _build_error(log: str, origin: str, tool: str) -> ExtensionBuildError:
+    """The first error, with its place in the candidate's file when the #line map gives one."""
+    for ln in log.splitlines():
+        m = ERROR.match(ln.strip()) or GCC_ERROR.match(ln.strip())
+        if m:
+            where = f"{os.path.basename(m.group('file'))}:{m.group('line')}"
+            site = where if os.path.abspath(m.group("file")) == os.path.abspath(origin) else ""
+            return ExtensionBuildError(f"{where}: {tool}: error: {m.group('msg').strip()}", site)
+    return ExtensionBuildError(f"{tool} failed: {_first_error(log)}")

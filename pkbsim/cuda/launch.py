@@ -1,0 +1,109 @@
+"""Kernel launches from a built extension, routed to the PTX interpreter.
+
+The runtime stand-in calls `_on_launch` (a ctypes callback, in the launching rank's thread) with the
+kernel's mangled name, grid, block, shared memory and `void** args`. The module's PTX comes from its
+fatbin (fatbin.py); each argument's bytes are copied out by the parameter layout of the `.entry`. On a
+simulated rank the kernel runs in that rank's world (pkbsim.device.ptx_launch); elsewhere it runs alone.
+An exception in the kernel (a deadlock, a race, a memory fault) fails the launch with its message and is
+re-raised by the extension function that launched it (extension.py).
+"""
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import functools
+import subprocess
+import threading
+from dataclasses import dataclass, field
+
+from pkbsim.cuda import runtime_libs
+from pkbsim.cuda.fatbin import module_ptx
+from pkbsim.cuda.memory import rank_memory
+from pkbsim.device import ptx_launch
+from pkbsim.ptx.module import Module
+from pkbsim.world.context import current
+
+
+class SimLaunch(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("host_fun", ctypes.c_void_p), ("module", ctypes.c_int),
+                ("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3), ("shmem", ctypes.c_size_t),
+                ("stream", ctypes.c_void_p), ("device", ctypes.c_int), ("args", ctypes.POINTER(ctypes.c_void_p)),
+                ("api", ctypes.c_int)]
+
+
+@dataclass
+class CallScope:
+    """One call of an extension function: the tensors it was given and the first launch error."""
+    tensors: list
+    site: str
+    origin: str
+    error: BaseException | None = None
+    launches: int = field(default=0)
+
+
+_tls = threading.local()
+_modules: dict[int, Module] = {}
+_modules_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def call_scope(tensors, site: str, origin: str):
+    outer = getattr(_tls, "scope", None)
+    _tls.scope = scope = CallScope(list(tensors), site, origin)
+    try:
+        yield scope
+    finally:
+        _tls.scope = outer
+
+
+def _module(index: int, origin: str) -> Module:
+    with _modules_lock:
+        mod = _modules.get(index)
+        if mod is None:
+            mod = _modules[index] = Module(module_ptx(runtime_libs.load().sim_module_fatbin(index)), origin)
+        return mod
+
+
+@functools.cache
+def display_name(mangled: str) -> str:
+    """'oneshot_allreduce' for '_Z17oneshot_allreducePPfS_ii'."""
+    out = subprocess.run(["c++filt", mangled], capture_output=True, text=True).stdout.strip() or mangled
+    return out.split("(")[0].split("<")[0].split("::")[-1] or mangled
+
+
+def _run(launch: SimLaunch, scope: CallScope | None) -> None:
+    mod = _module(launch.module, scope.origin if scope else "?")
+    name = launch.name.decode()
+    kernel = mod.kernel(name)
+    params = bytearray(kernel.param_size)
+    for i, (var, off) in enumerate(kernel.param_layout):
+        params[off:off + var.size] = ctypes.string_at(launch.args[i], var.size)
+    ctx = current()
+    memory = rank_memory(ctx, scope.tensors if scope else [])
+    grid, block = tuple(launch.grid), tuple(launch.block)
+    if ctx is None:
+        mod.launch_raw(name, grid, block, bytes(params), launch.shmem, memory=memory)
+        return
+    ptx_launch.launch(ctx, mod, name, display_name(name), grid, block, bytes(params), launch.shmem, memory,
+                      scope.site if scope else "?")
+
+
+def _on_launch(ptr) -> int:
+    scope = getattr(_tls, "scope", None)
+    try:
+        _run(ptr.contents, scope)
+        return 0
+    except BaseException as e:  # noqa: BLE001 - handed back to the extension function's caller
+        if scope is not None and scope.error is None:
+            scope.error = e
+        runtime_libs.load().sim_set_error_text(f"simulated kernel failed: {e}".encode()[:1000])
+        return 1
+
+
+_CALLBACK = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(SimLaunch))(_on_launch)
+
+
+def install() -> None:
+    """Load the runtime stand-in and route its launches here (idempotent)."""
+    rt = runtime_libs.load()
+    rt.sim_set_launch_callback(_CALLBACK)

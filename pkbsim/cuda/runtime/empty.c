@@ -1,0 +1,1 @@
+/* libtorch_cuda.so stand-in: empty; it exists so that -ltorch_cuda resolves. */

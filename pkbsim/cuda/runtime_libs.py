@@ -1,0 +1,109 @@
+"""The stand-in CUDA libraries (runtime/*.cpp): built with g++ on first use, cached, loaded globally.
+
+`libcudart.so.13` (the launch path and the runtime calls wrappers make), `libc10_cuda.so` (c10::cuda
+and at::cuda symbols, the CPU-allocation tracker) and an empty `libtorch_cuda.so`. Every other symbol
+the real libcudart exports becomes a weak stub that fails with cudaErrorNotSupported, so no extension
+misses a runtime symbol at load time. The cache key covers the sources, torch and the toolkit.
+"""
+from __future__ import annotations
+
+import ctypes
+import glob
+import hashlib
+import os
+import subprocess
+import tempfile
+import threading
+
+import torch
+
+from pkbsim.cuda.toolchain import RUNTIME_SRC, cache_root, cuda_home, nvcc_version, require_nvcc, torch_dirs
+
+NAMES = ("libcudart.so.13", "libc10_cuda.so", "libtorch_cuda.so")
+_lock = threading.Lock()
+_loaded: ctypes.CDLL | None = None
+
+
+def _sources() -> list[str]:
+    return sorted(glob.glob(os.path.join(RUNTIME_SRC, "*.c*")) + glob.glob(os.path.join(RUNTIME_SRC, "include", "*.h")))
+
+
+def runtime_dir() -> str:
+    """The folder holding the built stand-in libraries (built now if missing)."""
+    nvcc = require_nvcc()
+    h = hashlib.sha256(f"{torch.__version__}\0{nvcc_version(nvcc)}".encode())
+    for path in _sources():
+        with open(path, "rb") as f:
+            h.update(f.read())
+    out = os.path.join(cache_root(), "cuda-rt", h.hexdigest()[:20])
+    if not all(os.path.exists(os.path.join(out, n)) for n in NAMES):
+        _build(out, cuda_home(nvcc))
+    return out
+
+
+def _weak_stubs(home: str) -> str:
+    """C source defining every export of the real libcudart as a weak 'not supported' function."""
+    real = sorted(glob.glob(os.path.join(home, "lib64", "libcudart.so.*")))
+    names: list[str] = []
+    if real:
+        out = subprocess.run(["nm", "-D", "--defined-only", real[0]], capture_output=True, text=True).stdout
+        names = sorted({ln.split()[-1].split("@")[0] for ln in out.splitlines()
+                        if len(ln.split()) == 3 and ln.split()[1] == "T"})
+    body = "\n".join(f'__attribute__((weak)) int {n}(void) {{ return pkb_unsupported("{n}"); }}' for n in names)
+    return ('#include <stdio.h>\nstatic int pkb_unsupported(const char* n) {\n'
+            '  fprintf(stderr, "[pkb cudart] not simulated: %s\\n", n);\n  return 801;\n}\n' + body + "\n")
+
+
+def _build(out: str, home: str) -> None:
+    incs, lib = torch_dirs()
+    tmp = tempfile.mkdtemp(prefix=".build-", dir=os.makedirs(os.path.dirname(out), exist_ok=True) or os.path.dirname(out))
+    cuda_inc = os.path.join(home, "include")
+    stub_inc = os.path.join(RUNTIME_SRC, "include")
+    weak = os.path.join(tmp, "weak.c")
+    with open(weak, "w") as f:
+        f.write(_weak_stubs(home))
+    common = ["-O1", "-fPIC", "-shared", f"-I{cuda_inc}"]
+    steps = [
+        ["g++", *common, "-o", os.path.join(tmp, NAMES[0]), f"-Wl,-soname,{NAMES[0]}",
+         "-x", "c++", "-std=c++17", os.path.join(RUNTIME_SRC, "fakecudart.cpp"), "-x", "c", weak, "-ldl"],
+        ["g++", *common, "-std=c++17", "-DC10_CUDA_NO_CMAKE_CONFIGURE_FILE", "-DNDEBUG", f"-I{stub_inc}", *(f"-I{i}" for i in incs),
+         "-o", os.path.join(tmp, NAMES[1]), f"-Wl,-soname,{NAMES[1]}", os.path.join(RUNTIME_SRC, "c10cuda.cpp"),
+         f"-L{tmp}", f"-l:{NAMES[0]}", f"-L{lib}", "-lc10", f"-Wl,-rpath,{lib}", f"-Wl,-rpath,{out}"],
+        ["gcc", "-shared", "-fPIC", "-o", os.path.join(tmp, NAMES[2]), f"-Wl,-soname,{NAMES[2]}",
+         os.path.join(RUNTIME_SRC, "empty.c")],
+    ]
+    for cmd in steps:
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise RuntimeError(f"building pkb's CUDA runtime stand-in failed: {proc.stderr.strip()[-2000:]}")
+    try:
+        os.rename(tmp, out)
+    except OSError:  # another process built it first
+        subprocess.run(["rm", "-rf", tmp], check=False)
+
+
+def load() -> ctypes.CDLL:
+    """Load the stand-ins process-wide (RTLD_GLOBAL, before any extension) and return the runtime."""
+    global _loaded
+    with _lock:
+        if _loaded is None:
+            d = runtime_dir()
+            rt = ctypes.CDLL(os.path.join(d, NAMES[0]), mode=ctypes.RTLD_GLOBAL)
+            c10 = ctypes.CDLL(os.path.join(d, NAMES[1]), mode=ctypes.RTLD_GLOBAL)
+            ctypes.CDLL(os.path.join(d, NAMES[2]), mode=ctypes.RTLD_GLOBAL)
+            c10.sim_track_cpu_allocations()
+            c10.sim_find_allocation.argtypes = [ctypes.c_uint64, ctypes.POINTER(ctypes.c_uint64),
+                                                ctypes.POINTER(ctypes.c_size_t)]
+            rt.sim_module_fatbin.restype = ctypes.c_void_p
+            rt.sim_module_path.restype = ctypes.c_char_p
+            rt.c10 = c10
+            _loaded = rt
+    return _loaded
+
+
+def find_allocation(addr: int) -> tuple[int, int] | None:
+    """(base, size) of the live CPU allocation holding `addr`, if it was made after load()."""
+    base, size = ctypes.c_uint64(), ctypes.c_size_t()
+    if load().c10.sim_find_allocation(addr, ctypes.byref(base), ctypes.byref(size)):
+        return base.value, size.value
+    return None

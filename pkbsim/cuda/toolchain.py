@@ -1,0 +1,50 @@
+"""Where the tools and headers are: nvcc, torch's include and library folders, the build cache."""
+from __future__ import annotations
+
+import functools
+import os
+import subprocess
+import sysconfig
+
+import torch
+
+from pkbsim.ptx.compile import find_nvcc
+
+RUNTIME_SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runtime")
+
+
+def cache_root() -> str:
+    """$PKB_CACHE_DIR, else $XDG_CACHE_HOME/pkb, else ~/.cache/pkb (as the PTX cache)."""
+    return os.environ.get("PKB_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "pkb")
+
+
+def cuda_home(nvcc: str) -> str:
+    """The toolkit folder holding include/cuda_runtime_api.h ($CUDA_HOME, nvcc's parent, /usr/local/cuda)."""
+    for home in (os.environ.get("CUDA_HOME"), os.path.dirname(os.path.dirname(os.path.realpath(nvcc))),
+                 "/usr/local/cuda"):
+        if home and os.path.exists(os.path.join(home, "include", "cuda_runtime_api.h")):
+            return home
+    raise FileNotFoundError(f"no CUDA headers next to {nvcc}: set CUDA_HOME to the toolkit folder")
+
+
+def torch_dirs() -> tuple[list[str], str]:
+    root = os.path.dirname(torch.__file__)
+    inc = os.path.join(root, "include")
+    return [inc, os.path.join(inc, "torch", "csrc", "api", "include")], os.path.join(root, "lib")
+
+
+def python_include() -> str:
+    return sysconfig.get_paths()["include"]
+
+
+@functools.cache
+def nvcc_version(nvcc: str) -> str:
+    return subprocess.run([nvcc, "--version"], capture_output=True, text=True).stdout.strip()
+
+
+def require_nvcc() -> str:
+    nvcc = find_nvcc()
+    if nvcc is None:
+        raise FileNotFoundError("nvcc not found: install the CUDA toolkit or set CUDA_HOME to it")
+    return nvcc

@@ -1,0 +1,89 @@
+"""Running an inline-CUDA kernel (PTX interpreter) on a simulated rank.
+
+Blocks are lane groups that take turns in slices (pkbsim.ptx.scheduler's model). A kernel that polls
+memory runs one block at a time, in launch order, as the Triton path runs programs: when every resident
+block spins on memory that did not change during a round, the rank blocks in the world's wait-for check
+until a peer writes what it polls (pkbsim.device.spin.block_on), so a wait nothing satisfies becomes a
+deadlock report naming the polled address and the CUDA line. Only when the whole world is stuck does a
+later block of the launch start: the kernel then relies on co-residency, which is reported.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pkbsim.device.ir import Event
+from pkbsim.device.kernel_report import Traffic, report_launch
+from pkbsim.device.protocol import device_state
+from pkbsim.device.ptx_memory import KernelObserver
+from pkbsim.device.spin import block_on
+from pkbsim.ptx.scheduler import SLICE, cta_order
+from pkbsim.ptx.simt import LaneGroup
+from pkbsim.world.world import SimAbort
+
+LANES_PER_GROUP = 4096
+RESIDENT_GROUPS = 8
+
+
+@dataclass
+class KernelRun:
+    """One launch on one rank: its polls in the current round, its traffic, co-residency notes."""
+    name: str
+    site: str
+    grid: tuple[int, int, int]
+    polls: dict = field(default_factory=dict)
+    poll_site: str = ""
+    traffic: Traffic = field(default_factory=Traffic)
+    co_resident: list[str] = field(default_factory=list)
+    blocks: dict = field(default_factory=dict)  # lane group -> its first block
+
+    def where(self, g) -> str:
+        return f"{self.name}[block {_fmt(self.blocks.get(id(g), (0, 0, 0)), self.grid)}]"
+
+
+def _fmt(block, grid) -> str:
+    dims = 3 if grid[2] > 1 else 2 if grid[1] > 1 else 1
+    return ",".join(map(str, block[:dims]))
+
+
+def _schedule(ctx, run: KernelRun):
+    def schedule(kernel, launch) -> None:
+        polling = any(d.poll_loop for d in kernel.code)
+        ctas = cta_order(launch.grid)
+        per_cta = -(-(launch.block[0] * launch.block[1] * launch.block[2]) // 32) * 32
+        batch = 1 if polling else max(1, min(LANES_PER_GROUP // per_cta, len(ctas)))
+        waiting = [ctas[i:i + batch] for i in range(0, len(ctas), batch)][::-1]
+        limit = 1 if polling else RESIDENT_GROUPS
+        resident: list[LaneGroup] = []
+        while waiting or resident:
+            while waiting and len(resident) < limit:
+                group = LaneGroup(kernel, launch, waiting[-1])
+                run.blocks[id(group)] = waiting.pop()[0]
+                resident.append(group)
+            if ctx.world.failed:
+                raise SimAbort("simulated world aborted")
+            stores, progressed = launch.counters.stores, False
+            run.polls.clear()
+            for group in list(resident):
+                if group.run(SLICE):
+                    resident.remove(group)
+                    progressed = True
+                elif not group.spun:
+                    progressed = True
+            if progressed or launch.counters.stores != stores or not run.polls:
+                continue
+            where = run.where(resident[0])
+            if block_on(ctx, dict(run.polls), run.poll_site, where, lambda: bool(waiting)):
+                limit += 1
+                run.co_resident.append(f"{where} waited until {run.name}[block {_fmt(waiting[-1][0], run.grid)}] ran")
+    return schedule
+
+
+def launch(ctx, module, kernel: str, name: str, grid, block, params: bytes, shared_bytes: int, memory,
+           site: str) -> None:
+    """Run `kernel` of `module` on the calling rank; `memory` maps every address it may touch."""
+    g = tuple(grid) + (1,) * (3 - len(grid))
+    run = KernelRun(name, site, g)
+    device_state(ctx.world).log.append(Event("kernel", ctx.rank, site, name, value=g[0] * g[1] * g[2]))
+    module.launch_raw(kernel, g, block, params, shared_bytes, memory=memory, observer=KernelObserver(ctx, run),
+                      schedule=_schedule(ctx, run))
+    report_launch(ctx, name, site, g[0] * g[1] * g[2], "block", run.traffic, run.co_resident, "cuda")

@@ -1,0 +1,171 @@
+"""What an inline-CUDA kernel (run by the PTX interpreter) does to memory, lowered into the protocol IR.
+
+The interpreter calls `KernelObserver.access` for every global or generic load, store, atomic and
+multimem access, with the instruction (its qualifiers and source line) and the active addresses. As in
+the Triton path: a plain load of a peer's symmetric buffer is a `get` and a plain store a `put`
+(race-checked, counted per peer); a `volatile`/`relaxed`/`acquire` load or any load of a signal pad is a
+poll (`wait`); a flag store (`volatile`/`relaxed`/`release`, or any store to a pad) is a `signal`; an
+atomic is a `wait` and, if it changed memory, a `signal`. `.acquire`/`.release`/`.acq_rel` qualifiers
+order them; a `fence`/`membar` orders the relaxed ones around it (pkbsim.device.protocol). Polls are
+noted for the scheduler (pkbsim.device.ptx_launch), which blocks the rank when every block spins.
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from pkbsim.device.accesses import Access
+from pkbsim.device.ir import Event
+from pkbsim.device.protocol import device_state, emit
+from pkbsim.device.spin import Poll
+from pkbsim.ptx.memory import SHARED_WINDOW, MulticastRegion
+
+_FLAG_LOAD = {"volatile", "relaxed", "acquire"}
+_FLAG_STORE = {"volatile", "relaxed", "release"}
+_ORDERS = ("acq_rel", "acquire", "release", "relaxed")
+
+
+def site_of(loc: str) -> str:
+    """'candidate.py:42' for an instruction's '/path/candidate.py:42'."""
+    return os.path.basename(loc)
+
+
+class KernelObserver:
+    """The observer of one launch on one rank; `run` is the launch's record (pkbsim.device.ptx_launch)."""
+
+    def __init__(self, ctx, run):
+        self.ctx, self.run = ctx, run
+        self.state = device_state(ctx.world)
+
+    def _accesses(self, addrs: np.ndarray, width: int) -> list[Access]:
+        return [Access(self.ctx, int(sub.min()), int(sub.max()) + width, int(sub.size) * width, region)
+                for region, sub in self.state.memory.split(addrs, width)]
+
+    def _words(self, addrs: np.ndarray, width: int) -> list[Access]:
+        """One access per distinct address: each flag word is its own signal/wait (lane t of a barrier
+        polls the slot of peer t)."""
+        uniq, counts = np.unique(addrs, return_counts=True)
+        return [Access(self.ctx, lo, lo + width, n * width, region)
+                for region, sub in self.state.memory.split(uniq, width)
+                for lo, n in zip(map(int, sub), counts[np.searchsorted(uniq, sub)])]
+
+    def access(self, g, op: str, ins, addrs, width: int, perform):
+        addrs = np.asarray(addrs, dtype=np.uint64)
+        glob = addrs[addrs < np.uint64(SHARED_WINDOW)]
+        if not glob.size:
+            return perform()
+        if op == "multimem":
+            return self._multimem(g, ins, glob, width, perform)
+        quals = set(ins.parts)
+        site, where = site_of(ins.loc), self.run.where(g)
+        if op == "ld" and not quals & _FLAG_LOAD:
+            return self._load(self._data_or_pad_words(glob, width), quals, site, where, perform)
+        if op == "st" and not quals & _FLAG_STORE:
+            return self._store(self._data_or_pad_words(glob, width), quals, site, where, perform)
+        words = self._words(glob, width)
+        if op == "ld":
+            return self._load(words, quals, site, where, perform)
+        if op == "st":
+            return self._store(words, quals, site, where, perform)
+        return self._atomic(words, quals, op, site, where, perform)
+
+    def _data_or_pad_words(self, addrs, width) -> list[Access]:
+        """Data ranges per region, but signal-pad words one by one."""
+        accs = self._accesses(addrs, width)
+        if any(a.region is not None and a.region.on_pad for a in accs):
+            return [w for a in accs for w in (self._words(addrs[(addrs >= a.lo) & (addrs < a.hi)], width)
+                                                if a.region is not None and a.region.on_pad else [a])]
+        return accs
+
+    def _load(self, accs, quals, site, where, perform):
+        world, traffic = self.ctx.world, self.run.traffic
+        flag = bool(quals & _FLAG_LOAD)
+        for a in accs:
+            if a.region is not None and not a.region.on_pad and not flag:
+                emit(world, a.event("get", site, where), a.region)
+        out = perform()
+        for a in accs:
+            a.count(traffic, write=False)
+            if flag or (a.region is not None and a.region.on_pad):
+                sem = "acquire" if "acquire" in quals else "relaxed"
+                emit(world, a.event("wait", site, where, op="poll", value=_nonzero(a.snapshot()), sem=sem), a.region,
+                     a.lo)
+                self._poll(a, site)
+        return out
+
+    def _store(self, accs, quals, site, where, perform):
+        world, traffic = self.ctx.world, self.run.traffic
+        flag = bool(quals & _FLAG_STORE)
+        signals = [a for a in accs if a.region is not None and (flag or a.region.on_pad)]
+        for a in accs:
+            if a.region is not None and a not in signals:
+                emit(world, a.event("put", site, where), a.region)
+        with world.lock:  # the flag's value and the clock released into it change together
+            out = perform()
+            sem = "release" if "release" in quals else "relaxed"
+            for a in signals:
+                emit(world, a.event("signal", site, where, op="store", value=_nonzero(a.snapshot()), sem=sem), a.region,
+                     a.lo)
+        for a in accs:
+            a.count(traffic, write=True)
+        self._wrote()
+        return out
+
+    def _atomic(self, accs, quals, op, site, where, perform):
+        world = self.ctx.world
+        order = next((q for q in _ORDERS if q in quals), "relaxed")
+        with world.lock:
+            before = [a.snapshot() for a in accs]
+            out = perform()
+            after = [a.snapshot() for a in accs]
+            for a, b, c in zip(accs, before, after):
+                if a.region is None:
+                    continue
+                emit(world, a.event("wait", site, where, op=op, value=_nonzero(b), sem=order), a.region, a.lo)
+                if c != b:
+                    emit(world, a.event("signal", site, where, op=op, value=_nonzero(c), sem=order), a.region, a.lo)
+        changed = [a for a, b, c in zip(accs, before, after) if c != b]
+        for a in changed:
+            a.count(self.run.traffic, write=True)
+        if changed:
+            self._wrote()
+        for a, b, c in zip(accs, before, after):
+            if c == b:  # an atomic that changed nothing is a poll (atomicCAS/atomicAdd(p, 0) spin loops)
+                self._poll(a, site)
+        return out
+
+    def _multimem(self, g, ins, addrs, width, perform):
+        """A multicast access reads (ld_reduce) or writes (st, red) the same bytes of every member."""
+        region = g.launch.memory.find(int(addrs.min()))
+        if not isinstance(region, MulticastRegion):
+            return perform()
+        write = ins.parts[1] != "ld_reduce"
+        site, where = site_of(ins.loc), self.run.where(g)
+        off = addrs - np.uint64(region.base)
+        accs = [a for m in region.members for a in self._accesses(off + np.uint64(m.base), width)]
+        for a in accs:
+            if a.region is not None:
+                emit(self.ctx.world, a.event("put" if write else "get", site, where), a.region)
+        out = perform()
+        for a in accs:
+            a.count(self.run.traffic, write=write)
+        if write:
+            self._wrote()
+        return out
+
+    def fence(self, g, ins) -> None:
+        emit(self.ctx.world, Event("fence", self.ctx.rank, site_of(ins.loc), self.run.where(g),
+                                   sem="acq_rel"))
+
+    def _poll(self, a: Access, site: str) -> None:
+        self.run.polls[(a.lo, a.hi)] = Poll(a.snapshot(), 0, a.label(), a.writers())
+        self.run.poll_site = site
+
+    def _wrote(self) -> None:
+        with self.ctx.world.lock:
+            self.ctx.world.changed()
+
+
+def _nonzero(data: bytes) -> int:
+    return int(any(data))

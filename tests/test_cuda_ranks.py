@@ -1,0 +1,67 @@
+"""Inline-CUDA extensions on simulated ranks, end to end: one extension (tests/programs/
+cuda_one_shot_modes.py, built once and cached) whose one-shot all-reduce kernel runs correctly or with
+one bug per mode, checked with `pkb check`'s engine. Builds take about a minute: slow tests."""
+import io
+import os
+
+import pytest
+
+from pkbsim.ptx.compile import find_nvcc
+from pkbsim.world.check import check_script
+from pkbsim.world.launcher import RunOptions
+
+from conftest import HERE
+
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(find_nvcc() is None, reason="nvcc not found: inline CUDA cannot be built")]
+PROGRAM = os.path.join(HERE, "programs", "cuda_one_shot_modes.py")
+SOURCE = open(PROGRAM).read().splitlines()
+
+
+def line_of(text: str) -> int:
+    return next(i for i, ln in enumerate(SOURCE, 1) if text in ln)
+
+
+def check(mode: str, nproc: int = 2, iterations: int = 2):
+    return check_script(PROGRAM, [mode, str(iterations)], RunOptions(nproc=nproc, timeout=300, output=io.StringIO()))
+
+
+def test_one_shot_all_reduce_over_peer_pointers_is_correct_and_counts_peer_bytes():
+    res = check("ok", nproc=4)
+    assert res.verdict == "ok", [f.render() for f in res.findings]
+    launches = [r for r in res.traces[0].records if r["kind"] == "compute" and r["op"] == "all_reduce_kernel"]
+    assert len(launches) == 2 and launches[0]["kernel"] == "cuda"
+    read = launches[0]["peer_bytes"]["read"]
+    assert read == {1: 1024 * 4, 2: 1024 * 4, 3: 1024 * 4}  # each peer's whole buffer, once
+
+
+def test_wrong_expected_flag_value_deadlocks_naming_the_cuda_line_and_slot():
+    res = check("wrong_flag")
+    assert res.verdict == "protocol"
+    f = res.findings[0]
+    details = "\n".join(f.details)
+    assert "signal pad, channel 0, slot" in details and "all_reduce_kernel[block 0]" in details
+    assert any(s.startswith("cuda_one_shot_modes.py:") for s in f.sites)
+    assert f"cuda_one_shot_modes.py:{line_of('atom.acq_rel.sys.global.cas.b32')}" in f.sites
+
+
+def test_missing_entry_barrier_is_a_stale_read_of_the_peer_buffer():
+    res = check("no_entry_barrier")
+    race = next(f for f in res.findings if f.kind == "race")
+    assert "stale read" in race.message and "symmetric buffer" in race.message
+    assert f"cuda_one_shot_modes.py:{line_of('acc += bufs[p][i]')}" in race.sites
+
+
+def test_reading_past_the_pointer_table_is_a_memory_fault_with_the_line():
+    res = check("table_overrun")
+    assert res.verdict == "error"
+    msg = res.findings[0].message
+    assert "MemoryFault" in msg and "outside every mapped buffer" in msg
+    assert f"cuda_one_shot_modes.py:{line_of('acc += bufs[p][i]')}" in msg
+
+
+def test_relaxed_flags_without_fences_are_d4_and_fences_fix_them():
+    res = check("relaxed_flags")
+    race = next(f for f in res.findings if f.kind == "race")
+    assert "release" in race.message
+    assert check("fenced_relaxed_flags").verdict == "ok"
