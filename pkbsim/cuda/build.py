@@ -56,19 +56,21 @@ def nvcc_flags(name: str, slim: bool, extra: list[str], include_paths: list[str]
 
 
 def build(name: str, tu: str, extra_cuda_cflags: list[str], include_paths: list[str], origin: str,
-          building=contextlib.nullcontext) -> str:
-    """Path of the built `.so` for translation unit `tu` (from the cache when it was built before); a
-    real build runs inside the `building()` context."""
+          building=contextlib.nullcontext) -> tuple[str, str]:
+    """(path of the built `.so`, its module name) for translation unit `tu`, from the cache when it was
+    built before; a real build runs inside the `building()` context. The module name is `name` plus a
+    hash of the source: Python keeps one module per name, and two programs may both say "my_ext"."""
     if not re.fullmatch(r"[A-Za-z_]\w*", name):
         raise ExtensionBuildError(f"extension name {name!r} is not a valid Python identifier")
     slim = not rewrite.FULL_TORCH.search(tu)
+    name = f"{name}_{hashlib.sha256(tu.encode()).hexdigest()[:12]}"
     flags = nvcc_flags(name, slim, list(extra_cuda_cflags), list(include_paths))
     rt = runtime_dir()
     nvcc = require_nvcc()
     with open(os.path.join(RUNTIME_SRC, "prelude.h")) as f:
         prelude = f.read()
     key = hashlib.sha256("\0".join((tu, *flags, prelude, torch.__version__, nvcc_version(nvcc), rt)).encode()).hexdigest()
-    out_dir = os.path.join(cache_root(), "cuda-ext", f"{name}_{key[:16]}")
+    out_dir = os.path.join(cache_root(), "cuda-ext", f"{name}_{key[:8]}")
     so = os.path.join(out_dir, f"{name}.so")
     with _locks_guard:
         lock = _locks.setdefault(so, threading.Lock())
@@ -76,7 +78,7 @@ def build(name: str, tu: str, extra_cuda_cflags: list[str], include_paths: list[
         if not os.path.exists(so):
             with building():
                 _compile(name, tu, flags, nvcc, rt, out_dir, origin)
-    return so
+    return so, name
 
 
 def _compile(name: str, tu: str, flags: list[str], nvcc: str, rt: str, out_dir: str, origin: str) -> None:

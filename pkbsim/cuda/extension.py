@@ -56,8 +56,8 @@ def load_inline(name, cpp_sources=None, cuda_sources=None, functions=None, extra
                 keep_intermediates=True, use_pch=False, no_implicit_headers=False, *, origin: str | None = None):
     origin = os.path.abspath(origin) if origin else _caller_file()
     tu = rewrite.translation_unit(name, _listed(cuda_sources), _listed(cpp_sources), functions, origin, _read(origin))
-    so = build(name, tu, _listed(extra_cuda_cflags), _listed(extra_include_paths), origin, _building)
-    return SimExtension(_import(name, so), origin)
+    so, module = build(name, tu, _listed(extra_cuda_cflags), _listed(extra_include_paths), origin, _building)
+    return SimExtension(_import(module, so), origin)
 
 
 def load(name, sources, extra_cflags=None, extra_cuda_cflags=None, extra_ldflags=None, extra_include_paths=None,
@@ -69,8 +69,8 @@ def load(name, sources, extra_cflags=None, extra_cuda_cflags=None, extra_ldflags
     if missing:
         raise FileNotFoundError(f"load({name!r}): cannot read source {missing[0]}")
     tu = "".join(f'#line 1 "{p}"\n{rewrite.rewrite(t)}\n' for p, t in zip(paths, texts))
-    so = build(name, tu, _listed(extra_cuda_cflags), _listed(extra_include_paths), paths[0], _building)
-    return SimExtension(_import(name, so), paths[0])
+    so, module = build(name, tu, _listed(extra_cuda_cflags), _listed(extra_include_paths), paths[0], _building)
+    return SimExtension(_import(module, so), paths[0])
 
 
 def _import(name: str, so: str):

@@ -37,11 +37,11 @@ def locate(source: str, file_text: str | None) -> int | None:
     return file_text.count("\n", 0, at) + 1 - first
 
 
-def bindings(name: str, functions) -> str:
+def bindings(functions) -> str:
     """The PYBIND11_MODULE load_inline generates for `functions` (a list, or a dict name -> docstring)."""
     items = functions.items() if isinstance(functions, dict) else ((f, "") for f in functions or ())
     defs = "".join(f'  m.def("{f}", torch::wrap_pybind_function({f}), "{doc}");\n' for f, doc in items)
-    return f"PYBIND11_MODULE({name}, m) {{\n{defs}}}\n" if defs else ""
+    return f"PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {{\n{defs}}}\n" if defs else ""
 
 
 def translation_unit(name: str, cuda_sources: list[str], cpp_sources: list[str], functions, origin: str,
@@ -52,5 +52,5 @@ def translation_unit(name: str, cuda_sources: list[str], cpp_sources: list[str],
         line = locate(src, origin_text)
         label = origin if line is not None else f"{name}_source{i}"
         parts.append(f'#line {line or 1} "{label}"\n{rewrite(src)}\n')
-    parts.append(f'#line 1 "{name}_bindings"\n{bindings(name, functions)}')
+    parts.append(f'#line 1 "{name}_bindings"\n{bindings(functions)}')
     return "".join(parts)

@@ -33,11 +33,11 @@ class DeviceState:
         self.relaxed_flag: dict[int, Event] = {}
         # rank -> peer -> (flag write, poll) observed without release/acquire: explains a later race (D4)
         self.unordered_flags: dict[int, dict[int, tuple[Event | None, Event]]] = defaultdict(dict)
-        # slot reuse (D2): per flag, how often it was written and by what; per rank, the flag write its last
-        # poll saw set (a wait in progress) and the write each of its completed waits consumed
+        # slot reuse (D2): per flag, how often it was set (a non-zero write) and the last write; per rank, the
+        # flag its last poll saw set (a wait in progress) and how many waits on each flag it completed
         self.flag_writes: dict[int, tuple[int, Event]] = {}
-        self.polling: dict[int, tuple[int, int, Event]] = {}
-        self.consumed: dict[tuple[int, int], int] = {}
+        self.polling: dict[int, tuple[int, Event]] = {}
+        self.waits_done: dict[tuple[int, int], int] = {}
         # fences (CUDA kernels): flags a rank polled without acquire since its last fence, and the ranks
         # whose last fence came after their last data write (their next relaxed flag write releases)
         self.relaxed_polls: dict[int, set[int]] = defaultdict(set)
@@ -76,8 +76,7 @@ def emit(world, ev: Event, region=None, flag_addr: int | None = None) -> None:
 
 
 def _signal(world, st: DeviceState, ev: Event, addr: int) -> None:
-    count = st.flag_writes.get(addr, (0, ev))[0] + 1
-    st.flag_writes[addr] = (count, ev)
+    st.flag_writes[addr] = (st.flag_writes.get(addr, (0, ev))[0] + bool(ev.value), ev)
     if ev.sem in _RELEASING or ev.rank in st.fenced:
         published = release(world, ev.rank)
         old = st.flag_clock.get(addr)
@@ -94,7 +93,7 @@ def _observe(world, st: DeviceState, ev: Event, addr: int) -> None:
     """A poll: acquire what was released into the flag, or note the missing ordering."""
     write = st.flag_writes.get(addr)
     if ev.value and write is not None and write[1].rank != ev.rank:
-        st.polling[ev.rank] = (addr, write[0], ev)
+        st.polling[ev.rank] = (addr, ev)
     else:
         st.polling.pop(ev.rank, None)
     clock = st.flag_clock.get(addr)
@@ -126,13 +125,15 @@ def _fence(world, st: DeviceState, ev: Event) -> None:
 
 
 def _wait_completed(world, st: DeviceState, ev: Event) -> None:
-    """The rank moved on from polling a set flag to data: its wait ended on that flag write. A write the
-    rank had already consumed in an earlier wait means the slot was reused without a reset (D2)."""
+    """The rank moved on from polling a set flag to data: its wait ended on that flag. More completed waits
+    than the flag was ever set means one set satisfied two waits: the slot is reused without a reset (D2).
+    (A monotonic flag, e.g. an epoch counter that one write can carry two rounds ahead, is fine.)"""
     polled = st.polling.pop(ev.rank, None)
     if polled is None:
         return
-    addr, count, poll = polled
-    if st.consumed.get((ev.rank, addr)) == count:
+    addr, poll = polled
+    done = st.waits_done.get((ev.rank, addr), 0) + 1
+    if done > st.flag_writes[addr][0]:
         setter = st.flag_writes[addr][1]
         msg = (f"stale flag: rank {ev.rank}'s wait in {poll.where} at {poll.site} passed on the flag value rank "
                f"{setter.rank} set at {setter.site}, which an earlier wait of rank {ev.rank} already consumed: the "
@@ -140,7 +141,7 @@ def _wait_completed(world, st: DeviceState, ev: Event) -> None:
         world.fail(Finding("protocol", msg, sorted({ev.rank, setter.rank}), [poll.site, setter.site]),
                    unless_failed=True)
         raise SimAbort(msg)
-    st.consumed[(ev.rank, addr)] = count
+    st.waits_done[(ev.rank, addr)] = done
 
 
 def _check_race(world, st: DeviceState, region, ev: Event) -> None:

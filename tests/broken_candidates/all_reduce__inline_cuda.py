@@ -1,5 +1,5 @@
-"""expect: pass - correct inline CUDA (a copy kernel before NCCL's all-reduce); its kernel cannot run on the
-simulator yet, so the screen passes it to hardware as "not simulated" after the compile check."""
+"""expect: pass - correct inline CUDA (a copy kernel before NCCL's all-reduce); its kernel runs on the PTX
+interpreter (without nvcc the screen passes it to hardware as "not simulated" after the compile check)."""
 import torch
 import torch.distributed as dist
 from torch.utils.cpp_extension import load_inline

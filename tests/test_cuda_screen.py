@@ -1,0 +1,85 @@
+"""`pkb screen` on inline-CUDA candidates: compile errors with the candidate's line, deadlocks with the
+CUDA line, wrong outputs, a cost prediction from the bytes the kernels move, and "not simulated" when
+nvcc is missing. The built candidate (tests/cuda_candidates/one_shot_all_reduce.py) is shared: its bug
+is chosen at call time by PKB_CANDIDATE_BUG."""
+import os
+
+import pytest
+
+from pkbsim.cuda.build import _build_error
+from pkbsim.ptx.compile import find_nvcc
+from pkbsim.screen import candidate, cuda_check
+from pkbsim.screen.pipeline import ScreenOptions, screen
+from pkbsim.timing.topology import load_topology
+from tasks.registry import get
+
+from conftest import HERE
+
+CANDIDATE = os.path.join(HERE, "cuda_candidates", "one_shot_all_reduce.py")
+COPY = os.path.join(HERE, "broken_candidates", "all_reduce__inline_cuda.py")
+needs_nvcc = pytest.mark.skipif(find_nvcc() is None, reason="nvcc not found: inline CUDA cannot be built")
+
+
+def run_screen(path, world_size=4, cost=False):
+    return screen(get("all_reduce"), path, ScreenOptions(world_size, load_topology("hgx-h100"), seed=3, cost=cost))
+
+
+def line_of(path: str, text: str) -> int:
+    return next(i for i, ln in enumerate(open(path).read().splitlines(), 1) if text in ln)
+
+
+@pytest.mark.slow
+@needs_nvcc
+def test_correct_candidate_passes_with_a_prediction_from_its_peer_bytes(monkeypatch):
+    monkeypatch.delenv("PKB_CANDIDATE_BUG", raising=False)
+    res = run_screen(CANDIDATE, cost=True)
+    assert res.verdict == "pass" and res.correct, res.reasons
+    assert res.compile["pkb_candidate_one_shot"]["status"] == "ok"
+    p = res.predicted
+    assert p.candidate_us > 0 and p.uncertain
+    assert any("inline-CUDA kernels" in n for n in p.notes)
+
+
+@pytest.mark.slow
+@needs_nvcc
+def test_wrong_flag_value_is_rejected_with_the_cuda_line(monkeypatch):
+    monkeypatch.setenv("PKB_CANDIDATE_BUG", "wrong_flag")
+    res = run_screen(CANDIDATE)
+    assert (res.verdict, res.stage) == ("reject", "functional"), res.reasons
+    reason = res.reasons[0]
+    assert reason.kind in ("protocol", "deadlock")
+    assert reason.site == f"one_shot_all_reduce.py:{line_of(CANDIDATE, 'while (!in.compare_exchange_strong')}"
+
+
+@pytest.mark.slow
+@needs_nvcc
+def test_leaving_a_peer_out_is_a_wrong_output(monkeypatch):
+    monkeypatch.setenv("PKB_CANDIDATE_BUG", "skip_peer")
+    res = run_screen(CANDIDATE)
+    assert (res.verdict, res.stage) == ("reject", "functional")
+    assert [r.kind for r in res.reasons][0] == "wrong_output"
+
+
+@needs_nvcc
+def test_device_compile_error_is_reported_with_the_candidate_line(tmp_path):
+    src = open(COPY).read().replace("if (i < n) out[i] = x[i];", "if (i < n) out[i] = x[i]")
+    path = tmp_path / "all_reduce__missing_semicolon.py"
+    path.write_text(src)
+    res = run_screen(str(path))
+    assert (res.verdict, res.stage) == ("reject", "static")
+    reason = next(r for r in res.reasons if r.kind == "compile_error")
+    assert f"all_reduce__missing_semicolon.py:{line_of(str(path), 'out[i] = x[i]') + 1}" in reason.message
+
+
+def test_host_compile_error_names_the_candidate_line():
+    log = '/tmp/x/cand.py(31): error: identifier "outt" is undefined\n1 error detected'
+    err = _build_error(log, "/tmp/x/cand.py", "nvcc")
+    assert str(err) == 'cand.py:31: nvcc: error: identifier "outt" is undefined' and err.site == "cand.py:31"
+
+
+def test_without_nvcc_the_candidate_is_not_simulated(monkeypatch):
+    monkeypatch.setattr(cuda_check, "nvcc_path", lambda: None)
+    monkeypatch.setattr(candidate, "nvcc_path", lambda: None)
+    res = run_screen(COPY)
+    assert res.verdict == "pass" and res.correct is None
+    assert "not_simulated" in [r.kind for r in res.reasons]
