@@ -3,11 +3,10 @@ world size it lists. Each program builds its own extension (about a minute, cach
 import os
 
 import pytest
+from conftest import HERE
 
 from pkbsim.corpus import load_corpus, run_case
 from pkbsim.ptx.compile import find_nvcc
-
-from conftest import HERE
 
 CORPUS = os.path.join(HERE, "corpus_cuda")
 CASES = load_corpus(CORPUS) if os.path.isdir(CORPUS) else []

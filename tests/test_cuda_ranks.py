@@ -3,19 +3,19 @@ cuda_one_shot_modes.py, built once and cached) whose one-shot all-reduce kernel 
 one bug per mode, checked with `pkb check`'s engine. Builds take about a minute: slow tests."""
 import io
 import os
+import pathlib
 
 import pytest
+from conftest import HERE
 
 from pkbsim.ptx.compile import find_nvcc
 from pkbsim.world.check import check_script
 from pkbsim.world.launcher import RunOptions
 
-from conftest import HERE
-
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(find_nvcc() is None, reason="nvcc not found: inline CUDA cannot be built")]
 PROGRAM = os.path.join(HERE, "programs", "cuda_one_shot_modes.py")
-SOURCE = open(PROGRAM).read().splitlines()
+SOURCE = pathlib.Path(PROGRAM).read_text().splitlines()
 
 
 def line_of(text: str) -> int:

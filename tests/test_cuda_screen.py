@@ -3,8 +3,10 @@ CUDA line, wrong outputs, a cost prediction from the bytes the kernels move, and
 nvcc is missing. The built candidate (tests/cuda_candidates/one_shot_all_reduce.py) is shared: its bug
 is chosen at call time by PKB_CANDIDATE_BUG."""
 import os
+import pathlib
 
 import pytest
+from conftest import HERE
 
 from pkbsim.cuda.build import _build_error
 from pkbsim.ptx.compile import find_nvcc
@@ -12,8 +14,6 @@ from pkbsim.screen import candidate, cuda_check
 from pkbsim.screen.pipeline import ScreenOptions, screen
 from pkbsim.timing.topology import load_topology
 from tasks.registry import get
-
-from conftest import HERE
 
 CANDIDATE = os.path.join(HERE, "cuda_candidates", "one_shot_all_reduce.py")
 COPY = os.path.join(HERE, "broken_candidates", "all_reduce__inline_cuda.py")
@@ -25,7 +25,7 @@ def run_screen(path, world_size=4, cost=False):
 
 
 def line_of(path: str, text: str) -> int:
-    return next(i for i, ln in enumerate(open(path).read().splitlines(), 1) if text in ln)
+    return next(i for i, ln in enumerate(pathlib.Path(path).read_text().splitlines(), 1) if text in ln)
 
 
 @pytest.mark.slow
@@ -57,12 +57,12 @@ def test_leaving_a_peer_out_is_a_wrong_output(monkeypatch):
     monkeypatch.setenv("PKB_CANDIDATE_BUG", "skip_peer")
     res = run_screen(CANDIDATE)
     assert (res.verdict, res.stage) == ("reject", "functional")
-    assert [r.kind for r in res.reasons][0] == "wrong_output"
+    assert res.reasons[0].kind == "wrong_output"
 
 
 @needs_nvcc
 def test_device_compile_error_is_reported_with_the_candidate_line(tmp_path):
-    src = open(COPY).read().replace("if (i < n) out[i] = x[i];", "if (i < n) out[i] = x[i]")
+    src = pathlib.Path(COPY).read_text().replace("if (i < n) out[i] = x[i];", "if (i < n) out[i] = x[i]")
     path = tmp_path / "all_reduce__missing_semicolon.py"
     path.write_text(src)
     res = run_screen(str(path))

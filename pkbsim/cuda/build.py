@@ -22,8 +22,15 @@ import torch
 
 from pkbsim.cuda import rewrite
 from pkbsim.cuda.runtime_libs import NAMES, runtime_dir
-from pkbsim.cuda.toolchain import RUNTIME_SRC, cache_root, cuda_home, nvcc_version, python_include, require_nvcc, \
-    torch_dirs
+from pkbsim.cuda.toolchain import (
+    RUNTIME_SRC,
+    cache_root,
+    cuda_home,
+    nvcc_version,
+    python_include,
+    require_nvcc,
+    torch_dirs,
+)
 from pkbsim.ptx.errors import CompileError
 
 KEPT_FLAG = re.compile(r"^(-D|-U|-I|-O\d?$|--use_fast_math$|-use_fast_math$|--expt-|-std=)")
@@ -89,7 +96,7 @@ def _compile(name: str, tu: str, flags: list[str], nvcc: str, rt: str, out_dir: 
         with open(src, "w") as f:
             f.write(tu)
         env = dict(os.environ, CUDA_HOME=cuda_home(nvcc))
-        proc = subprocess.run([nvcc, "-c", src, "-o", obj, *flags], capture_output=True, text=True, env=env)
+        proc = subprocess.run([nvcc, "-c", src, "-o", obj, *flags], capture_output=True, text=True, env=env, check=False)
         if proc.returncode != 0:
             raise _build_error(proc.stdout + proc.stderr, origin, "nvcc")
         _, torch_lib = torch_dirs()
@@ -103,7 +110,7 @@ def _compile(name: str, tu: str, flags: list[str], nvcc: str, rt: str, out_dir: 
                 f.write(autostub(missing))
             subprocess.run(["gcc", "-c", "-fPIC", "-fexceptions", stubs, "-o", stubs[:-1] + "o"], check=True)
             link.insert(5, stubs[:-1] + "o")
-        proc = subprocess.run(link, capture_output=True, text=True)
+        proc = subprocess.run(link, capture_output=True, text=True, check=False)
         if proc.returncode != 0:
             raise ExtensionBuildError(f"linking extension {name!r} failed: {_first_error(proc.stderr)}")
         try:
@@ -117,14 +124,14 @@ def _compile(name: str, tu: str, flags: list[str], nvcc: str, rt: str, out_dir: 
 def _undefined(link: list[str]) -> list[str]:
     """Symbols the object needs that none of the libraries on the link line define (Python's own
     symbols excepted: the interpreter provides them)."""
-    proc = subprocess.run([*link, "-Wl,--no-undefined", "-Wl,--no-demangle"], capture_output=True, text=True)
+    proc = subprocess.run([*link, "-Wl,--no-undefined", "-Wl,--no-demangle"], capture_output=True, text=True, check=False)
     names = set(re.findall(r"undefined reference to `([^']+)'", proc.stderr))
     return sorted(n for n in names if not n.startswith(("Py", "_Py")))
 
 
 def autostub(names: list[str]) -> str:
     """C source defining each missing symbol as a function that raises 'unsupported CUDA/torch symbol'."""
-    demangled = subprocess.run(["c++filt"], input="\n".join(names), capture_output=True, text=True).stdout.split("\n")
+    demangled = subprocess.run(["c++filt"], input="\n".join(names), capture_output=True, text=True, check=False).stdout.split("\n")
     lines = ["void sim_missing_symbol(const char*);"]
     for i, (n, d) in enumerate(zip(names, demangled)):
         text = d.replace("\\", "\\\\").replace('"', '\\"')

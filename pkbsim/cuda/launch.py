@@ -67,7 +67,7 @@ def _module(index: int, origin: str) -> Module:
 @functools.cache
 def display_name(mangled: str) -> str:
     """'oneshot_allreduce' for '_Z17oneshot_allreducePPfS_ii'."""
-    out = subprocess.run(["c++filt", mangled], capture_output=True, text=True).stdout.strip() or mangled
+    out = subprocess.run(["c++filt", mangled], capture_output=True, text=True, check=False).stdout.strip() or mangled
     return out.split("(")[0].split("<")[0].split("::")[-1] or mangled
 
 

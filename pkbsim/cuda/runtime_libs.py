@@ -11,13 +11,21 @@ import ctypes
 import glob
 import hashlib
 import os
+import shutil
 import subprocess
 import tempfile
 import threading
 
 import torch
 
-from pkbsim.cuda.toolchain import RUNTIME_SRC, cache_root, cuda_home, nvcc_version, require_nvcc, torch_dirs
+from pkbsim.cuda.toolchain import (
+    RUNTIME_SRC,
+    cache_root,
+    cuda_home,
+    nvcc_version,
+    require_nvcc,
+    torch_dirs,
+)
 
 NAMES = ("libcudart.so.13", "libc10_cuda.so", "libtorch_cuda.so")
 _lock = threading.Lock()
@@ -46,7 +54,7 @@ def _weak_stubs(home: str) -> str:
     real = sorted(glob.glob(os.path.join(home, "lib64", "libcudart.so.*")))
     names: list[str] = []
     if real:
-        out = subprocess.run(["nm", "-D", "--defined-only", real[0]], capture_output=True, text=True).stdout
+        out = subprocess.run(["nm", "-D", "--defined-only", real[0]], capture_output=True, text=True, check=False).stdout
         names = sorted({ln.split()[-1].split("@")[0] for ln in out.splitlines()
                         if len(ln.split()) == 3 and ln.split()[1] == "T"})
     body = "\n".join(f'__attribute__((weak)) int {n}(void) {{ return pkb_unsupported("{n}"); }}' for n in names)
@@ -56,7 +64,8 @@ def _weak_stubs(home: str) -> str:
 
 def _build(out: str, home: str) -> None:
     incs, lib = torch_dirs()
-    tmp = tempfile.mkdtemp(prefix=".build-", dir=os.makedirs(os.path.dirname(out), exist_ok=True) or os.path.dirname(out))
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix=".build-", dir=os.path.dirname(out))
     cuda_inc = os.path.join(home, "include")
     stub_inc = os.path.join(RUNTIME_SRC, "include")
     weak = os.path.join(tmp, "weak.c")
@@ -73,13 +82,13 @@ def _build(out: str, home: str) -> None:
          os.path.join(RUNTIME_SRC, "empty.c")],
     ]
     for cmd in steps:
-        proc = subprocess.run(cmd, capture_output=True, text=True)
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if proc.returncode != 0:
             raise RuntimeError(f"building pkb's CUDA runtime stand-in failed: {proc.stderr.strip()[-2000:]}")
     try:
         os.rename(tmp, out)
     except OSError:  # another process built it first
-        subprocess.run(["rm", "-rf", tmp], check=False)
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def load() -> ctypes.CDLL:

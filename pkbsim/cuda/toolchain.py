@@ -40,7 +40,7 @@ def python_include() -> str:
 
 @functools.cache
 def nvcc_version(nvcc: str) -> str:
-    return subprocess.run([nvcc, "--version"], capture_output=True, text=True).stdout.strip()
+    return subprocess.run([nvcc, "--version"], capture_output=True, text=True, check=False).stdout.strip()
 
 
 def require_nvcc() -> str:
