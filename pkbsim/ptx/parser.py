@@ -200,7 +200,10 @@ def _parse_body(fn: Function, body: str, files: dict[int, str], main_files: set[
         if not s:
             continue
         if _LOC.match(s):
-            loc = _loc_text(s, files, main_files) or loc
+            where = _loc_text(s, files, main_files)
+            # code inlined from headers (several levels deep) keeps the user's line that led into it
+            if where is not None and (where.rsplit(":", 1)[0] in main_files or loc.endswith(":?")):
+                loc = where
         elif s.startswith(".reg"):
             _declare_regs(fn, s, scopes)
         elif s.startswith((".shared", ".local", ".global", ".const")):
@@ -295,7 +298,7 @@ def _top_level_statements(text: str):
 
 def parse(ptx: str, main_files: set[str] | None = None) -> Program:
     files = {int(m.group(1)): m.group(2) for m in _FILE.finditer(ptx)}
-    main = set(main_files or ()) or {f for f in files.values() if "/cuda" not in f and "include/" not in f}
+    main = set(main_files or ()) | {f for f in files.values() if "/cuda" not in f and "include/" not in f}
     text = _COMMENT.sub("", ptx)
     text = "\n".join(ln for ln in text.split("\n")
                      if not ln.strip().startswith((".file", ".version", ".target", ".address_size")))
