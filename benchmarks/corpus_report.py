@@ -1,13 +1,16 @@
 """Precision, recall and conclusiveness of `pkb check` on the labelled corpus, per bug family.
 
 Runs every program of tests/corpus at every world size its header lists and prints one row per family
-(plus misclassified runs). Usage: python benchmarks/corpus_report.py [--json] [--corpus DIR]
+(plus misclassified runs). `--corpus tests/corpus_cuda` scores the inline-CUDA corpus (needs nvcc; each
+program's extension is built once, about a minute, and cached).
+Usage: python benchmarks/corpus_report.py [--json] [--corpus DIR]
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import pathlib
 import sys
 import time
 
@@ -22,6 +25,11 @@ def main() -> int:
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     cases = load_corpus(args.corpus)
+    from pkbsim.ptx.compile import find_nvcc
+    if find_nvcc() is None and any("load_inline" in pathlib.Path(c.path).read_text() for c in cases):
+        print("nvcc not found: the corpus builds inline-CUDA extensions; install the CUDA toolkit or set CUDA_HOME",
+              file=sys.stderr)
+        return 2
     runs = [(c, n) for c in cases for n in c.world_sizes]
     outcomes, t0 = [], time.perf_counter()
     for i, (case, n) in enumerate(runs, 1):
