@@ -3,7 +3,7 @@
 # title: inline-CUDA signal-pad barrier kernel that stores a constant 1 while the waiters expect the epoch number (the second barrier never opens)
 # patterns: load_inline, symm_mem.rendezvous, signal_pad_ptrs_dev, buffer_ptrs_dev, st.release.sys, ld.acquire.sys, spin loop
 # world_sizes: 2, 4
-# expect: deadlock
+# expect: protocol
 # twin: cuda_D1_barrier_constant_flag_fixed.py
 # source: pytorch/pytorch#163194
 # bug_line: 41

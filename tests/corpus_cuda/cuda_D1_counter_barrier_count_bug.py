@@ -3,7 +3,7 @@
 # title: inline-CUDA counter barrier that waits for world arrivals per epoch while only the world-1 other ranks add to the counter
 # patterns: load_inline, symm_mem.rendezvous, signal_pad_ptrs_dev, buffer_ptrs_dev, atomicAdd_system, __threadfence_system, spin loop
 # world_sizes: 2, 4
-# expect: deadlock
+# expect: protocol
 # twin: cuda_D1_counter_barrier_count_fixed.py
 # source: microsoft/mscclpp#806
 # bug_line: 35
