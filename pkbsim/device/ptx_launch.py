@@ -62,17 +62,23 @@ def _schedule(ctx, run: KernelRun):
             if ctx.world.failed:
                 raise SimAbort("simulated world aborted")
             stores, progressed = launch.counters.stores, False
-            run.polls.clear()
             for group in list(resident):
                 if group.run(SLICE):
                     resident.remove(group)
                     progressed = True
                 elif not group.spun:
                     progressed = True
-            if progressed or launch.counters.stores != stores or not run.polls:
+            if progressed or launch.counters.stores != stores:
+                run.polls.clear()  # polls since the last progress: lanes set aside while spinning poll too
+                continue
+            if not run.polls:
                 continue
             where = run.where(resident[0])
-            if block_on(ctx, dict(run.polls), run.poll_site, where, lambda: bool(waiting)):
+            escaped = block_on(ctx, dict(run.polls), run.poll_site, where, lambda: bool(waiting))
+            run.polls.clear()
+            for group in resident:  # memory changed: every spinning lane re-reads it
+                group.parked[:] = False
+            if escaped:
                 limit += 1
                 run.co_resident.append(f"{where} waited until {run.name}[block {_fmt(waiting[-1][0], run.grid)}] ran")
     return schedule

@@ -56,7 +56,8 @@ def block_on(ctx, polls: dict[tuple[int, int], Poll], site: str, where: str, can
     """Block the rank until one of the polled byte ranges changes. When the whole world is stuck and
     `can_escape()` (the kernel has work of its own it could still run), return True instead."""
     escaped = []
-    values = "; ".join(f"{p.label} = 0x{p.observed.hex()}" for p in polls.values())
+    shown = [f"{p.label} = 0x{p.observed.hex()}" for p in list(polls.values())[:4]]
+    values = "; ".join(shown) + (f" and {len(polls) - 4} more" if len(polls) > 4 else "")
     peers = set().union(*(p.waits_for for p in polls.values()))
     ctx.world.block(ctx.rank, Wait(
         what=f"{where} spinning on {values}", site=site, ready=lambda: bool(escaped) or _changed(polls),
