@@ -2,11 +2,19 @@
 simulated world (`pkb check`), so unmodified torchrun scripts that build an inline-CUDA extension run
 their kernels on the interpreter. `pkb screen` installs its own stand-in first (which compile-checks
 and then uses the same build); that one is left in place. Without nvcc the calls fail with one line
-saying inline CUDA cannot be simulated here.
+saying inline CUDA cannot be simulated here. Importing torch.utils.cpp_extension takes about half a
+second, so a program that does not import it is not charged for it: the patch is applied by an import
+hook right after the program's own import.
 """
 from __future__ import annotations
 
+import importlib.abc
+import sys
+
+from pkbsim.device.install import PatchingLoader
 from pkbsim.ptx.compile import find_nvcc
+
+MODULE = "torch.utils.cpp_extension"
 
 NO_NVCC = ("inline CUDA needs nvcc to be simulated (device code is compiled to PTX): install the CUDA "
            "toolkit or set CUDA_HOME")
@@ -16,9 +24,31 @@ class NvccMissing(RuntimeError):
     pass
 
 
-def install_cuda_extensions(patches) -> None:
-    import torch.utils.cpp_extension as cpp
+class _ExtensionImportHook(importlib.abc.MetaPathFinder):
+    def __init__(self, patches):
+        self.patches = patches
 
+    def find_spec(self, fullname, path, target=None):
+        if fullname != MODULE:
+            return None
+        for finder in sys.meta_path:
+            if finder is not self and hasattr(finder, "find_spec"):
+                spec = finder.find_spec(fullname, path, target)
+                if spec is not None:
+                    spec.loader = PatchingLoader(spec.loader, lambda: _patch(self.patches))
+                    return spec
+        return None
+
+
+def install_cuda_extensions(patches) -> None:
+    if MODULE in sys.modules:
+        _patch(patches)
+    else:
+        patches.set(sys, "meta_path", [_ExtensionImportHook(patches), *sys.meta_path])
+
+
+def _patch(patches) -> None:
+    cpp = sys.modules[MODULE]
     if getattr(cpp.load_inline, "pkb_stand_in", False):
         return
     if find_nvcc() is None:

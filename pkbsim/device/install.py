@@ -42,7 +42,7 @@ class _TritonImportHook(importlib.abc.MetaPathFinder):
             raise ModuleNotFoundError(MISSING, name="triton")
         if spec is None:
             return None
-        spec.loader = _PatchingLoader(spec.loader, self.patches)
+        spec.loader = PatchingLoader(spec.loader, lambda: patch_triton(self.patches))
         return spec
 
 
@@ -55,16 +55,18 @@ def _imported_by_the_program() -> bool:
     return frame is not None and not _is_plumbing(frame.f_code.co_filename)
 
 
-class _PatchingLoader(importlib.abc.Loader):
-    def __init__(self, inner, patches):
-        self.inner, self.patches = inner, patches
+class PatchingLoader(importlib.abc.Loader):
+    """Runs a module as its own loader would, then `on_loaded()` (which patches it)."""
+
+    def __init__(self, inner, on_loaded):
+        self.inner, self.on_loaded = inner, on_loaded
 
     def create_module(self, spec):
         return self.inner.create_module(spec)
 
     def exec_module(self, module):
         self.inner.exec_module(module)
-        patch_triton(self.patches)
+        self.on_loaded()
 
 
 def install_device_support(patches) -> None:
