@@ -14,7 +14,7 @@ import ctypes
 import functools
 import subprocess
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from pkbsim.cuda import runtime_libs
 from pkbsim.cuda.fatbin import module_ptx
@@ -22,6 +22,8 @@ from pkbsim.cuda.memory import rank_memory
 from pkbsim.device import ptx_launch
 from pkbsim.ptx.module import Module
 from pkbsim.world.context import current
+
+COOPERATIVE = 2  # SimLaunch.api of cudaLaunchCooperativeKernel (runtime/fakecudart.cpp)
 
 
 class SimLaunch(ctypes.Structure):
@@ -38,7 +40,6 @@ class CallScope:
     site: str
     origin: str
     error: BaseException | None = None
-    launches: int = field(default=0)
 
 
 _tls = threading.local()
@@ -85,7 +86,7 @@ def _run(launch: SimLaunch, scope: CallScope | None) -> None:
         mod.launch_raw(name, grid, block, bytes(params), launch.shmem, memory=memory)
         return
     ptx_launch.launch(ctx, mod, name, display_name(name), grid, block, bytes(params), launch.shmem, memory,
-                      scope.site if scope else "?")
+                      scope.site if scope else "?", cooperative=launch.api == COOPERATIVE)
 
 
 def _on_launch(ptr) -> int:

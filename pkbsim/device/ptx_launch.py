@@ -5,7 +5,8 @@ memory runs one block at a time, in launch order, as the Triton path runs progra
 block spins on memory that did not change during a round, the rank blocks in the world's wait-for check
 until a peer writes what it polls (pkbsim.device.spin.block_on), so a wait nothing satisfies becomes a
 deadlock report naming the polled address and the CUDA line. Only when the whole world is stuck does a
-later block of the launch start: the kernel then relies on co-residency, which is reported.
+later block of the launch start: the kernel then relies on co-residency, which is reported. A
+cooperative launch (cudaLaunchCooperativeKernel) guarantees co-residency: all its blocks are resident.
 """
 from __future__ import annotations
 
@@ -45,14 +46,14 @@ def _fmt(block, grid) -> str:
     return ",".join(map(str, block[:dims]))
 
 
-def _schedule(ctx, run: KernelRun):
+def _schedule(ctx, run: KernelRun, cooperative: bool):
     def schedule(kernel, launch) -> None:
         polling = any(d.poll_loop for d in kernel.code)
         ctas = cta_order(launch.grid)
         per_cta = -(-(launch.block[0] * launch.block[1] * launch.block[2]) // 32) * 32
         batch = 1 if polling else max(1, min(LANES_PER_GROUP // per_cta, len(ctas)))
         waiting = [ctas[i:i + batch] for i in range(0, len(ctas), batch)][::-1]
-        limit = 1 if polling else RESIDENT_GROUPS
+        limit = len(waiting) if cooperative else 1 if polling else RESIDENT_GROUPS
         resident: list[LaneGroup] = []
         while waiting or resident:
             while waiting and len(resident) < limit:
@@ -85,11 +86,11 @@ def _schedule(ctx, run: KernelRun):
 
 
 def launch(ctx, module, kernel: str, name: str, grid, block, params: bytes, shared_bytes: int, memory,
-           site: str) -> None:
+           site: str, cooperative: bool = False) -> None:
     """Run `kernel` of `module` on the calling rank; `memory` maps every address it may touch."""
     g = tuple(grid) + (1,) * (3 - len(grid))
     run = KernelRun(name, site, g)
     device_state(ctx.world).log.append(Event("kernel", ctx.rank, site, name, value=g[0] * g[1] * g[2]))
     module.launch_raw(kernel, g, block, params, shared_bytes, memory=memory, observer=KernelObserver(ctx, run),
-                      schedule=_schedule(ctx, run))
+                      schedule=_schedule(ctx, run, cooperative))
     report_launch(ctx, name, site, g[0] * g[1] * g[2], "block", run.traffic, run.co_resident, "cuda")
