@@ -43,7 +43,7 @@ class CallScope:
 
 
 _tls = threading.local()
-_modules: dict[int, Module] = {}
+_modules: dict[tuple[int, int], Module] = {}
 _modules_lock = threading.Lock()
 
 
@@ -57,11 +57,15 @@ def call_scope(tensors, site: str, origin: str):
         _tls.scope = outer
 
 
-def _module(index: int, origin: str) -> Module:
+def _module(index: int, origin: str, ctx) -> Module:
+    """The module's kernels for one rank of one world: each GPU has its own `__device__` variables, and
+    a new run starts from their initial values."""
+    cache = _modules if ctx is None else ctx.world.__dict__.setdefault("cuda_modules", {})
+    key = (index, -1 if ctx is None else ctx.rank)
     with _modules_lock:
-        mod = _modules.get(index)
+        mod = cache.get(key)
         if mod is None:
-            mod = _modules[index] = Module(module_ptx(runtime_libs.load().sim_module_fatbin(index)), origin)
+            mod = cache[key] = Module(module_ptx(runtime_libs.load().sim_module_fatbin(index)), origin)
         return mod
 
 
@@ -73,13 +77,13 @@ def display_name(mangled: str) -> str:
 
 
 def _run(launch: SimLaunch, scope: CallScope | None) -> None:
-    mod = _module(launch.module, scope.origin if scope else "?")
+    ctx = current()
+    mod = _module(launch.module, scope.origin if scope else "?", ctx)
     name = launch.name.decode()
     kernel = mod.kernel(name)
     params = bytearray(kernel.param_size)
     for i, (var, off) in enumerate(kernel.param_layout):
         params[off:off + var.size] = ctypes.string_at(launch.args[i], var.size)
-    ctx = current()
     memory = rank_memory(ctx, scope.tensors if scope else [])
     grid, block = tuple(launch.grid), tuple(launch.block)
     if ctx is None:
