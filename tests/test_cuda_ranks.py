@@ -65,3 +65,10 @@ def test_relaxed_flags_without_fences_are_d4_and_fences_fix_them():
     race = next(f for f in res.findings if f.kind == "race")
     assert "release" in race.message
     assert check("fenced_relaxed_flags").verdict == "ok"
+
+
+def test_blocks_waiting_on_each_other_rely_on_co_residency_unless_launched_cooperatively():
+    res = check("co_residency")
+    assert {f.kind for f in res.findings} == {"co_residency"} and res.verdict == "protocol"
+    assert "grid_barrier_kernel[block 0] waited until grid_barrier_kernel[block 1] ran" in res.findings[0].details
+    assert check("cooperative").verdict == "ok"
