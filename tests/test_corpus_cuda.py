@@ -10,12 +10,12 @@ import pytest
 from conftest import HERE
 
 from pkbsim.corpus import load_corpus, run_case
-from pkbsim.ptx.compile import find_nvcc
+from pkbsim.cuda.toolchain import unavailable
 
 CORPUS = os.path.join(HERE, "corpus_cuda")
 CASES = load_corpus(CORPUS) if os.path.isdir(CORPUS) else []
 pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(find_nvcc() is None, reason="nvcc not found: inline CUDA cannot be built")]
+              pytest.mark.skipif(unavailable() is not None, reason=str(unavailable()))]
 # known misses, each with its cause (strict: the test fails once the simulator catches them)
 KNOWN_MISSES = {
     "cuda_D6_one_shot_no_exit_barrier_bug.py": "the blocks of one rank share one vector clock: block 1's entry "

@@ -8,12 +8,12 @@ import pathlib
 import pytest
 from conftest import HERE
 
-from pkbsim.ptx.compile import find_nvcc
+from pkbsim.cuda.toolchain import unavailable
 from pkbsim.world.check import check_script
 from pkbsim.world.launcher import RunOptions
 
 pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(find_nvcc() is None, reason="nvcc not found: inline CUDA cannot be built")]
+              pytest.mark.skipif(unavailable() is not None, reason=str(unavailable()))]
 PROGRAM = os.path.join(HERE, "programs", "cuda_one_shot_modes.py")
 SOURCE = pathlib.Path(PROGRAM).read_text().splitlines()
 

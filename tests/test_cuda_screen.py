@@ -6,10 +6,11 @@ import os
 import pathlib
 
 import pytest
+import torch
 from conftest import HERE
 
 from pkbsim.cuda.build import _build_error
-from pkbsim.ptx.compile import find_nvcc
+from pkbsim.cuda.toolchain import unavailable
 from pkbsim.screen import candidate, cuda_check
 from pkbsim.screen.pipeline import ScreenOptions, screen
 from pkbsim.timing.topology import load_topology
@@ -17,7 +18,7 @@ from tasks.registry import get
 
 CANDIDATE = os.path.join(HERE, "cuda_candidates", "one_shot_all_reduce.py")
 COPY = os.path.join(HERE, "broken_candidates", "all_reduce__inline_cuda.py")
-needs_nvcc = pytest.mark.skipif(find_nvcc() is None, reason="nvcc not found: inline CUDA cannot be built")
+needs_nvcc = pytest.mark.skipif(unavailable() is not None, reason=str(unavailable()))
 
 
 def run_screen(path, world_size=4, cost=False):
@@ -77,9 +78,13 @@ def test_host_compile_error_names_the_candidate_line():
     assert str(err) == 'cand.py:31: nvcc: error: identifier "outt" is undefined' and err.site == "cand.py:31"
 
 
-def test_without_nvcc_the_candidate_is_not_simulated(monkeypatch):
-    monkeypatch.setattr(cuda_check, "nvcc_path", lambda: None)
-    monkeypatch.setattr(candidate, "nvcc_path", lambda: None)
+@pytest.mark.parametrize("missing", ["nvcc", "a CPU build of torch"])
+def test_without_nvcc_or_under_cuda_torch_the_candidate_is_not_simulated(monkeypatch, missing):
+    if missing == "nvcc":
+        monkeypatch.setattr(cuda_check, "nvcc_path", lambda: None)
+        monkeypatch.setattr(candidate, "nvcc_path", lambda: None)
+    else:
+        monkeypatch.setattr(torch.version, "cuda", "13.0")
     res = run_screen(COPY)
     assert res.verdict == "pass" and res.correct is None
     assert "not_simulated" in [r.kind for r in res.reasons]

@@ -1,26 +1,22 @@
 """Route `torch.utils.cpp_extension.load_inline`/`load` to pkb's build while a program runs on the
 simulated world (`pkb check`), so unmodified torchrun scripts that build an inline-CUDA extension run
 their kernels on the interpreter. `pkb screen` installs its own stand-in first (which compile-checks
-and then uses the same build); that one is left in place. Without nvcc the calls fail with one line
-saying inline CUDA cannot be simulated here. Importing torch.utils.cpp_extension takes about half a
-second, so a program that does not import it is not charged for it: the patch is applied by an import
-hook right after the program's own import.
+and then uses the same build); that one is left in place. Without nvcc, or under a CUDA build of torch
+(whose own CUDA libraries the stand-ins would clash with), the calls fail with one line saying why.
+Importing torch.utils.cpp_extension takes about half a second, so a program that does not import it is
+not charged for it: the patch is applied by an import hook right after the program's own import.
 """
 from __future__ import annotations
 
 import importlib.abc
 import sys
 
+from pkbsim.cuda.toolchain import unavailable
 from pkbsim.device.install import PatchingLoader
-from pkbsim.ptx.compile import find_nvcc
 
 MODULE = "torch.utils.cpp_extension"
 
-NO_NVCC = ("inline CUDA needs nvcc to be simulated (device code is compiled to PTX): install the CUDA "
-           "toolkit or set CUDA_HOME")
-
-
-class NvccMissing(RuntimeError):
+class CannotSimulate(RuntimeError):
     pass
 
 
@@ -51,11 +47,12 @@ def _patch(patches) -> None:
     cpp = sys.modules[MODULE]
     if getattr(cpp.load_inline, "pkb_stand_in", False):
         return
-    if find_nvcc() is None:
-        def unavailable(*args, **kwargs):
-            raise NvccMissing(NO_NVCC)
-        patches.set(cpp, "load_inline", unavailable)
-        patches.set(cpp, "load", unavailable)
+    why = unavailable()
+    if why is not None:
+        def refuse(*args, **kwargs):
+            raise CannotSimulate(why)
+        patches.set(cpp, "load_inline", refuse)
+        patches.set(cpp, "load", refuse)
         return
     from pkbsim.cuda import extension
 

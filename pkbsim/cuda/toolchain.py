@@ -43,6 +43,21 @@ def nvcc_version(nvcc: str) -> str:
     return subprocess.run([nvcc, "--version"], capture_output=True, text=True, check=False).stdout.strip()
 
 
+NO_NVCC = ("inline CUDA needs nvcc to be simulated (device code is compiled to PTX): install the CUDA "
+           "toolkit or set CUDA_HOME")
+CUDA_TORCH = ("inline CUDA is simulated against a CPU build of torch (the stand-in CUDA runtime would clash "
+              "with this build's own): run pkb check/screen with `pip install torch==<version>` from the CPU index")
+
+
+def unavailable() -> str | None:
+    """Why inline-CUDA extensions cannot run on simulated ranks in this process (None: they can)."""
+    if find_nvcc() is None:
+        return NO_NVCC
+    if torch.version.cuda:
+        return CUDA_TORCH
+    return None
+
+
 def require_nvcc() -> str:
     nvcc = find_nvcc()
     if nvcc is None:

@@ -69,7 +69,8 @@ class Session:
             where = f"{os.path.basename(self.path)}:{line}" if line else f"extension {name!r}"
             raise self.fail(CandidateError("compile_error", f"{where}: nvcc: error: {report.message}",
                                            f"{self.path}:{line}" if line else ""))
-        if full_build is None or nvcc_path() is None:
+        from pkbsim.cuda.toolchain import unavailable
+        if full_build is None or nvcc_path() is None or unavailable() is not None:
             return _StubExtension(name, self)
         from pkbsim.cuda.build import ExtensionBuildError
         try:
