@@ -24,13 +24,13 @@ from pkbsim.cuda import rewrite
 from pkbsim.cuda.runtime_libs import NAMES, runtime_dir
 from pkbsim.cuda.toolchain import (
     RUNTIME_SRC,
-    cache_root,
     cuda_home,
-    nvcc_version,
+    publish,
     python_include,
     require_nvcc,
     torch_dirs,
 )
+from pkbsim.ptx.compile import cache_root, nvcc_version
 from pkbsim.ptx.errors import CompileError
 
 KEPT_FLAG = re.compile(r"^(-D|-U|-I|-O\d?$|--use_fast_math$|-use_fast_math$|--expt-|-std=)")
@@ -113,10 +113,7 @@ def _compile(name: str, tu: str, flags: list[str], nvcc: str, rt: str, out_dir: 
         proc = subprocess.run(link, capture_output=True, text=True, check=False)
         if proc.returncode != 0:
             raise ExtensionBuildError(f"linking extension {name!r} failed: {_first_error(proc.stderr)}")
-        try:
-            os.rename(tmp, out_dir)
-        except OSError:  # built concurrently by another process
-            pass
+        publish(tmp, out_dir)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -11,7 +11,6 @@ import ctypes
 import glob
 import hashlib
 import os
-import shutil
 import subprocess
 import tempfile
 import threading
@@ -20,12 +19,12 @@ import torch
 
 from pkbsim.cuda.toolchain import (
     RUNTIME_SRC,
-    cache_root,
     cuda_home,
-    nvcc_version,
+    publish,
     require_nvcc,
     torch_dirs,
 )
+from pkbsim.ptx.compile import cache_root, nvcc_version
 
 NAMES = ("libcudart.so.13", "libc10_cuda.so", "libtorch_cuda.so")
 _lock = threading.Lock()
@@ -85,10 +84,7 @@ def _build(out: str, home: str) -> None:
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if proc.returncode != 0:
             raise RuntimeError(f"building pkb's CUDA runtime stand-in failed: {proc.stderr.strip()[-2000:]}")
-    try:
-        os.rename(tmp, out)
-    except OSError:  # another process built it first
-        shutil.rmtree(tmp, ignore_errors=True)
+    publish(tmp, out)
 
 
 def load() -> ctypes.CDLL:

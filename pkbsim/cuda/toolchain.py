@@ -1,9 +1,9 @@
-"""Where the tools and headers are: nvcc, torch's include and library folders, the build cache."""
+"""Where the tools and headers are for building extensions: the CUDA home, torch's include and library
+folders; publishing a finished build into the cache (nvcc itself and the cache root: pkbsim.ptx.compile)."""
 from __future__ import annotations
 
-import functools
 import os
-import subprocess
+import shutil
 import sysconfig
 
 import torch
@@ -11,12 +11,6 @@ import torch
 from pkbsim.ptx.compile import find_nvcc
 
 RUNTIME_SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runtime")
-
-
-def cache_root() -> str:
-    """$PKB_CACHE_DIR, else $XDG_CACHE_HOME/pkb, else ~/.cache/pkb (as the PTX cache)."""
-    return os.environ.get("PKB_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "pkb")
 
 
 def cuda_home(nvcc: str) -> str:
@@ -38,9 +32,13 @@ def python_include() -> str:
     return sysconfig.get_paths()["include"]
 
 
-@functools.cache
-def nvcc_version(nvcc: str) -> str:
-    return subprocess.run([nvcc, "--version"], capture_output=True, text=True, check=False).stdout.strip()
+def publish(tmp: str, out: str) -> None:
+    """Move a finished build folder into the cache in one step; if another process got there first, keep
+    theirs (same content key)."""
+    try:
+        os.rename(tmp, out)
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 NO_NVCC = ("inline CUDA needs nvcc to be simulated (device code is compiled to PTX): install the CUDA "

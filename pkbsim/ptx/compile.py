@@ -22,15 +22,21 @@ TORCH_FLAGS = ("-D__CUDA_NO_HALF_OPERATORS__", "-D__CUDA_NO_HALF_CONVERSIONS__",
                "--expt-relaxed-constexpr")
 
 
-def cache_dir() -> str:
-    """$PKB_CACHE_DIR, else $XDG_CACHE_HOME/pkb, else ~/.cache/pkb; with a ptx/ subfolder."""
-    root = os.environ.get("PKB_CACHE_DIR") or os.path.join(
+def cache_root() -> str:
+    """$PKB_CACHE_DIR, else $XDG_CACHE_HOME/pkb, else ~/.cache/pkb (every pkb build cache lives below it)."""
+    return os.environ.get("PKB_CACHE_DIR") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "pkb")
-    return os.path.join(root, "ptx")
+
+
+def cache_dir() -> str:
+    return os.path.join(cache_root(), "ptx")
 
 
 def find_nvcc() -> str | None:
-    """nvcc on PATH, else under $CUDA_HOME or /usr/local/cuda."""
+    """$PKB_NVCC, else nvcc on PATH, else under $CUDA_HOME or /usr/local/cuda."""
+    pinned = os.environ.get("PKB_NVCC")
+    if pinned and os.access(pinned, os.X_OK):
+        return pinned
     found = shutil.which("nvcc")
     if found:
         return found
@@ -41,8 +47,8 @@ def find_nvcc() -> str | None:
 
 
 @functools.cache
-def _nvcc_version(nvcc: str) -> str:
-    return subprocess.run([nvcc, "--version"], capture_output=True, text=True).stdout.strip()
+def nvcc_version(nvcc: str) -> str:
+    return subprocess.run([nvcc, "--version"], capture_output=True, text=True, check=False).stdout.strip()
 
 
 def compile_to_ptx(source: str, name: str = "kernel.cu", flags: tuple[str, ...] = ()) -> str:
@@ -51,7 +57,7 @@ def compile_to_ptx(source: str, name: str = "kernel.cu", flags: tuple[str, ...] 
     if nvcc is None:
         raise CompileError("nvcc not found: install the CUDA toolkit or set CUDA_HOME to it")
     all_flags = BASE_FLAGS + TORCH_FLAGS + tuple(flags)
-    key = hashlib.sha256("\0".join((_nvcc_version(nvcc), name, *all_flags, source)).encode()).hexdigest()
+    key = hashlib.sha256("\0".join((nvcc_version(nvcc), name, *all_flags, source)).encode()).hexdigest()
     path = os.path.join(cache_dir(), key[:32] + ".ptx")
     if os.path.exists(path):
         with open(path) as fh:
@@ -61,7 +67,7 @@ def compile_to_ptx(source: str, name: str = "kernel.cu", flags: tuple[str, ...] 
         with open(src, "w") as fh:
             fh.write(source)
         out = os.path.join(tmp, "out.ptx")
-        proc = subprocess.run([nvcc, *all_flags, "-o", out, src], capture_output=True, text=True)
+        proc = subprocess.run([nvcc, *all_flags, "-o", out, src], capture_output=True, text=True, check=False)
         if proc.returncode != 0:
             first = next((ln for ln in proc.stderr.splitlines() if "error" in ln), proc.stderr.strip())
             raise CompileError(f"nvcc failed on {name}: {first.replace(tmp + '/', '')}")

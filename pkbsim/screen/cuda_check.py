@@ -21,6 +21,8 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 
+from pkbsim.ptx.compile import cache_root, find_nvcc
+
 HOST_MARKERS = re.compile(r"\b(torch|at|c10|pybind11|py)::|\bTensor\b|\bTORCH_|\bPYBIND11_|\bAT_DISPATCH|\bC10_|"
                           r"#\s*include\s*[<\"](torch|ATen|c10|pybind11)/")
 ERROR_LINE = re.compile(r"\((\d+)\): (?:catastrophic )?error:? (.*)")
@@ -41,10 +43,7 @@ class CompileReport:
 
 
 def nvcc_path() -> str | None:
-    for cand in (os.environ.get("PKB_NVCC"), shutil.which("nvcc"), "/usr/local/cuda/bin/nvcc"):
-        if cand and os.path.isfile(cand) and os.access(cand, os.X_OK):
-            return cand
-    return None
+    return find_nvcc()
 
 
 def device_only(source: str) -> tuple[str, set[int]]:
@@ -105,9 +104,7 @@ def _top_level_chunks(source: str):
 
 
 def cache_dir() -> str:
-    root = os.environ.get("PKB_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "pkb")
-    path = os.path.join(root, "nvcc-check")
+    path = os.path.join(cache_root(), "nvcc-check")
     os.makedirs(path, exist_ok=True)
     return path
 
