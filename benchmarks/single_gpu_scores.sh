@@ -1,7 +1,8 @@
 #!/bin/sh
 # The README's one-GPU scoring table: `pkb score` at world size 1 with NCCL, full size, for the tasks
-# that allow one rank; each task's reference against itself (the noise floor) and the honest one-GPU
-# candidates in tests/gpu_candidates/. Usage: benchmarks/single_gpu_scores.sh OUT_DIR
+# that allow one rank; each task's reference against itself (the noise floor), the one-GPU candidates in
+# tests/gpu_candidates/ (two honest, two broken) and the inline-CUDA one-shot all-reduce that the simulator
+# runs on CPU ranks (tests/cuda_candidates/). Usage: benchmarks/single_gpu_scores.sh OUT_DIR
 set -u
 out=${1:?usage: $0 OUT_DIR}
 mkdir -p "$out/candidates"
@@ -23,3 +24,6 @@ for task in allreduce_residual_rmsnorm gemm_allreduce_row_parallel all_reduce; d
         tests/gpu_candidates/fused_residual_rmsnorm.py allreduce_residual_rmsnorm.fused_rms_norm
 done
 score all_reduce tests/gpu_candidates/fast_all_reduce.py all_reduce.fast_all_reduce
+score all_reduce tests/gpu_candidates/cuda_error.py all_reduce.cuda_error
+score all_reduce tests/gpu_candidates/compile_error.py all_reduce.compile_error
+score all_reduce tests/cuda_candidates/one_shot_all_reduce.py all_reduce.inline_cuda_one_shot
