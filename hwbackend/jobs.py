@@ -14,6 +14,7 @@ import sys
 import tempfile
 import time
 
+from hwbackend.failures import cuda_error_line
 from hwbackend.protocol import Channel
 
 PR_SET_CHILD_SUBREAPER = 36
@@ -172,11 +173,19 @@ class Job:
                 except socket.timeout:
                     raise JobFailure("timeout", f"no answer within {self.timeout:g} s", details=self.last_ops()) from None
                 except (ConnectionError, OSError):
-                    raise JobFailure("error", "a rank died without reporting", details=self.log_tail()) from None
+                    raise self._died() from None
                 if msg.get("event") == "error":
                     raise self._root_cause(msg)
                 replies[i] = msg
         return replies
+
+    def _died(self) -> JobFailure:
+        """A rank's connection closed without a report: its log may still say why (NCCL's watchdog aborts
+        the process on an asynchronous CUDA error before the worker can send it)."""
+        line = cuda_error_line(self.log_text())
+        if line is not None:
+            return JobFailure("cuda_error", f"a rank died on a CUDA error: {line}", details=self.log_tail())
+        return JobFailure("error", "a rank died without reporting", details=self.log_tail())
 
     def _await(self, ch: Channel) -> None:
         """Block until `ch` has something to read; between looks, watch() may end the job early."""
@@ -221,14 +230,17 @@ class Job:
         status = self.rank_status()
         return "\n".join(f"rank {r}: {status.get(r, 'not started')}" for r in range(self.world_size))
 
-    def log_tail(self, n: int = 2000) -> str:
+    def log_text(self) -> str:
         try:
             if self.log:
                 self.log.flush()
             with open(os.path.join(self.dir, "job.log"), "rb") as f:
-                return f.read()[-n:].decode(errors="replace")
+                return f.read().decode(errors="replace")
         except OSError:
             return ""
+
+    def log_tail(self, n: int = 2000) -> str:
+        return self.log_text()[-n:]
 
     def finish(self) -> None:
         """End the job: ask the ranks to leave, then kill whatever is left, escapees included."""

@@ -15,6 +15,7 @@ import traceback
 import torch
 import torch.distributed as dist
 
+from hwbackend.failures import is_cuda_error
 from hwbackend.guard import Guard, fingerprint, output_problems
 from hwbackend.protocol import Channel, connect
 from tasks.api import TaskContext, as_outputs, flat_tensors, signature_problem
@@ -148,9 +149,7 @@ class CompileError(Exception):
 def classify(exc: BaseException) -> str:
     if isinstance(exc, CompileError):
         return "compile_error"
-    text = f"{type(exc).__name__}: {exc}".lower()
-    if any(k in text for k in ("cuda error", "cuda failure", "device-side assert", "illegal memory access")) \
-            or type(exc).__name__ in ("AcceleratorError", "CudaError"):
+    if is_cuda_error(f"{type(exc).__name__}: {exc}") or type(exc).__name__ in ("AcceleratorError", "CudaError"):
         return "cuda_error"
     return "exception"
 

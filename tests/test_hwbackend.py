@@ -49,6 +49,8 @@ def test_reference_as_candidate_is_correct_and_not_faster(nproc, launches, tmp_p
     ("background_thread", None, None),
     ("slow_down_reference", "integrity", "still running after its job ended"),
     ("raises", "error", "bad shape on rank 1"),
+    ("dies", "error", "a rank died without reporting"),
+    ("dies_on_cuda_error", "error", "a rank died on a CUDA error: [rank1]: Process group watchdog"),
     ("syntax_error", "compile_error", "syntax_error.py:4"),
 ])
 def test_cheating_and_broken_candidates(name, status, needle):

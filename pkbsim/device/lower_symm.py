@@ -14,7 +14,7 @@ from pkbsim.device.protocol import device_state, emit
 
 def on_put_signal(ctx, dst: int, slot: int, site: str) -> None:
     """Under the world lock, right after put_signal published its clock: later accesses are newer."""
-    ctx.world.clocks.vc[ctx.rank][ctx.rank] += 1
+    ctx.world.clocks.tick(ctx.rank)
     device_state(ctx.world).log.append(Event("signal", ctx.rank, site, "put_signal", dst, slot, slot + 1, True,
                                              "set", 1, "release"))
 

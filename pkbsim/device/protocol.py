@@ -10,7 +10,7 @@ from collections import defaultdict
 
 from pkbsim.device.ir import Event, ProtocolLog
 from pkbsim.device.memory_map import MemoryMap
-from pkbsim.device.races import RaceDetector, release
+from pkbsim.device.races import RaceDetector
 from pkbsim.world.findings import Finding
 from pkbsim.world.world import SimAbort
 
@@ -27,7 +27,7 @@ class DeviceState:
         self.world = world
         self.memory = MemoryMap(symm_state(world))
         self.log = ProtocolLog(world.size)
-        self.races = RaceDetector(world.size)
+        self.races = RaceDetector(world.clocks)
         # flag word (pad or buffer address) -> join of the clocks released into it, and the last relaxed writer
         self.flag_clock: dict[int, tuple[int, ...]] = {}
         self.relaxed_flag: dict[int, Event] = {}
@@ -38,13 +38,14 @@ class DeviceState:
         self.flag_writes: dict[int, tuple[int, Event]] = {}
         self.polling: dict[int, tuple[int, Event]] = {}
         self.waits_done: dict[tuple[int, int], int] = {}
-        # fences (CUDA kernels): flags a rank polled without acquire since its last fence, and the ranks
-        # whose last fence came after their last data write (their next relaxed flag write releases)
+        # fences (CUDA kernels), per clock thread (a rank, or a block of its kernel): flags it polled without
+        # acquire since its last fence, and the threads whose last fence came after their last data write
+        # (their next relaxed flag write releases)
         self.relaxed_polls: dict[int, set[int]] = defaultdict(set)
         self.fenced: set[int] = set()
         with world.lock:
             for r in range(world.size):  # epochs start at 1: "never synchronised" must not look ordered
-                world.clocks.vc[r][r] += 1
+                world.clocks.tick(r)
 
 
 def device_state(world) -> DeviceState:
@@ -63,7 +64,7 @@ def emit(world, ev: Event, region=None, flag_addr: int | None = None) -> None:
     with world.lock:
         st.log.append(ev)
         if ev.kind == "put":
-            st.fenced.discard(ev.rank)
+            st.fenced.discard(world.clocks.thread(ev.rank))
         if ev.kind in ("put", "get") and region is not None and not region.on_pad:
             _wait_completed(world, st, ev)
             _check_race(world, st, region, ev)
@@ -77,8 +78,8 @@ def emit(world, ev: Event, region=None, flag_addr: int | None = None) -> None:
 
 def _signal(world, st: DeviceState, ev: Event, addr: int) -> None:
     st.flag_writes[addr] = (st.flag_writes.get(addr, (0, ev))[0] + bool(ev.value), ev)
-    if ev.sem in _RELEASING or ev.rank in st.fenced:
-        published = release(world, ev.rank)
+    if ev.sem in _RELEASING or world.clocks.thread(ev.rank) in st.fenced:
+        published = world.clocks.release(ev.rank)
         old = st.flag_clock.get(addr)
         st.flag_clock[addr] = published if old is None else tuple(max(a, b) for a, b in zip(old, published))
         st.relaxed_flag.pop(addr, None)
@@ -101,27 +102,27 @@ def _observe(world, st: DeviceState, ev: Event, addr: int) -> None:
     if ev.sem in _ACQUIRING and clock is not None:
         world.clocks.acquire(ev.rank, clock)
         return
-    st.relaxed_polls[ev.rank].add(addr)
+    st.relaxed_polls[world.clocks.thread(ev.rank)].add(addr)
     if relaxed is not None and relaxed.rank != ev.rank:
         st.unordered_flags[ev.rank][relaxed.rank] = (relaxed, ev)
     elif clock is not None:
-        for peer in range(world.size):
-            if peer != ev.rank and clock[peer] > world.clocks.vc[ev.rank][peer]:
-                st.unordered_flags[ev.rank][peer] = (None, ev)
+        for peer in world.clocks.ranks_ahead(ev.rank, clock):
+            st.unordered_flags[ev.rank][peer] = (None, ev)
 
 
 def _fence(world, st: DeviceState, ev: Event) -> None:
     """A fence after relaxed polls acquires what was released into the flags they saw; a fence after
     the rank's data writes makes its next relaxed flag write a release (the CUDA idiom: write data,
     __threadfence_system(), set the flag; poll the flag, fence, read the data)."""
-    for addr in st.relaxed_polls.pop(ev.rank, ()):
+    me = world.clocks.thread(ev.rank)
+    for addr in st.relaxed_polls.pop(me, ()):
         clock = st.flag_clock.get(addr)
         if clock is not None:
             world.clocks.acquire(ev.rank, clock)
     unordered = st.unordered_flags.get(ev.rank, {})
     for peer in [p for p, (set_by, _) in unordered.items() if set_by is None]:
         del unordered[peer]
-    st.fenced.add(ev.rank)
+    st.fenced.add(me)
 
 
 def _wait_completed(world, st: DeviceState, ev: Event) -> None:
@@ -145,7 +146,7 @@ def _wait_completed(world, st: DeviceState, ev: Event) -> None:
 
 
 def _check_race(world, st: DeviceState, region, ev: Event) -> None:
-    hit = st.races.access(region.alloc, ev, world.clocks.vc[ev.rank], ev.kind == "put")
+    hit = st.races.access(region.alloc, ev, ev.kind == "put")
     if hit is None:
         return
     earlier, what = hit

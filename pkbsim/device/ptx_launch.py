@@ -7,6 +7,8 @@ until a peer writes what it polls (pkbsim.device.spin.block_on), so a wait nothi
 deadlock report naming the polled address and the CUDA line. Only when the whole world is stuck does a
 later block of the launch start: the kernel then relies on co-residency, which is reported. A
 cooperative launch (cudaLaunchCooperativeKernel) guarantees co-residency: all its blocks are resident.
+Each block runs on its own clock thread, forked from the rank at its start and joined back at the end of
+the launch, so the race detector sees blocks as unordered unless they synchronise.
 """
 from __future__ import annotations
 
@@ -46,7 +48,7 @@ def _fmt(block, grid) -> str:
     return ",".join(map(str, block[:dims]))
 
 
-def _schedule(ctx, run: KernelRun, cooperative: bool):
+def _schedule(ctx, run: KernelRun, cooperative: bool, clocks):
     def schedule(kernel, launch) -> None:
         polling = any(d.poll_loop for d in kernel.code)
         ctas = cta_order(launch.grid)
@@ -55,16 +57,24 @@ def _schedule(ctx, run: KernelRun, cooperative: bool):
         waiting = [ctas[i:i + batch] for i in range(0, len(ctas), batch)][::-1]
         limit = len(waiting) if cooperative else 1 if polling else RESIDENT_GROUPS
         resident: list[LaneGroup] = []
+        threads: dict[int, int] = {}  # lane group -> its clock thread (pkbsim.world.clocks)
         while waiting or resident:
             while waiting and len(resident) < limit:
                 group = LaneGroup(kernel, launch, waiting[-1])
                 run.blocks[id(group)] = waiting.pop()[0]
+                with ctx.world.lock:
+                    threads[id(group)] = clocks.start(len(threads))
                 resident.append(group)
             if ctx.world.failed:
                 raise SimAbort("simulated world aborted")
             stores, progressed = launch.counters.stores, False
             for group in list(resident):
-                if group.run(SLICE):
+                prev = clocks.run_on(threads[id(group)])
+                try:
+                    done = group.run(SLICE)
+                finally:
+                    clocks.run_on(prev)
+                if done:
                     resident.remove(group)
                     progressed = True
                 elif not group.spun:
@@ -91,6 +101,11 @@ def launch(ctx, module, kernel: str, name: str, grid, block, params: bytes, shar
     g = tuple(grid) + (1,) * (3 - len(grid))
     run = KernelRun(name, site, g)
     device_state(ctx.world).log.append(Event("kernel", ctx.rank, site, name, value=g[0] * g[1] * g[2]))
-    module.launch_raw(kernel, g, block, params, shared_bytes, memory=memory, observer=KernelObserver(ctx, run),
-                      schedule=_schedule(ctx, run, cooperative))
+    clocks = ctx.world.clocks.kernel(ctx.rank)
+    try:
+        module.launch_raw(kernel, g, block, params, shared_bytes, memory=memory, observer=KernelObserver(ctx, run),
+                          schedule=_schedule(ctx, run, cooperative, clocks))
+    finally:
+        with ctx.world.lock:
+            clocks.finish()
     report_launch(ctx, name, site, g[0] * g[1] * g[2], "block", run.traffic, run.co_resident, "cuda")

@@ -5,8 +5,9 @@ multimem access, with the instruction (its qualifiers and source line) and the a
 the Triton path: a plain load of a peer's symmetric buffer is a `get` and a plain store a `put`
 (race-checked, counted per peer); a `volatile`/`relaxed`/`acquire` load or any load of a signal pad is a
 poll (`wait`); a flag store (`volatile`/`relaxed`/`release`, or any store to a pad) is a `signal`; an
-atomic is a `wait` and, if it changed memory, a `signal`. `.acquire`/`.release`/`.acq_rel` qualifiers
-order them; a `fence`/`membar` orders the relaxed ones around it (pkbsim.device.protocol). Polls are
+atomic is a `wait` and, if it changed memory, a `signal`. Flags in a rank's own (non-symmetric) memory
+count too: blocks of one launch synchronise through them (grid barriers, a block that passes the peer
+barrier releasing the others). `.acquire`/`.release`/`.acq_rel` qualifiers order them; a `fence`/`membar` orders the relaxed ones around it (pkbsim.device.protocol). Polls are
 noted for the scheduler (pkbsim.device.ptx_launch), which blocks the rank when every block spins.
 """
 from __future__ import annotations
@@ -97,7 +98,7 @@ class KernelObserver:
     def _store(self, accs, quals, site, where, perform):
         world, traffic = self.ctx.world, self.run.traffic
         flag = bool(quals & _FLAG_STORE)
-        signals = [a for a in accs if a.region is not None and (flag or a.region.on_pad)]
+        signals = [a for a in accs if flag or (a.region is not None and a.region.on_pad)]
         for a in accs:
             if a.region is not None and a not in signals:
                 emit(world, a.event("put", site, where), a.region)
@@ -120,8 +121,6 @@ class KernelObserver:
             out = perform()
             after = [a.snapshot() for a in accs]
             for a, b, c in zip(accs, before, after):
-                if a.region is None:
-                    continue
                 emit(world, a.event("wait", site, where, op=op, value=_nonzero(b), sem=order), a.region, a.lo)
                 if c != b:
                     emit(world, a.event("signal", site, where, op=op, value=_nonzero(c), sem=order), a.region, a.lo)

@@ -27,6 +27,7 @@ from pkbsim.device.ir import Event
 from pkbsim.device.kernel_report import Traffic, report_launch
 from pkbsim.device.protocol import device_state
 from pkbsim.device.spin import PollSet
+from pkbsim.world.clocks import KernelClocks
 from pkbsim.world.comms import is_fake
 from pkbsim.world.context import current
 from pkbsim.world.sites import user_site
@@ -83,6 +84,7 @@ class Launch:
     polls: PollSet = field(default_factory=PollSet)
     traffic: Traffic = field(default_factory=Traffic)
     co_resident: list[str] = field(default_factory=list)
+    clocks: KernelClocks | None = None  # each program on its own clock thread (pkbsim.world.clocks)
 
     @property
     def where(self) -> str:
@@ -99,9 +101,12 @@ class Launch:
         self.started.add(pid)
         self.current, self.polls = pid, PollSet()
         interp.interpreter_builder.set_grid_idx(*pid)
+        with current().world.lock:
+            prev = self.clocks.run_on(self.clocks.start(len(self.started) - 1))
         try:
             self.fn(**self.args)
         finally:
+            self.clocks.run_on(prev)
             self.current, self.polls = outer, outer_polls
             interp.interpreter_builder.set_grid_idx(*outer)
 
@@ -145,7 +150,7 @@ def launch(fn, args: tuple, kwargs: dict, grid) -> None:
     call_args = {n: a if n in executor.constexprs else interp._implicit_cvt(a) for n, a in call_args.items()}
     g = tuple(grid(call_args) if callable(grid) else grid)
     g = g + (1,) * (3 - len(g))
-    run = Launch(fn.__name__, g, rewritten, call_args, user_site())
+    run = Launch(fn.__name__, g, rewritten, call_args, user_site(), clocks=ctx.world.clocks.kernel(ctx.rank))
     outer = current_launch()
     _tls.launch = run
     _enter_lang()
@@ -154,6 +159,8 @@ def launch(fn, args: tuple, kwargs: dict, grid) -> None:
     try:
         run.run_all()
     finally:
+        with ctx.world.lock:
+            run.clocks.finish()
         _exit_lang()
         _tls.launch = outer
     _report(ctx, run)
