@@ -15,6 +15,7 @@ import torch
 import torch.distributed as dist
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from pkbsim.world.comms import behind_the_program
 from pkbsim.world.launcher import RunOptions, RunResult, run_ranks
 from tasks.api import TaskContext, as_outputs, compare
 from tasks.registry import TaskSpec
@@ -73,12 +74,14 @@ _EMPTY = {torch.ops.aten.empty.memory_format, torch.ops.aten.empty_strided.defau
 
 class PoisonEmpty(TorchDispatchMode):
     """Fills every uninitialised allocation with NaN (or -1 for integers), so that a run cannot pass by
-    reading memory a previous run left behind."""
+    reading memory a previous run left behind. The fill is the simulator's, not the program's: traces and
+    the rank's ops mode do not see it."""
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
         if func in _EMPTY and isinstance(out, torch.Tensor) and out.numel():
-            out.fill_(float("nan") if out.is_floating_point() else -1)
+            with behind_the_program():
+                out.fill_(float("nan") if out.is_floating_point() else -1)
         return out
 
 

@@ -2,6 +2,7 @@
 CUDA line, wrong outputs, a cost prediction from the bytes the kernels move, and "not simulated" when
 nvcc is missing. The built candidate (tests/cuda_candidates/one_shot_all_reduce.py) is shared: its bug
 is chosen at call time by PKB_CANDIDATE_BUG."""
+import json
 import os
 import pathlib
 
@@ -39,6 +40,7 @@ def test_correct_candidate_passes_with_a_prediction_from_its_peer_bytes(monkeypa
     p = res.predicted
     assert p.candidate_us > 0 and p.uncertain
     assert any("inline-CUDA kernels" in n for n in p.notes)
+    json.dumps(res.to_json())  # `pkb screen --json`: kernel byte counts must be plain ints
 
 
 @pytest.mark.slow

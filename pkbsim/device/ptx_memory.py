@@ -47,7 +47,7 @@ class KernelObserver:
         """One access per distinct address: each flag word is its own signal/wait (lane t of a barrier
         polls the slot of peer t)."""
         uniq, counts = np.unique(addrs, return_counts=True)
-        return [Access(self.ctx, lo, lo + width, n * width, region)
+        return [Access(self.ctx, lo, lo + width, int(n) * width, region)
                 for region, sub in self.state.memory.split(uniq, width)
                 for lo, n in zip(map(int, sub), counts[np.searchsorted(uniq, sub)])]
 

@@ -36,8 +36,14 @@ def _traces(task: TaskSpec, load, world_size: int, seed: int, preset: str, timeo
     return records_doc(world_size, run.calls[1].records, meta), records_doc(world_size, run.calls[3].records, meta), ""
 
 
+def screen_traces_wanted(session: Session) -> bool:
+    """Whether the candidate may launch kernels that a shape run cannot execute (Triton, inline CUDA): then
+    the functional stage keeps its screen-size traces for `predict`."""
+    return any(map(session.mentions, ("triton.jit", "load_inline", "cpp_extension")))
+
+
 def predict(task: TaskSpec, session: Session, world_size: int, topo: Topology, seed: int, timeout: float,
-            timeline: str | None = None) -> Prediction:
+            timeline: str | None = None, screen_traces: tuple[dict, dict] | None = None) -> Prediction:
     load = loader(session, task.reference)
     notes: list[str] = []
     uncertain = True
@@ -52,7 +58,9 @@ def predict(task: TaskSpec, session: Session, world_size: int, topo: Topology, s
         uncertain = ref is None
         if uncertain:
             notes.append(f"the full-size shape run failed ({why}); predicted at screen size instead")
-    if uncertain:
+    if uncertain and screen_traces is not None:
+        ref, cand = screen_traces
+    elif uncertain:
         ref, cand, why = _traces(task, load, world_size, seed, "screen", timeout)
         if ref is None:
             raise RuntimeError(f"no trace to time: {why}")

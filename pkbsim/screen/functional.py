@@ -2,7 +2,9 @@
 
 All four calls share one run of the world (reference trials first, a barrier between calls), since a
 world's start-up costs more than a screen-size call. Protocol findings (deadlock, mismatch, signal
-errors, exceptions) and wrong outputs reject.
+errors, exceptions) and wrong outputs reject. With `record`, the second call of each side (after a warm-up
+call, as timing does) is kept as a trace: the cost stage times candidates whose kernels a shape run
+cannot execute from these instead of running the world again.
 """
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from pkbsim.screen.candidate import Session, loader
 from pkbsim.screen.result import Reason
 from pkbsim.taskrun import Call, mismatches, run_calls
 from pkbsim.world.findings import is_fatal
+from pkbsim.world.trace import records_doc
 from tasks.registry import TaskSpec
 
 TRIALS = 2
@@ -27,13 +30,15 @@ class Functional:
     findings: list[dict] = field(default_factory=list)
     correct: bool | None = None
     not_simulated: bool = False
+    traces: tuple[dict, dict] | None = None  # (reference, candidate) at screen size, with `record`
 
 
-def functional(task: TaskSpec, session: Session, world_size: int, seed: int, timeout: float) -> Functional:
+def functional(task: TaskSpec, session: Session, world_size: int, seed: int, timeout: float,
+               record: bool = False) -> Functional:
     out = Functional()
     load = loader(session, task.reference)
     calls = [Call(t) for t in range(TRIALS)] + [Call(t, load=load, poison=True) for t in range(TRIALS)]
-    run = run_calls(task, calls, world_size, seed=seed, timeout=timeout)
+    run = run_calls(task, calls, world_size, seed=seed, timeout=timeout, record_compute=record)
     refs, cands = run.calls[:TRIALS], run.calls[TRIALS:]
     if not all(r.complete for r in refs):
         f = run.result.findings
@@ -54,4 +59,7 @@ def functional(task: TaskSpec, session: Session, world_size: int, seed: int, tim
             out.reasons = [Reason("wrong_output", f"trial {trial}, {m}") for m in wrong[:3]]
             return out
     out.correct = True
+    if record:
+        meta = {"task": task.slug, "preset": "screen"}
+        out.traces = (records_doc(world_size, refs[-1].records, meta), records_doc(world_size, cands[-1].records, meta))
     return out

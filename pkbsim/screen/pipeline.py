@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass
 
 from pkbsim.screen.candidate import Session, extension_stand_in
-from pkbsim.screen.cost import predict
+from pkbsim.screen.cost import predict, screen_traces_wanted
 from pkbsim.screen.functional import functional
 from pkbsim.screen.result import Reason, ScreenResult
 from pkbsim.screen.static import static_reasons
@@ -37,7 +37,8 @@ def screen(task: TaskSpec, path: str, opts: ScreenOptions) -> ScreenResult:
     session = Session(os.path.abspath(path))
     with extension_stand_in(session):
         t0 = time.perf_counter()
-        fn = functional(task, session, opts.world_size, opts.seed, opts.timeout)
+        fn = functional(task, session, opts.world_size, opts.seed, opts.timeout,
+                        record=opts.cost and screen_traces_wanted(session))
         res.seconds["functional"] = round(time.perf_counter() - t0, 3)
         res.findings, res.correct = fn.findings, fn.correct
         res.compile = {name: r.to_json() for name, r in session.reports.items()} or None
@@ -56,7 +57,8 @@ def screen(task: TaskSpec, path: str, opts: ScreenOptions) -> ScreenResult:
         if not opts.cost:
             return res
         t0 = time.perf_counter()
-        res.predicted = predict(task, session, opts.world_size, opts.topology, opts.seed, opts.timeout, opts.timeline)
+        res.predicted = predict(task, session, opts.world_size, opts.topology, opts.seed, opts.timeout, opts.timeline,
+                                fn.traces)
         res.seconds["cost"] = round(time.perf_counter() - t0, 3)
     res.timeline, res.stage = opts.timeline, "cost"
     res.checked.append("cost")
