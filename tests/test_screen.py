@@ -7,6 +7,7 @@ import pathlib
 import re
 
 import pytest
+import torch
 
 from pkbsim.cli.main import main
 from pkbsim.screen.cuda_check import device_only, nvcc_path
@@ -85,3 +86,17 @@ def test_cli_screen_json_and_exit_codes(capsys):
     assert "no_such_task" in capsys.readouterr().err
     assert main(["screen", "--task", "all_reduce", os.devnull + ".missing.py"]) == 2
     assert "not found" in capsys.readouterr().err
+
+
+def test_poisoning_fills_new_memory_but_stays_out_of_the_trace():
+    """The screen's NaN poisoning is the simulator's doing: a candidate's trace (which its predicted time
+    comes from) must not carry the fills."""
+    from pkbsim.taskrun import run_task
+
+    def fn(x):
+        return x + torch.empty_like(x)
+
+    run = run_task(get("all_reduce"), fn, 2, poison=True, record_compute=True)
+    assert run.ok and all(torch.isnan(o[0]).all() for o in run.outputs)  # the fill happened
+    ops = [r.get("op") for rank in run.calls[0].records for r in rank]
+    assert "add" in ops and not any("fill" in str(op) for op in ops), ops
