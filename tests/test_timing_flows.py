@@ -3,8 +3,10 @@ import numpy as np
 import pytest
 import simpy
 
-from pkbsim.timing.maxmin import max_min_rates
+from pkbsim.timing import relevel as relevel_module
+from pkbsim.timing.maxmin import fill, max_min_rates
 from pkbsim.timing.network import FlowNetwork
+from pkbsim.timing.relevel import relevel, solve
 
 INF = np.inf
 
@@ -22,16 +24,28 @@ def test_flow_caps_leave_bandwidth_to_others():
     assert rates == pytest.approx([1.0, 4.0, 4.0])
 
 
+def random_routes(rng, nres, nflows):
+    """Up to 3 distinct hops each, padded with index nres (capacity inf)."""
+    routes = np.full((nflows, 3), nres)
+    for f in range(nflows):
+        hops = rng.choice(nres, size=min(rng.integers(1, 4), nres), replace=False)
+        routes[f, :len(hops)] = hops
+    return routes
+
+
+def random_instance(rng):
+    """Up to 40 flows over up to 11 resources; a fifth of the flows capped."""
+    nres, nflows = rng.integers(2, 12), rng.integers(1, 40)
+    caps = np.append(rng.uniform(1, 100, nres), INF)
+    fcap = np.where(rng.random(nflows) < 0.2, rng.uniform(1, 50, nflows), INF)
+    return nres, random_routes(rng, nres, nflows), caps, fcap
+
+
 def test_random_instances_are_feasible_and_max_min_optimal():
     rng = np.random.default_rng(1)
     for _ in range(50):
-        nres, nflows = rng.integers(2, 12), rng.integers(1, 40)
-        caps = np.append(rng.uniform(1, 100, nres), INF)
-        routes = np.full((nflows, 3), nres)
-        for f in range(nflows):
-            hops = rng.choice(nres, size=min(rng.integers(1, 4), nres), replace=False)
-            routes[f, :len(hops)] = hops
-        fcap = np.where(rng.random(nflows) < 0.2, rng.uniform(1, 50, nflows), INF)
+        nres, routes, caps, fcap = random_instance(rng)
+        nflows = len(routes)
         rates = max_min_rates(routes, caps, fcap)
         load = np.bincount(routes.ravel(), weights=np.repeat(rates, 3), minlength=nres + 1)[:nres]
         assert np.all(load <= caps[:nres] * (1 + 1e-9))                      # feasible
@@ -41,6 +55,48 @@ def test_random_instances_are_feasible_and_max_min_optimal():
                 continue
             assert any(load[r] >= caps[r] * (1 - 1e-9) and rates[f] >= fastest[r] * (1 - 1e-9)
                        for r in routes[f] if r < nres)
+
+
+def test_relevel_and_warm_start_match_filling_after_flows_come_and_go():
+    """The previous solve's levels (relevel.py) and the levels below the slowest removed flow (filling's warm
+    start) both give the rates filling from scratch gives."""
+    rng = np.random.default_rng(2)
+    hits = 0
+    for _ in range(200):
+        nres, routes, caps, fcap = random_instance(rng)
+        _, levels = fill(routes, caps, fcap)
+        stay = rng.random(len(routes)) < 0.8
+        new = random_routes(rng, nres, rng.integers(0, 3))   # a few flows that start
+        sub, sub_cap = np.vstack([routes[stay], new]), np.append(fcap[stay], np.full(len(new), INF))
+        reference = max_min_rates(sub, caps, sub_cap)
+        out = relevel(sub, caps, sub_cap, levels)
+        if out is not None:
+            hits += 1
+            assert out[0] == pytest.approx(reference, rel=1e-9)
+        assert solve(sub, caps, sub_cap, levels)[0] == pytest.approx(reference, rel=1e-9)
+        if not len(new):
+            gone = fill(routes, caps, fcap)[0][~stay].min(initial=INF)
+            kept = np.where(levels < gone * (1 - 1e-9), levels, INF)
+            assert fill(sub, caps, sub_cap, kept)[0] == pytest.approx(reference, rel=1e-9)
+    assert hits > 100
+
+
+def test_relevel_follows_a_jittered_all_to_all_flow_by_flow():
+    n = 8   # egress links 0..7, ingress links 8..15 of capacity 1, one flow per ordered pair
+    pairs = np.array([(a, n + b) for a in range(n) for b in range(n) if a != b])
+    caps, left = np.append(np.ones(2 * n), INF), np.random.default_rng(3).uniform(0.8, 1.2, len(pairs))
+    live, levels, hits = np.ones(len(pairs), bool), None, 0
+    while live.any():
+        routes, fcap = pairs[live], np.full(live.sum(), INF)
+        reference = max_min_rates(routes, caps, fcap)
+        out = None if levels is None else relevel(routes, caps, fcap, levels)
+        if out is not None:
+            hits += 1
+            assert out[0] == pytest.approx(reference, rel=1e-9)
+        rates, levels = solve(routes, caps, fcap, levels)
+        left[live] -= rates * np.min(left[live] / rates)
+        live[np.flatnonzero(live)[np.argmin(left[live])]] = False
+    assert hits > len(pairs) // 2
 
 
 def run(procs, caps, record=True):
@@ -100,6 +156,25 @@ def test_back_to_back_chunks_equal_one_flow():
         yield net.start(np.array([[0, 1]]), [chunks.sum()])
     env_b, _ = run([folded, rival], np.array([100.0, 100.0]))
     assert env_a.now == pytest.approx(env_b.now, rel=1e-9)
+
+
+def test_flow_network_finishes_alike_with_and_without_relevel(monkeypatch):
+    sizes = np.random.default_rng(4).uniform(80, 120, (8, 8))
+    pairs = [(a, b) for a in range(8) for b in range(8) if a != b]
+
+    def finishes():
+        done = {}
+
+        def p(a, b):
+            def body(env, net):
+                yield net.start(np.array([[a, 8 + b]]), [sizes[a, b]])
+                done[a, b] = env.now
+            return body
+        run([p(a, b) for a, b in pairs], np.ones(16), record=False)
+        return np.array([done[pair] for pair in pairs])
+    fast = finishes()
+    monkeypatch.setattr(relevel_module, "relevel", lambda *args: None)   # filling only
+    assert finishes() == pytest.approx(fast, rel=1e-9)
 
 
 def test_one_solve_per_timestamp_for_simultaneous_flows():

@@ -2,8 +2,8 @@
 
 Time is in µs and sizes in bytes. Rates are recomputed once per simulated timestamp (all starts and finishes
 at one instant are batched into one solve) and stay fixed until the next flow finishes, so the cost is one
-solve per distinct finishing time (after finishes alone, a solve resumes from the lowest rate that finished;
-see maxmin.py). With `resolution_us` > 0, finishes are batched onto a grid of that step:
+solve per distinct finishing time (each solve starts from the bottleneck levels of the last one; see
+relevel.py). With `resolution_us` > 0, finishes are batched onto a grid of that step:
 a flow that is done stops moving bytes at once, but the bandwidth it frees is handed out at the next grid
 point, so each finish is seen at most one step late (bytes stay exact). Flow state lives in preallocated
 numpy arrays; a stale wake-up timer is ignored through a version counter. A message sent as back-to-back chunks on one route is one flow: under a
@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import simpy
 
-from pkbsim.timing.maxmin import max_min_rates
+from pkbsim.timing.relevel import solve
 
 _DONE = 1e-9   # a flow is finished when what is left is below this fraction of its size (float drift)
 
@@ -35,6 +35,7 @@ class FlowNetwork:
         self._t = 0.0
         self._version = 0
         self._pending = False
+        self._levels = None                       # per resource, from the last solve: the next one starts there
         self._added = False                       # a flow started since the last solve
         self._removed_below = np.inf              # lowest rate a flow finished with since the last solve
 
@@ -98,7 +99,7 @@ class FlowNetwork:
             moved = np.minimum(self._rate[alive] * dt, self._left[alive])
             self._left[alive] -= moved
             if self.record and alive.size:
-                r = self._routes[alive]
+                r = np.take(self._routes, alive, axis=0)
                 self.carried += np.bincount(r.ravel(), weights=np.repeat(moved, r.shape[1]), minlength=len(self.caps))
         self._t = self.env.now
 
@@ -109,17 +110,16 @@ class FlowNetwork:
         self._version += 1
         if not alive.size:
             return
-        known = None
-        if not self._added:   # only removals: rates below the lowest removed one stay (maxmin.py)
-            old = self._rate[alive]
-            known = np.where(old < self._removed_below * (1 - 1e-9), old, np.nan)
-        rates = max_min_rates(self._routes[alive], self.caps, self._fcap[alive], known)
+        routes = np.take(self._routes, alive, axis=0)
+        kept = None
+        if not self._added and self._levels is not None:   # only removals: lower levels stand (maxmin.py)
+            kept = np.where(self._levels < self._removed_below * (1 - 1e-9), self._levels, np.inf)
+        rates, self._levels = solve(routes, self.caps, self._fcap[alive], self._levels, kept)
         self._added, self._removed_below = False, np.inf
         self.solves += 1
         self._rate[alive] = rates
         if self.record:
-            load = np.bincount(self._routes[alive].ravel(), weights=np.repeat(rates, self._routes.shape[1]),
-                               minlength=len(self.caps))
+            load = np.bincount(routes.ravel(), weights=np.repeat(rates, routes.shape[1]), minlength=len(self.caps))
             used = np.flatnonzero(load[:self.pad])
             self.timeline.append((self.env.now, used, load[used]))
         with np.errstate(divide="ignore"):
@@ -139,7 +139,7 @@ class FlowNetwork:
         # finished: nothing left, or less than the float drift of one more picosecond at the current rate
         over = alive[(self._left[alive] <= _DONE * self._size[alive]) | (self._left[alive] <= rate * 1e-6)]
         if self.record and over.size:   # credit the crumbs the finish test forgave
-            r = self._routes[over]
+            r = np.take(self._routes, over, axis=0)
             crumbs = np.maximum(self._left[over], 0.0)
             self.carried += np.bincount(r.ravel(), weights=np.repeat(crumbs, r.shape[1]), minlength=len(self.caps))
         if over.size:
@@ -148,12 +148,14 @@ class FlowNetwork:
         self._alive[over] = False
         self._rate[over] = 0.0
         self._free.extend(over.tolist())
-        for gid, n in zip(*np.unique(self._group[over], return_counts=True)):
+        done = []
+        for gid in self._group[over].tolist():   # mostly one flow: a loop beats np.unique
             g = self._groups[gid]
-            g[0] -= n
+            g[0] -= 1
             if g[0] == 0:
-                del self._groups[gid]
-                g[1].succeed()
+                done.append(gid)
+        for gid in sorted(done):
+            self._groups.pop(gid)[1].succeed()
         self._request_settle()
 
     @property
