@@ -82,17 +82,22 @@ class KernelObserver:
     def _load(self, accs, quals, site, where, perform):
         world, traffic = self.ctx.world, self.run.traffic
         flag = bool(quals & _FLAG_LOAD)
+        polled = [a for a in accs if flag or (a.region is not None and a.region.on_pad)]
         for a in accs:
-            if a.region is not None and not a.region.on_pad and not flag:
+            if a not in polled and a.region is not None:
                 emit(world, a.event("get", site, where), a.region)
-        out = perform()
+        if polled:
+            with world.lock:  # a poll reports the value the load returned, not a peer's write landing after it
+                out = perform()
+                seen = [a.snapshot() for a in polled]
+        else:
+            out, seen = perform(), []
         for a in accs:
             a.count(traffic, write=False)
-            if flag or (a.region is not None and a.region.on_pad):
-                sem = "acquire" if "acquire" in quals else "relaxed"
-                emit(world, a.event("wait", site, where, op="poll", value=_nonzero(a.snapshot()), sem=sem), a.region,
-                     a.lo)
-                self._poll(a, site)
+        sem = "acquire" if "acquire" in quals else "relaxed"
+        for a, data in zip(polled, seen):
+            emit(world, a.event("wait", site, where, op="poll", value=_nonzero(data), sem=sem), a.region, a.lo)
+            self._poll(a, site, data)
         return out
 
     def _store(self, accs, quals, site, where, perform):
@@ -131,7 +136,7 @@ class KernelObserver:
             self._wrote()
         for a, b, c in zip(accs, before, after):
             if c == b:  # an atomic that changed nothing is a poll (atomicCAS/atomicAdd(p, 0) spin loops)
-                self._poll(a, site)
+                self._poll(a, site, c)
         return out
 
     def _multimem(self, g, ins, addrs, width, perform):
@@ -157,8 +162,8 @@ class KernelObserver:
         emit(self.ctx.world, Event("fence", self.ctx.rank, site_of(ins.loc), self.run.where(g),
                                    sem="acq_rel"))
 
-    def _poll(self, a: Access, site: str) -> None:
-        self.run.polls[(a.lo, a.hi)] = Poll(a.snapshot(), 0, a.label(), a.writers())
+    def _poll(self, a: Access, site: str, observed: bytes) -> None:
+        self.run.polls[(a.lo, a.hi)] = Poll(observed, 0, a.label(), a.writers())
         self.run.poll_site = site
 
     def _wrote(self) -> None:

@@ -8,6 +8,8 @@ that left memory unchanged). Repeated unchanged polls block the rank (pkbsim.dev
 """
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 from triton.runtime import interpreter as interp
 
@@ -33,8 +35,8 @@ def _access(ctx, addrs: np.ndarray, itemsize: int) -> Access:
     return Access.find(ctx, int(addrs.min()), int(addrs.max()) + itemsize, int(addrs.size) * itemsize)
 
 
-def _poll(ctx, launch, acc: Access, site: str) -> None:
-    spin.poll(ctx, launch.polls, acc.lo, acc.hi, acc.snapshot(), acc.label(), acc.writers(), site,
+def _poll(ctx, launch, acc: Access, site: str, observed: bytes) -> None:
+    spin.poll(ctx, launch.polls, acc.lo, acc.hi, observed, acc.label(), acc.writers(), site,
               launch.where, launch.has_pending, launch.run_pending)
 
 
@@ -53,14 +55,17 @@ def masked_load(original):
         acc = _access(ctx, addrs, itemsize) if addrs.size else None
         if acc is not None and acc.region is not None and not acc.region.on_pad and not is_volatile:
             emit(ctx.world, acc.event("get", user_site(), launch.where), acc.region)
-        out = original(self, ptrs, mask, other, cache_modifier, eviction_policy, is_volatile)
+        polling = acc is not None and (is_volatile or (acc.region is not None and acc.region.on_pad))
+        with ctx.world.lock if polling else contextlib.nullcontext():  # a poll reports the value the load returned
+            out = original(self, ptrs, mask, other, cache_modifier, eviction_policy, is_volatile)
+            seen = acc.snapshot() if polling else b""
         if acc is not None:
             acc.count(launch.traffic, write=False)
-            if is_volatile or (acc.region is not None and acc.region.on_pad):
-                site = user_site()
-                emit(ctx.world, acc.event("wait", site, launch.where, op="poll", value=_nonzero(acc.snapshot()),
-                                          sem="relaxed"), acc.region, acc.lo)
-                _poll(ctx, launch, acc, site)
+        if polling:
+            site = user_site()
+            emit(ctx.world, acc.event("wait", site, launch.where, op="poll", value=_nonzero(seen), sem="relaxed"),
+                 acc.region, acc.lo)
+            _poll(ctx, launch, acc, site, seen)
         return out
     return load
 
@@ -111,7 +116,7 @@ def _atomic(ctx, launch, ptr, mask, sem, op: str, run):
         acc.count(launch.traffic, write=True)
         _wrote(ctx, launch)
     else:
-        _poll(ctx, launch, acc, site)
+        _poll(ctx, launch, acc, site, after)
     return out
 
 
