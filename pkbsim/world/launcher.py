@@ -164,8 +164,19 @@ def _rank_main(world: World, engine: Engine, rank: int, body: Callable[[RankCont
         status = "failed"
         world.fail(_error_finding(rank, e), unless_failed=True)
     finally:
+        _drop_dispatch_modes()
         world.finish(rank, status)
         context.bind(None)
+
+
+def _drop_dispatch_modes() -> None:
+    """Pop the modes the rank left pushed (its ops mode stays pushed for the whole run). Left in the thread's
+    C++ state they are released when the OS thread ends, which can be after `join` returned and the
+    interpreter began to shut down: releasing a Python object then ends the process (std::terminate)."""
+    from torch.utils._python_dispatch import _len_torch_dispatch_stack, _pop_mode
+
+    while _len_torch_dispatch_stack():
+        _pop_mode()
 
 
 def _check_unwaited(ctx: RankContext) -> None:
