@@ -67,6 +67,13 @@ def test_relaxed_flags_without_fences_are_d4_and_fences_fix_them():
     assert check("fenced_relaxed_flags").verdict == "ok"
 
 
+def test_a_block_scope_fence_does_not_order_flags_for_peers():
+    """__threadfence_block() where __threadfence_system() belongs: the relaxed flags stay unordered."""
+    res = check("block_fenced_relaxed_flags")
+    race = next(f for f in res.findings if f.kind == "race")
+    assert "release" in race.message
+
+
 def test_blocks_waiting_on_each_other_rely_on_co_residency_unless_launched_cooperatively():
     res = check("co_residency")
     assert {f.kind for f in res.findings} == {"co_residency"} and res.verdict == "protocol"

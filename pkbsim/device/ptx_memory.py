@@ -159,6 +159,11 @@ class KernelObserver:
         return out
 
     def fence(self, g, ins) -> None:
+        """A block-scope fence (`__threadfence_block()`: membar.cta, fence.*.cta) orders nothing a peer GPU
+        sees: it is no fence here. gpu and sys scopes order peer traffic (__threadfence() is accepted as
+        LLM-written kernels use it, though the PTX model asks for .sys across GPUs)."""
+        if "cta" in ins.parts:
+            return
         emit(self.ctx.world, Event("fence", self.ctx.rank, site_of(ins.loc), self.run.where(g),
                                    sem="acq_rel"))
 

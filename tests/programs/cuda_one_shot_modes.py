@@ -11,7 +11,7 @@ import torch.distributed._symmetric_memory as symm_mem
 from torch.utils.cpp_extension import load_inline
 
 MODES = {"ok": 0, "wrong_flag": 1, "no_entry_barrier": 2, "table_overrun": 3, "relaxed_flags": 4,
-         "fenced_relaxed_flags": 5}
+         "fenced_relaxed_flags": 5, "block_fenced_relaxed_flags": 6}
 GRID_MODES = {"co_residency": False, "cooperative": True}
 
 CPP_SRC = """
@@ -37,16 +37,18 @@ __device__ uint32_t cas(uint32_t* addr, uint32_t cmp, uint32_t val, bool ordered
 
 // thread t signals peer t (slot channel*world+rank of its pad) and consumes peer t's signal on its own pad
 __device__ void barrier(uint32_t** pads, int rank, int world, int channel, uint32_t expect, int mode) {
-    const bool ordered = mode != 4 && mode != 5;
+    const bool ordered = mode < 4 || mode > 6;
     __syncthreads();
     if (threadIdx.x < world) {
         const int peer = threadIdx.x;
         if (mode == 5) __threadfence_system();
+        if (mode == 6) __threadfence_block();
         while (cas(pads[peer] + channel * world + rank, 0u, 1u, ordered) != 0u) {
         }
         while (cas(pads[rank] + channel * world + peer, expect, 0u, ordered) != expect) {
         }
         if (mode == 5) __threadfence_system();
+        if (mode == 6) __threadfence_block();
     }
     __syncthreads();
 }
