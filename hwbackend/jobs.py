@@ -175,7 +175,7 @@ class Job:
                 except (ConnectionError, OSError):
                     raise self._died() from None
                 if msg.get("event") == "error":
-                    raise self._root_cause(msg)
+                    raise self._root_cause(msg, ch)
                 replies[i] = msg
         return replies
 
@@ -197,10 +197,11 @@ class Job:
     def watch(self) -> None:
         """Called while waiting for the ranks: nothing to watch on one node (a job across nodes watches them)."""
 
-    def _root_cause(self, first: dict) -> JobFailure:
+    def _root_cause(self, first: dict, source: Channel) -> JobFailure:
         """When one rank fails its peers fail too ("connection closed"); report the rank that failed first
-        in its own right: wait briefly for the others' reports and prefer an error that is not a peer's."""
-        errors = [first]
+        in its own right: wait briefly for the others' reports and prefer an error that is not a peer's.
+        If every report is a peer's and a rank's channel closed without one, that rank died (`_died`)."""
+        errors, silent = [first], False
         for ch in self.channels:
             ch.sock.settimeout(1.0)
             try:
@@ -209,9 +210,13 @@ class Job:
                     if msg.get("event") == "error":
                         errors.append(msg)
                         break
-            except (OSError, ConnectionError, ValueError):
+            except ConnectionError:
+                silent |= ch is not source
+            except (OSError, ValueError):
                 continue
         own = [e for e in errors if not any(p in e["message"] for p in _PEER_FAILURE)]
+        if not own and silent:
+            return self._died()
         e = (own or errors)[0]
         return JobFailure(e["kind"], e["message"], e.get("rank"), e.get("traceback", ""))
 

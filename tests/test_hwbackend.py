@@ -96,3 +96,32 @@ def test_store_round_trip(tmp_path):
                      "reference_ms": 1.0, "candidate_ms": 1.1, "findings": []})
     assert st.completed("all_reduce", "abc", 2, "gloo")["speedup"] == 0.9
     assert st.latest_runs()[0]["label"] == "lab"
+
+
+def _job_after_a_peer_error(tmp_path, log: str, second_reports: dict | None):
+    """A job whose rank 0 reported a peer failure; rank 1 either reports its own error or died silently."""
+    import socket
+
+    from hwbackend.jobs import Job
+    from hwbackend.protocol import Channel
+
+    pairs = [socket.socketpair() for _ in range(2)]
+    job = Job.__new__(Job)
+    job.channels, job.dir, job.log = [Channel(a) for a, _ in pairs], str(tmp_path), None
+    (tmp_path / "job.log").write_text(log)
+    if second_reports:
+        Channel(pairs[1][1]).send(event="error", **second_reports)
+    else:
+        pairs[1][1].close()  # rank 1's process is gone
+    first = {"event": "error", "kind": "exception", "rank": 0,
+             "message": "RuntimeError: [pair.cc:537] Read error: Connection reset by peer."}
+    return job._root_cause(first, job.channels[0])
+
+
+def test_a_rank_that_died_silently_is_the_root_cause_not_its_peers_connection_error(tmp_path):
+    died = _job_after_a_peer_error(tmp_path, "rank 1 starting\n", None)
+    assert (died.status, died.message) == ("error", "a rank died without reporting")
+    cuda = _job_after_a_peer_error(tmp_path, "[rank1]: watchdog: CUDA error: an illegal memory access\n", None)
+    assert cuda.status == "cuda_error" and "illegal memory access" in cuda.message
+    own = _job_after_a_peer_error(tmp_path, "", {"kind": "exception", "rank": 1, "message": "ValueError: bad shape"})
+    assert (own.status, own.rank, own.message) == ("exception", 1, "ValueError: bad shape")
