@@ -17,6 +17,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from pkbsim.world.comms import behind_the_program
 from pkbsim.world.launcher import RunOptions, RunResult, run_ranks
+from pkbsim.world.trace import records_doc
 from tasks.api import TaskContext, as_outputs, compare
 from tasks.registry import TaskSpec
 
@@ -39,6 +40,10 @@ class CallResult:
     @property
     def complete(self) -> bool:
         return all(o is not None for o in self.outputs)
+
+    def trace(self, task: TaskSpec, preset: str) -> dict:
+        """This call's records (taken with record_compute) as one `pkb.trace/1` document."""
+        return records_doc(len(self.records), self.records, {"task": task.slug, "preset": preset})
 
 
 @dataclass

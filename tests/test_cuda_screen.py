@@ -10,9 +10,10 @@ import pytest
 import torch
 from conftest import HERE
 
+from pkbsim.cuda import toolchain
 from pkbsim.cuda.build import _build_error
 from pkbsim.cuda.toolchain import unavailable
-from pkbsim.screen import candidate, cuda_check
+from pkbsim.screen import cuda_check
 from pkbsim.screen.pipeline import ScreenOptions, screen
 from pkbsim.timing.topology import load_topology
 from tasks.registry import get
@@ -83,8 +84,8 @@ def test_host_compile_error_names_the_candidate_line():
 @pytest.mark.parametrize("missing", ["nvcc", "a CPU build of torch"])
 def test_without_nvcc_or_under_cuda_torch_the_candidate_is_not_simulated(monkeypatch, missing):
     if missing == "nvcc":
-        monkeypatch.setattr(cuda_check, "nvcc_path", lambda: None)
-        monkeypatch.setattr(candidate, "nvcc_path", lambda: None)
+        monkeypatch.setattr(cuda_check, "find_nvcc", lambda: None)
+        monkeypatch.setattr(toolchain, "find_nvcc", lambda: None)
     else:
         monkeypatch.setattr(torch.version, "cuda", "13.0")
     res = run_screen(COPY)

@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from pkbsim.cli.main import main
-from pkbsim.screen.cuda_check import device_only, nvcc_path
+from pkbsim.ptx.compile import find_nvcc
+from pkbsim.screen.cuda_check import device_only
 from pkbsim.screen.pipeline import ScreenOptions, screen
 from pkbsim.screen.static import static_reasons
 from pkbsim.timing.topology import load_topology
@@ -30,7 +31,7 @@ def expectation(path: pathlib.Path) -> list[str]:
 @pytest.mark.parametrize("path", CASES, ids=lambda p: getattr(p, "stem", ""))
 def test_broken_candidate_is_judged_as_labelled(path):
     want = expectation(path)
-    if "CUDA" in path.read_text() and nvcc_path() is None:
+    if "CUDA" in path.read_text() and find_nvcc() is None:
         pytest.skip("nvcc not found: inline CUDA cannot be compile-checked")
     task = get(path.stem.split("__")[0])
     cost = want[0] in ("cost", "pass")

@@ -69,11 +69,8 @@ def _schedule(ctx, run: KernelRun, cooperative: bool, clocks):
                 raise SimAbort("simulated world aborted")
             stores, progressed = launch.counters.stores, False
             for group in list(resident):
-                prev = clocks.run_on(threads[id(group)])
-                try:
+                with clocks.running(threads[id(group)]):
                     done = group.run(SLICE)
-                finally:
-                    clocks.run_on(prev)
                 if done:
                     resident.remove(group)
                     progressed = True

@@ -7,8 +7,9 @@ the Triton path: a plain load of a peer's symmetric buffer is a `get` and a plai
 poll (`wait`); a flag store (`volatile`/`relaxed`/`release`, or any store to a pad) is a `signal`; an
 atomic is a `wait` and, if it changed memory, a `signal`. Flags in a rank's own (non-symmetric) memory
 count too: blocks of one launch synchronise through them (grid barriers, a block that passes the peer
-barrier releasing the others). `.acquire`/`.release`/`.acq_rel` qualifiers order them; a `fence`/`membar` orders the relaxed ones around it (pkbsim.device.protocol). Polls are
-noted for the scheduler (pkbsim.device.ptx_launch), which blocks the rank when every block spins.
+barrier releasing the others). `.acquire`/`.release`/`.acq_rel` qualifiers order them; a `fence`/`membar`
+orders the relaxed ones around it (pkbsim.device.protocol). Polls are noted for the scheduler
+(pkbsim.device.ptx_launch), which blocks the rank when every block spins.
 """
 from __future__ import annotations
 

@@ -79,12 +79,12 @@ class Launch:
     fn: object
     args: dict
     site: str
+    clocks: KernelClocks  # each program on its own clock thread (pkbsim.world.clocks)
     started: set = field(default_factory=set)
     current: tuple[int, int, int] = (0, 0, 0)
     polls: PollSet = field(default_factory=PollSet)
     traffic: Traffic = field(default_factory=Traffic)
     co_resident: list[str] = field(default_factory=list)
-    clocks: KernelClocks | None = None  # each program on its own clock thread (pkbsim.world.clocks)
 
     @property
     def where(self) -> str:
@@ -102,11 +102,11 @@ class Launch:
         self.current, self.polls = pid, PollSet()
         interp.interpreter_builder.set_grid_idx(*pid)
         with current().world.lock:
-            prev = self.clocks.run_on(self.clocks.start(len(self.started) - 1))
+            thread = self.clocks.start(len(self.started) - 1)
         try:
-            self.fn(**self.args)
+            with self.clocks.running(thread):
+                self.fn(**self.args)
         finally:
-            self.clocks.run_on(prev)
             self.current, self.polls = outer, outer_polls
             interp.interpreter_builder.set_grid_idx(*outer)
 

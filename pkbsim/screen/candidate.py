@@ -15,7 +15,7 @@ import os
 import threading
 from dataclasses import dataclass, field
 
-from pkbsim.screen.cuda_check import CompileReport, compile_check, nvcc_path
+from pkbsim.screen.cuda_check import CompileReport, compile_check
 from tasks.api import signature_problem
 
 
@@ -70,7 +70,7 @@ class Session:
             raise self.fail(CandidateError("compile_error", f"{where}: nvcc: error: {report.message}",
                                            f"{self.path}:{line}" if line else ""))
         from pkbsim.cuda.toolchain import unavailable
-        if full_build is None or nvcc_path() is None or unavailable() is not None:
+        if full_build is None or unavailable() is not None:
             return _StubExtension(name, self)
         from pkbsim.cuda.build import ExtensionBuildError
         try:

@@ -15,7 +15,6 @@ from pkbsim.taskrun import Call, run_calls
 from pkbsim.timing import chrome_trace
 from pkbsim.timing.replay import Replay
 from pkbsim.timing.topology import Topology
-from pkbsim.world.trace import records_doc
 from tasks.registry import TaskSpec
 
 SHAPE_RUN_SECONDS = 60.0  # shape runs move no data: one that takes longer is stuck, not slow
@@ -32,8 +31,7 @@ def _traces(task: TaskSpec, load, world_size: int, seed: int, preset: str, timeo
     if run.result.verdict != "ok" or not all(c.complete for c in run.calls):
         f = run.result.findings
         return None, None, f[0].message if f else run.result.verdict
-    meta = {"task": task.slug, "preset": preset}
-    return records_doc(world_size, run.calls[1].records, meta), records_doc(world_size, run.calls[3].records, meta), ""
+    return run.calls[1].trace(task, preset), run.calls[3].trace(task, preset), ""
 
 
 def screen_traces_wanted(session: Session) -> bool:

@@ -42,10 +42,6 @@ class CompileReport:
         return asdict(self)
 
 
-def nvcc_path() -> str | None:
-    return find_nvcc()
-
-
 def device_only(source: str) -> tuple[str, set[int]]:
     """The source with host-only top-level blocks blanked, and the (1-based) lines that were blanked."""
     out, blanked = [], set()
@@ -111,7 +107,7 @@ def cache_dir() -> str:
 
 def compile_check(source: str) -> CompileReport:
     """Check one CUDA translation unit (cached by the hash of the source and the nvcc command)."""
-    nvcc = nvcc_path()
+    nvcc = find_nvcc()
     if nvcc is None:
         return CompileReport("unavailable", "nvcc not found (set PKB_NVCC or put nvcc on PATH); CUDA sources "
                                             "were not compile-checked")

@@ -14,7 +14,6 @@ from pkbsim.screen.candidate import Session, loader
 from pkbsim.screen.result import Reason
 from pkbsim.taskrun import Call, mismatches, run_calls
 from pkbsim.world.findings import is_fatal
-from pkbsim.world.trace import records_doc
 from tasks.registry import TaskSpec
 
 TRIALS = 2
@@ -60,6 +59,5 @@ def functional(task: TaskSpec, session: Session, world_size: int, seed: int, tim
             return out
     out.correct = True
     if record:
-        meta = {"task": task.slug, "preset": "screen"}
-        out.traces = (records_doc(world_size, refs[-1].records, meta), records_doc(world_size, cands[-1].records, meta))
+        out.traces = (refs[-1].trace(task, "screen"), cands[-1].trace(task, "screen"))
     return out

@@ -13,6 +13,8 @@ ranks keep one thread per rank, so that clocks stay small.
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 BLOCK_SLOTS = 4
 BLOCK_WORLD_LIMIT = 64
 
@@ -93,6 +95,15 @@ class KernelClocks:
         """Make `thread` the rank's current clock thread; returns the previous one (to restore)."""
         prev, self.clocks.current[self.rank] = self.clocks.current[self.rank], thread
         return prev
+
+    @contextmanager
+    def running(self, thread: int):
+        """The rank's accesses run on `thread` inside the block (a block's slice, a Triton program)."""
+        prev = self.run_on(thread)
+        try:
+            yield
+        finally:
+            self.run_on(prev)
 
     def finish(self) -> None:
         """The launch ended: the rank's later work is ordered after every block's."""

@@ -23,6 +23,7 @@ from typing import Callable
 
 import torch
 import torch.distributed as dist
+from torch.utils._python_dispatch import _len_torch_dispatch_stack, _pop_mode
 
 from pkbsim.world import context
 from pkbsim.world.comms import Engine
@@ -173,8 +174,6 @@ def _drop_dispatch_modes() -> None:
     """Pop the modes the rank left pushed (its ops mode stays pushed for the whole run). Left in the thread's
     C++ state they are released when the OS thread ends, which can be after `join` returned and the
     interpreter began to shut down: releasing a Python object then ends the process (std::terminate)."""
-    from torch.utils._python_dispatch import _len_torch_dispatch_stack, _pop_mode
-
     while _len_torch_dispatch_stack():
         _pop_mode()
 
