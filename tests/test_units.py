@@ -40,3 +40,17 @@ def test_verdict_prefers_the_root_cause():
     assert verdict_of([Finding("deadlock", "x"), Finding("mismatch", "y")]) == "mismatch"
     assert verdict_of([Finding("buffering_hazard", "x")]) == "deadlock"
     assert verdict_of([Finding("race", "x"), Finding("error", "y")]) == "protocol"
+
+
+def test_a_race_found_after_a_rank_failed_on_its_stale_data_is_kept_as_the_cause():
+    """A reader's own check can fail on stale data before the writer's late write shows the race: the race
+    still decides the verdict; a second error (a consequence) is still dropped."""
+    from pkbsim.world.world import World
+
+    w = World(2)
+    w.fail(Finding("error", "rank 0 raised AssertionError: wrong all-to-all", [0]))
+    w.fail(Finding("error", "rank 1 raised SimAbort", [1]), unless_failed=True)
+    w.fail(Finding("race", "write after read", [0, 1]), unless_failed=True)
+    w.fail(Finding("race", "a second race", [0, 1]), unless_failed=True)
+    assert [f.message for f in w.findings] == ["rank 0 raised AssertionError: wrong all-to-all", "write after read"]
+    assert verdict_of(w.findings) == "protocol"

@@ -43,10 +43,22 @@ def is_fatal(finding: Finding) -> bool:
     return finding.kind in _VERDICT_OF_KIND
 
 
+# the root cause first: a mismatch or protocol error usually ends in a deadlock or an error
+_ROOT_CAUSE_ORDER = ("mismatch", "protocol", "deadlock", "error", "timeout")
+
+
 def verdict_of(findings: list[Finding]) -> str:
     """The verdict of a run: the most specific fatal finding wins; no fatal finding means ok."""
     verdicts = {_VERDICT_OF_KIND[f.kind] for f in findings if f.kind in _VERDICT_OF_KIND}
     if not verdicts:
         return "ok"
-    # the root cause first: a mismatch or protocol error usually ends in a deadlock or an error
-    return next(v for v in ("mismatch", "protocol", "deadlock", "error", "timeout") if v in verdicts)
+    return next(v for v in _ROOT_CAUSE_ORDER if v in verdicts)
+
+
+def explains(finding: Finding, findings: list[Finding]) -> bool:
+    """Whether `finding` is a more specific cause than every fatal one in `findings` (a race found after
+    the stale data it let through already failed a rank's own check)."""
+    v, current = _VERDICT_OF_KIND.get(finding.kind), verdict_of(findings)
+    if v is None or current == "ok":
+        return v is not None
+    return _ROOT_CAUSE_ORDER.index(v) < _ROOT_CAUSE_ORDER.index(current)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from pkbsim.world.clocks import VectorClocks
-from pkbsim.world.findings import Finding
+from pkbsim.world.findings import Finding, explains
 
 
 class SimAbort(BaseException):
@@ -84,9 +84,10 @@ class World:
 
     def fail(self, finding: Finding, unless_failed: bool = False) -> None:
         """Record a fatal finding and release every rank. With unless_failed, a finding that arrives after
-        the world already failed is dropped (it is a consequence of the first)."""
+        the world already failed is dropped (it is a consequence of the first), unless it explains the
+        failure better (a race behind a rank's failed check of the stale data it read)."""
         with self.lock:
-            if unless_failed and self.failed:
+            if unless_failed and self.failed and not explains(finding, self.findings):
                 return
             self.findings.append(finding)
             if not self.failed:
