@@ -1,8 +1,14 @@
-"""The model against published measurements: every NCCL point meets its target, and the data is honest."""
-from pkbsim.timing.fidelity import evaluate, load_points
+"""The model against published measurements: every point meets its target but the known misses, and the
+data is honest."""
+import pytest
 
-# Held-out custom-kernel and small-TP points from vLLM benchmarks that the model misses (README says so).
-KNOWN_MISSES = {"h100x4-nccl-4m", "h100x6-multimem-4m"}
+from pkbsim.timing.fidelity import evaluate, harness_us, load_points
+from pkbsim.timing.host_model import host_model
+from pkbsim.timing.topology import load_topology
+
+# Held-out TP=4 points from vLLM's benchmark that the model misses (README says why): NCCL, where nccl-tests
+# measured the same configuration 17-29% slower than vLLM did, and PyTorch's two-shot kernel.
+KNOWN_MISSES = {"h100x4-nccl-4m", "h100x4-twoshot-4m"}
 
 
 def test_points_meet_their_targets_except_the_known_misses():
@@ -23,3 +29,12 @@ def test_every_point_has_a_source_and_most_are_held_out():
     assert sum(p["role"] == "held-out" for p in points) >= 35
     covered = {p["topology"] for p in points}
     assert {"hgx-h100", "hgx-h200", "hgx-a100", "hgx-b200", "gb200-nvl72", "pcie-8gpu", "h100-ib-2node"} <= covered
+
+
+def test_vllm_symm_mem_harness_adds_the_staging_copies_around_the_kernel():
+    topo, model = load_topology("hgx-h100"), host_model()
+    nbytes = 64 << 20
+    extra = harness_us(topo, model, "vllm-symm-mem", nbytes) - harness_us(topo, model, "cuda-graph", nbytes)
+    one_copy_us = 2 * nbytes / (topo.gpu.hbm_GBps * 1e3 * model["compute"]["memory_efficiency"])  # read + write
+    assert extra == pytest.approx(2 * (one_copy_us + model["launch"]["cuda_graph_us"]))
+    assert harness_us(topo, model, "nccl-tests", nbytes) == 0.0
