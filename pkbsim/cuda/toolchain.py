@@ -8,7 +8,7 @@ import sysconfig
 
 import torch
 
-from pkbsim.ptx.compile import find_nvcc
+from pkbsim.ptx.compile import NVCC_MISSING, find_nvcc
 
 RUNTIME_SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runtime")
 
@@ -41,8 +41,7 @@ def publish(tmp: str, out: str) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-NO_NVCC = ("inline CUDA needs nvcc to be simulated (device code is compiled to PTX): install the CUDA "
-           "toolkit or set CUDA_HOME")
+NO_NVCC = f"inline CUDA is compiled to PTX to be simulated; {NVCC_MISSING}"
 CUDA_TORCH = ("inline CUDA is simulated against a CPU build of torch (the stand-in CUDA runtime would clash "
               "with this build's own): run pkb check/screen with `pip install torch==<version>` from the CPU index")
 
@@ -59,5 +58,5 @@ def unavailable() -> str | None:
 def require_nvcc() -> str:
     nvcc = find_nvcc()
     if nvcc is None:
-        raise FileNotFoundError("nvcc not found: install the CUDA toolkit or set CUDA_HOME to it")
+        raise FileNotFoundError(NVCC_MISSING)
     return nvcc

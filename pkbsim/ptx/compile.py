@@ -32,6 +32,9 @@ def cache_dir() -> str:
     return os.path.join(cache_root(), "ptx")
 
 
+NVCC_MISSING = "nvcc not found: install the CUDA toolkit, put nvcc on PATH, or set CUDA_HOME or PKB_NVCC"
+
+
 def find_nvcc() -> str | None:
     """$PKB_NVCC, else nvcc on PATH, else under $CUDA_HOME or /usr/local/cuda."""
     pinned = os.environ.get("PKB_NVCC")
@@ -55,7 +58,7 @@ def compile_to_ptx(source: str, name: str = "kernel.cu", flags: tuple[str, ...] 
     """PTX text for `source` (compiled as file `name`, which the line map reports)."""
     nvcc = find_nvcc()
     if nvcc is None:
-        raise CompileError("nvcc not found: install the CUDA toolkit or set CUDA_HOME to it")
+        raise CompileError(NVCC_MISSING)
     all_flags = BASE_FLAGS + TORCH_FLAGS + tuple(flags)
     key = hashlib.sha256("\0".join((nvcc_version(nvcc), name, *all_flags, source)).encode()).hexdigest()
     path = os.path.join(cache_dir(), key[:32] + ".ptx")

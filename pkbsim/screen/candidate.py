@@ -55,7 +55,7 @@ class Session:
                 self.problems.append(err)
         return err
 
-    def build(self, name: str, cuda_sources: list[str], full_build=None):
+    def build(self, name: str, cuda_sources: list[str], full_build):
         """Compile-check `cuda_sources`; then `full_build()` (the real extension) when nvcc is here, else a
         stand-in whose functions raise NotSimulated."""
         source = "\n".join(cuda_sources)
@@ -70,8 +70,9 @@ class Session:
             raise self.fail(CandidateError("compile_error", f"{where}: nvcc: error: {report.message}",
                                            f"{self.path}:{line}" if line else ""))
         from pkbsim.cuda.toolchain import unavailable
-        if full_build is None or unavailable() is not None:
-            return _StubExtension(name, self)
+        why = unavailable()
+        if why is not None:
+            return _StubExtension(name, self, why)
         from pkbsim.cuda.build import ExtensionBuildError
         try:
             return _SimulatedExtension(name, full_build(), self)
@@ -80,15 +81,15 @@ class Session:
 
 
 class _StubExtension:
-    def __init__(self, name: str, owner: Session):
-        self._name, self._owner = name, owner
+    def __init__(self, name: str, owner: Session, why: str):
+        self._name, self._owner, self._why = name, owner, why
 
     def __getattr__(self, fn: str):
         if fn.startswith("__"):
             raise AttributeError(fn)
 
         def not_simulated(*args, **kwargs):
-            what = f"inline CUDA function {self._name}.{fn} (its kernels need the PTX interpreter)"
+            what = f"inline CUDA function {self._name}.{fn} ({self._why})"
             with self._owner.lock:
                 self._owner.not_simulated.add(what)
             raise NotSimulated(what)

@@ -21,7 +21,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 
-from pkbsim.ptx.compile import cache_root, find_nvcc
+from pkbsim.ptx.compile import NVCC_MISSING, cache_root, find_nvcc
 
 HOST_MARKERS = re.compile(r"\b(torch|at|c10|pybind11|py)::|\bTensor\b|\bTORCH_|\bPYBIND11_|\bAT_DISPATCH|\bC10_|"
                           r"#\s*include\s*[<\"](torch|ATen|c10|pybind11)/")
@@ -109,8 +109,7 @@ def compile_check(source: str) -> CompileReport:
     """Check one CUDA translation unit (cached by the hash of the source and the nvcc command)."""
     nvcc = find_nvcc()
     if nvcc is None:
-        return CompileReport("unavailable", "nvcc not found (set PKB_NVCC or put nvcc on PATH); CUDA sources "
-                                            "were not compile-checked")
+        return CompileReport("unavailable", f"{NVCC_MISSING}; CUDA sources were not compile-checked")
     key = hashlib.sha256(f"{ARCH}\0{source}".encode()).hexdigest()
     cached = os.path.join(cache_dir(), key + ".json")
     if os.path.exists(cached):
