@@ -1,13 +1,22 @@
 """`pkb calibrate`: measure on this node what the simulator's topology model needs.
 
 Run under torchrun (one process per GPU) by `pkb calibrate`; rank 0 writes one JSON document:
-GEMM rates per dtype, HBM copy bandwidth, and with more than one GPU the collective sweeps (eager and
-CUDA graph) and peer-to-peer copy bandwidth. Timing: CUDA events around a batch of launches after
-warm-up, median of repeats.
+GEMM rates per dtype, HBM copy bandwidth and launch overheads (on rank 0's GPU alone), and with more
+than one GPU the eager collective sweep (every collective at sizes 8 B, 32 B, ... up to --max-bytes).
+Timing: CUDA events around a batch of launches after warm-up, median of repeats.
+
+The `launch` section times LAUNCH_OPS back-to-back `x.add_(1)` on a one-element CUDA tensor:
+  eager_op_us     per op issued from eager PyTorch; the host issues more slowly than the device runs
+                  such a kernel, so this is the host's cost per kernel (Python and the dispatcher)
+  graph_op_us     per op when the same ops are replayed from one CUDA graph: kernel plus the device's
+                  gap between graph kernels
+  tiny_kernel_us  the kernel's own duration on the device (CUDA activity timestamps from torch.profiler,
+                  median), so graph_op_us - tiny_kernel_us is the gap a graph adds per kernel
 """
 from __future__ import annotations
 
 import datetime
+import functools
 import json
 import os
 import statistics
@@ -15,8 +24,10 @@ import sys
 
 import torch
 import torch.distributed as dist
+from torch.autograd import DeviceType
 
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast")
+LAUNCH_OPS = 500
 
 
 def _time_ms(fn, reps: int = 5, inner: int = 10) -> float:
@@ -41,7 +52,7 @@ def gemm_rates(n: int = 8192) -> dict:
                         ("tf32", torch.float32)):
         torch.backends.cuda.matmul.allow_tf32 = name == "tf32"
         a, b = torch.randn(n, n, device="cuda", dtype=dtype), torch.randn(n, n, device="cuda", dtype=dtype)
-        ms = _time_ms(lambda: a @ b)
+        ms = _time_ms(functools.partial(torch.matmul, a, b))
         out[name] = {"n": n, "ms": ms, "tflops": 2 * n ** 3 / ms / 1e9}
     torch.backends.cuda.matmul.allow_tf32 = False
     return out
@@ -52,6 +63,28 @@ def hbm_copy(nbytes: int = 2 << 30) -> dict:
     dst = torch.empty_like(src)
     ms = _time_ms(lambda: dst.copy_(src), inner=5)
     return {"bytes": nbytes, "ms": ms, "GBps_read_plus_write": 2 * nbytes / ms / 1e6}
+
+
+def launch_overheads() -> dict:
+    x = torch.zeros(1, device="cuda")
+
+    def ops():
+        for _ in range(LAUNCH_OPS):
+            x.add_(1)
+
+    eager = _time_ms(ops, reps=10, inner=1)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        ops()
+    replay = _time_ms(graph.replay, reps=10, inner=1)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        ops()
+        torch.cuda.synchronize()
+    kernels = [e.time_range.elapsed_us() for e in prof.events() if e.device_type == DeviceType.CUDA]
+    if not kernels:
+        raise RuntimeError("torch.profiler recorded no CUDA kernels; is CUPTI available?")
+    return {"op": "x.add_(1), x one float32 element", "ops": LAUNCH_OPS, "eager_op_us": eager * 1e3 / LAUNCH_OPS,
+            "graph_op_us": replay * 1e3 / LAUNCH_OPS, "tiny_kernel_us": statistics.median(kernels)}
 
 
 def _collective(op: str, nbytes: int, world: int):
@@ -99,6 +132,7 @@ def main() -> int:
     if rank == 0:
         doc["gemm"] = gemm_rates()
         doc["hbm_copy"] = hbm_copy()
+        doc["launch"] = launch_overheads()
     if world > 1:
         dist.init_process_group("nccl")
         doc["collectives"] = collective_sweep(world, max_bytes)

@@ -1,4 +1,4 @@
-"""`pkb calibrate`: measure GEMM, memory and collective rates on this node's GPUs."""
+"""`pkb calibrate`: measure GEMM, memory and collective rates and launch overheads on this node's GPUs."""
 from __future__ import annotations
 
 import json
@@ -10,7 +10,7 @@ from pkbsim.cli.errors import UsageError
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("calibrate", help="measure GEMM, HBM and collective rates on this node's GPUs")
+    p = sub.add_parser("calibrate", help="measure GEMM, HBM and collective rates and launch overheads on this node's GPUs")
     p.add_argument("--nproc-per-node", "--nproc_per_node", type=int, default=None, metavar="N",
                    help="GPUs to use (default: all)")
     p.add_argument("--out", default="calibration.json", help="where to write the calibration file")
@@ -31,7 +31,7 @@ def run(args) -> int:
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={n}",
            "-m", "hwbackend.calibrate", os.path.abspath(args.out), str(args.max_bytes)]
     try:
-        proc = subprocess.run(cmd, timeout=args.timeout, start_new_session=True)
+        proc = subprocess.run(cmd, check=False, timeout=args.timeout, start_new_session=True)
     except subprocess.TimeoutExpired:
         print(f"pkb calibrate: timed out after {args.timeout:g} s", file=sys.stderr)
         return 5
@@ -46,6 +46,9 @@ def run(args) -> int:
         for name, g in doc["gemm"].items():
             print(f"GEMM {name:5s} {g['n']}^3: {g['tflops']:.0f} TFLOP/s")
         print(f"HBM copy: {doc['hbm_copy']['GBps_read_plus_write']:.0f} GB/s (read + write)")
+        launch = doc["launch"]
+        print(f"launch: eager {launch['eager_op_us']:.2f} us/op, CUDA graph {launch['graph_op_us']:.2f} us/op, "
+              f"tiny kernel {launch['tiny_kernel_us']:.2f} us on the device")
         if "collectives" in doc:
             print(f"{len(doc['collectives'])} collective points written to {args.out}")
     return 0
