@@ -92,7 +92,7 @@ class Cluster:
             self.listener.settimeout(left)
             try:
                 conn, _ = self.listener.accept()
-            except socket.timeout:
+            except TimeoutError:
                 continue
             ch = self.admit(conn)
             if ch is None:

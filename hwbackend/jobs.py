@@ -133,7 +133,7 @@ class Job:
                 listener.settimeout(max(0.05, self._left()))
                 try:
                     conn, _ = listener.accept()
-                except socket.timeout:
+                except TimeoutError:
                     self.check_launcher()
                     if self._left() <= 0:
                         raise JobFailure("timeout", "the ranks did not start within the timeout",
@@ -170,7 +170,7 @@ class Job:
                 ch.sock.settimeout(max(0.01, self._left()))
                 try:
                     msg = ch.recv()
-                except socket.timeout:
+                except TimeoutError:
                     raise JobFailure("timeout", f"no answer within {self.timeout:g} s", details=self.last_ops()) from None
                 except (ConnectionError, OSError):
                     raise self._died() from None

@@ -19,7 +19,7 @@ import time
 import traceback
 import types
 from dataclasses import dataclass, field
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 import torch.distributed as dist

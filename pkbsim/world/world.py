@@ -11,7 +11,7 @@ import contextlib
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from collections.abc import Callable
 
 from pkbsim.world.clocks import VectorClocks
 from pkbsim.world.findings import Finding, explains

@@ -85,7 +85,7 @@ def reference(dout, q, k, v, out, lse):
     delta = (dout * out).sum(-1).transpose(1, 2)                      # (B, H, 2c)
     kv = torch.stack([k.transpose(1, 2), v.transpose(1, 2)])          # the block that travels
     dq = torch.zeros_like(qt)
-    dkv = dkv_reqs = None
+    dkv = dkv_reqs = dkv_in = None
     for step in range(world):
         if step + 1 < world:
             incoming = torch.empty_like(kv)
