@@ -160,3 +160,34 @@ def test_compute_dtype_picks_the_peak():
     fp32 = Replay(H100, doc([[dict(mm(1e12), dtype="float32")]])).run().makespan_us
     bf16 = Replay(H100, doc([[mm(1e12)]])).run().makespan_us   # traces without a dtype: data/host.toml default
     assert (fp32 - LAUNCH) / (bf16 - LAUNCH) == pytest.approx(989.4 / 67.0)
+
+
+def _compute_ops(res, rank=0):
+    return [op for op in res.traces[rank].records if op["kind"] == "compute"]
+
+
+@pytest.mark.parametrize("shape_run", [False, True])
+def test_rms_norm_is_one_kernel_and_metadata_queries_are_none(run_program, shape_run):
+    res = run_program("""
+        import torch.nn.functional as F
+        x = torch.randn(64, 128, device="cuda")
+        y = F.rms_norm(x, (128,), eps=1e-5)
+        r = torch.ops.aten.rms_norm(x, [128], None, 1e-5)   # below F.rms_norm: decomposed, as on the CPU
+        z = x * torch.rsqrt(x.square().mean(-1, keepdim=True) + 1e-5)
+    """, nproc=1, record_compute=True, shape_run=shape_run)
+    assert res.verdict == "ok"
+    names = [op["op"] for op in _compute_ops(res)]
+    fused = [op for op in _compute_ops(res) if op["op"] == "rms_norm"]
+    assert len(fused) == 1 and fused[0]["bytes_read"] == fused[0]["bytes_written"] == 64 * 128 * 4
+    assert "device" not in names                                       # a metadata query launches nothing
+    assert names.count("pow") == names.count("rsqrt") == 2              # spelled out, RMSNorm stays five kernels
+
+
+def test_a_one_rank_in_place_collective_moves_nothing():
+    gather = {"kind": "collective", "op": "all_gather_into_tensor", "site": "m.py:3", "stream": 0, "group": "0",
+              "seq": 1, "group_ranks": [0], "bytes": 256 * MIB}
+    copy_us = 2 * 256 * MIB / (H100.gpu.hbm_GBps * 1e3)
+    alone = Replay(H100, doc([[gather]])).run().makespan_us
+    after_all_reduce = Replay(H100, doc([[ar(0, 256 * MIB, [0]), gather]])).run().makespan_us
+    assert alone == pytest.approx(LAUNCH + copy_us)             # out of place: a copy
+    assert after_all_reduce == pytest.approx(alone + LAUNCH)      # in place: its launch, no copy

@@ -27,7 +27,7 @@ from pkbsim.timing.plans import kernel_GBps
 from pkbsim.timing.predict import router_for
 from pkbsim.timing.replay_result import ReplayResult, summarise
 from pkbsim.timing.topology import Topology, nccl_constants
-from pkbsim.timing.trace_ops import TraceError, actions, check_doc
+from pkbsim.timing.trace_ops import IN_PLACE, TraceError, actions, check_doc
 
 LAUNCH_MODES = ("eager", "graph")
 
@@ -197,8 +197,8 @@ class Replay:
             k.pred = last
 
     def _run_collective(self, rv: Rendezvous, coll: str, size: int, algo, group):
-        if len(group) == 1:
-            yield self.env.timeout(local_copy_us(self.topo, size))
+        if len(group) == 1:   # torch's all_reduce, broadcast and reduce are in place: NCCL copies nothing
+            yield self.env.timeout(0.0 if coll in IN_PLACE else local_copy_us(self.topo, size))
         else:
             plan = self._plan(coll, size, tuple(group), algo)
             for g in group:

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import contextlib
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
-from collections.abc import Callable
 
 import torch
 from torch.utils._python_dispatch import _disable_current_modes

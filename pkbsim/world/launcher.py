@@ -18,8 +18,8 @@ import threading
 import time
 import traceback
 import types
-from dataclasses import dataclass, field
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import torch
 import torch.distributed as dist
@@ -135,6 +135,7 @@ def _rank_main(world: World, engine: Engine, rank: int, body: Callable[[RankCont
                trace: RankTrace):
     from pkbsim.world.cuda_shim import DeviceMapMode
     from pkbsim.world.environ import torchrun_env
+    from pkbsim.world.fused_calls import FusedCallsMode
     from pkbsim.world.ops_mode import ensure_ops_mode
 
     if opts.pin_core is not None:
@@ -152,7 +153,7 @@ def _rank_main(world: World, engine: Engine, rank: int, body: Callable[[RankCont
                 from torch._subclasses.fake_tensor import FakeTensorMode
                 stack.enter_context(FakeTensorMode(allow_non_fake_inputs=True))
             if opts.record_compute:
-                ensure_ops_mode(ctx)
+                stack.enter_context(FusedCallsMode(ensure_ops_mode(ctx)))
             body(ctx)
         _check_unwaited(ctx)
     except SimAbort:

@@ -20,7 +20,10 @@ from pkbsim.world.streams import StreamOrder
 from pkbsim.world.world import SimAbort
 from tasks.api import flat_tensors
 
-_SKIP = {torch.ops.aten.detach.default, torch.ops.aten.lift_fresh.default, torch.ops.aten.set_.source_Storage_storage_offset}
+_SKIP = {torch.ops.aten.detach.default, torch.ops.aten.lift_fresh.default, torch.ops.aten.set_.source_Storage_storage_offset,
+         # queries of metadata: no kernel runs (a CPU decomposition asks prim.device of a whole tensor)
+         torch.ops.prim.device.default, torch.ops.aten.is_same_size.default, torch.ops.aten.sym_size.int,
+         torch.ops.aten.sym_stride.int, torch.ops.aten.sym_numel.default, torch.ops.aten.sym_storage_offset.default}
 
 
 def _is_view(func) -> bool:
@@ -33,6 +36,7 @@ class RankOpsMode(TorchDispatchMode):
         self.ctx = ctx
         self.record_compute = ctx.trace.enabled and ctx.extra.get("record_compute", False)
         self.streams: StreamOrder | None = None
+        self.fused_flops: int | None = None   # inside a call that CUDA runs as one kernel (fused_calls.py)
 
     def track_streams(self) -> StreamOrder:
         if self.streams is None:
@@ -88,7 +92,6 @@ class RankOpsMode(TorchDispatchMode):
             so.write(storage_key(t), s, site)
 
     def _record(self, func, args, kwargs, out, reads, writes, symm) -> None:
-        ctx = self.ctx
         flops = 0
         formula = flop_registry.get(func._overloadpacket)
         if formula is not None:
@@ -96,9 +99,21 @@ class RankOpsMode(TorchDispatchMode):
                 flops = int(formula(*args, **kwargs, out_val=out))
             except Exception:
                 flops = 0
+        if self.fused_flops is not None:
+            self.fused_flops += flops
+            return
         outs = flat_tensors(out) if not writes else []
+        self._emit(str(func.overloadpacket.__name__), flops, reads, writes + outs, symm)
+
+    def record_fused(self, name: str, flops: int, inputs, out) -> None:
+        """One kernel for a call that the CPU build ran as several ops: it reads its inputs and writes its
+        output once."""
+        self._emit(name, flops, flat_tensors(inputs), flat_tensors(out), state(self.ctx.world))
+
+    def _emit(self, name: str, flops: int, reads, writes, symm) -> None:
+        ctx = self.ctx
         rd = sum(t.numel() * t.element_size() for t in reads)
-        wr = sum(t.numel() * t.element_size() for t in writes + outs)
+        wr = sum(t.numel() * t.element_size() for t in writes)
         peer_read: dict[int, int] = {}
         peer_write: dict[int, int] = {}
         if symm.by_storage:
@@ -107,14 +122,13 @@ class RankOpsMode(TorchDispatchMode):
                     alloc = symm.by_storage.get(storage_key(t))
                     if alloc is not None and alloc.rank != ctx.rank:
                         bucket[alloc.rank] = bucket.get(alloc.rank, 0) + t.numel() * t.element_size()
-        floating = [t for t in reads + writes + outs if t.is_floating_point()]
+        floating = [t for t in reads + writes if t.is_floating_point()]
         fields = {"flops": flops, "bytes_read": rd, "bytes_written": wr}
         if floating:  # the timing engine picks the GPU's peak rate for this dtype
             fields["dtype"] = str(floating[0].dtype).replace("torch.", "")
         if peer_read or peer_write:
             fields["peer_bytes"] = {"read": peer_read, "write": peer_write}
-        ctx.trace.record("compute", str(func.overloadpacket.__name__), user_site(), stream=ctx.stream_id,
-                         **fields)
+        ctx.trace.record("compute", name, user_site(), stream=ctx.stream_id, **fields)
 
 
 def ensure_ops_mode(ctx) -> RankOpsMode:

@@ -6,8 +6,8 @@ posts one operation to the engine and returns a `SimWork` whose wait() blocks th
 """
 from __future__ import annotations
 
-from typing import Any
 from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch.distributed as dist

@@ -10,8 +10,8 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from dataclasses import dataclass, field
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from pkbsim.world.clocks import VectorClocks
 from pkbsim.world.findings import Finding, explains
