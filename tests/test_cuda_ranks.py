@@ -79,3 +79,19 @@ def test_blocks_waiting_on_each_other_rely_on_co_residency_unless_launched_coope
     assert {f.kind for f in res.findings} == {"co_residency"} and res.verdict == "protocol"
     assert "grid_barrier_kernel[block 0] waited until grid_barrier_kernel[block 1] ran" in res.findings[0].details
     assert check("cooperative").verdict == "ok"
+
+
+EPOCH = os.path.join(HERE, "programs", "cuda_epoch_flag_blocks.py")
+
+
+@pytest.mark.parametrize("nproc", [2, 4])
+def test_every_block_waiting_once_on_one_flag_set_is_not_a_reused_slot(nproc):
+    res = check_script(EPOCH, ["ok"], RunOptions(nproc=nproc, timeout=300, output=io.StringIO()))
+    assert res.verdict == "ok", [f.render() for f in res.findings]
+
+
+def test_a_block_passing_on_the_previous_calls_flag_is_a_reused_slot():
+    res = check_script(EPOCH, ["reused"], RunOptions(nproc=2, timeout=300, output=io.StringIO()))
+    assert res.verdict == "protocol"   # the reused slot, or the stale data it lets a block read first
+    f = res.findings[0]
+    assert ("stale flag" in f.message and "all_reduce_kernel[block" in f.message) or f.kind == "race", f.message

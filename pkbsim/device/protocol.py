@@ -33,11 +33,12 @@ class DeviceState:
         self.relaxed_flag: dict[int, Event] = {}
         # rank -> peer -> (flag write, poll) observed without release/acquire: explains a later race (D4)
         self.unordered_flags: dict[int, dict[int, tuple[Event | None, Event]]] = defaultdict(dict)
-        # slot reuse (D2): per flag, how often it was set (a non-zero write) and the last write; per rank, the
-        # flag its last poll saw set (a wait in progress) and how many waits on each flag it completed
+        # slot reuse (D2): per flag, how often it was set (a non-zero write) and the last write; per waiter
+        # (a rank's host, or one block of its kernel: the event's `where`; each block that waits consumes the
+        # same set once), the flag its last poll saw set (a wait in progress) and its completed waits per flag
         self.flag_writes: dict[int, tuple[int, Event]] = {}
-        self.polling: dict[int, tuple[int, Event]] = {}
-        self.waits_done: dict[tuple[int, int], int] = {}
+        self.polling: dict[tuple[int, str], tuple[int, Event]] = {}
+        self.waits_done: dict[tuple[int, str, int], int] = {}
         # fences (CUDA kernels), per clock thread (a rank, or a block of its kernel): flags it polled without
         # acquire since its last fence, and the threads whose last fence came after their last data write
         # (their next relaxed flag write releases)
@@ -94,9 +95,9 @@ def _observe(world, st: DeviceState, ev: Event, addr: int) -> None:
     """A poll: acquire what was released into the flag, or note the missing ordering."""
     write = st.flag_writes.get(addr)
     if ev.value and write is not None and write[1].rank != ev.rank:
-        st.polling[ev.rank] = (addr, ev)
+        st.polling[ev.rank, ev.where] = (addr, ev)
     else:
-        st.polling.pop(ev.rank, None)
+        st.polling.pop((ev.rank, ev.where), None)
     clock = st.flag_clock.get(addr)
     relaxed = st.relaxed_flag.get(addr)
     if ev.sem in _ACQUIRING and clock is not None:
@@ -126,14 +127,14 @@ def _fence(world, st: DeviceState, ev: Event) -> None:
 
 
 def _wait_completed(world, st: DeviceState, ev: Event) -> None:
-    """The rank moved on from polling a set flag to data: its wait ended on that flag. More completed waits
+    """The waiter moved on from polling a set flag to data: its wait ended on that flag. More completed waits
     than the flag was ever set means one set satisfied two waits: the slot is reused without a reset (D2).
     (A monotonic flag, e.g. an epoch counter that one write can carry two rounds ahead, is fine.)"""
-    polled = st.polling.pop(ev.rank, None)
+    polled = st.polling.pop((ev.rank, ev.where), None)
     if polled is None:
         return
     addr, poll = polled
-    done = st.waits_done.get((ev.rank, addr), 0) + 1
+    done = st.waits_done.get((ev.rank, ev.where, addr), 0) + 1
     if done > st.flag_writes[addr][0]:
         setter = st.flag_writes[addr][1]
         msg = (f"stale flag: rank {ev.rank}'s wait in {poll.where} at {poll.site} passed on the flag value rank "
@@ -142,7 +143,7 @@ def _wait_completed(world, st: DeviceState, ev: Event) -> None:
         world.fail(Finding("protocol", msg, sorted({ev.rank, setter.rank}), [poll.site, setter.site]),
                    unless_failed=True)
         raise SimAbort(msg)
-    st.waits_done[(ev.rank, addr)] = done
+    st.waits_done[ev.rank, ev.where, addr] = done
 
 
 def _check_race(world, st: DeviceState, region, ev: Event) -> None:
