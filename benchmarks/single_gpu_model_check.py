@@ -5,8 +5,9 @@ its reference and the one-GPU candidates, at full size.
     python benchmarks/single_gpu_model_check.py compare OUT.json    # here: pkb's prediction next to it
 
 `measure` times each solution with CUDA events (median of 10 calls after 3 warm-up calls, inputs made
-once) and lists the kernels one profiled call launches (torch.profiler). `compare` replays pkb's full-size
-shape-run trace of the same solution on the topology of that GPU and prints measured and predicted
+once) and lists the kernels one profiled call launches (torch.profiler); it needs only torch and tasks/, as
+the GPU machines may lack the simulator's dependencies. `compare` takes the full-size shape-run trace the
+screen's cost stage takes (pkbsim.screen.cost.traces) and replays it on the topology of that GPU and prints measured and predicted
 time, the error, the kernel counts, and whether the predicted speed-up of each candidate over the
 reference points the same way as the measured one (within 5% of 1 counts as a tie).
 """
@@ -82,7 +83,7 @@ def measure(out_path: str) -> None:
 
 
 def compare(path: str) -> None:
-    from pkbsim.taskrun import Call, run_calls
+    from pkbsim.screen.cost import traces
     from pkbsim.timing.replay import Replay
     from pkbsim.timing.topology import load_topology
     from tasks.registry import get
@@ -94,11 +95,10 @@ def compare(path: str) -> None:
     print(f"{'task':38s} {'solution':18s} {'measured':>9s} {'predicted':>9s} {'error':>7s} {'kernels':>8s} {'modelled':>8s}")
     for r in doc["rows"]:
         task = get(r["task"])
-        load = (lambda t=task, p=r["candidate"]: _solution(t, p))
-        run = run_calls(task, [Call(0, load=load), Call(0, load=load)], 1, preset="full", timeout=120,
-                        record_compute=True)
-        trace = run.calls[1].trace(task, "full")
-        res = Replay(topo, trace).run()
+        _, trace, why = traces(task, lambda t=task, p=r["candidate"]: _solution(t, p), 1, 0, "full", 120)
+        if trace is None:
+            sys.exit(f"{r['task']}: the full-size shape run failed ({why})")
+        res = Replay(topo, trace).run()   # as `pkb screen` times a candidate
         ops = [op for op in trace["ranks"][0]["ops"] if op["kind"] in ("compute", "collective")]
         predicted[(r["task"], r["candidate"])] = res.makespan_us
         who = os.path.basename(r["candidate"])[:-3] if r["candidate"] else "reference"

@@ -13,6 +13,7 @@ orders the relaxed ones around it (pkbsim.device.protocol). Polls are noted for 
 """
 from __future__ import annotations
 
+import contextlib
 import os
 
 import numpy as np
@@ -87,12 +88,10 @@ class KernelObserver:
         for a in accs:
             if a not in polled and a.region is not None:
                 emit(world, a.event("get", site, where), a.region)
-        if polled:
-            with world.lock:  # a poll reports the value the load returned, not a peer's write landing after it
-                out = perform()
-                seen = [a.snapshot() for a in polled]
-        else:
-            out, seen = perform(), []
+        # a poll reports the value the load returned, not a peer's write landing after it
+        with world.lock if polled else contextlib.nullcontext():
+            out = perform()
+            seen = [a.snapshot() for a in polled]
         for a in accs:
             a.count(traffic, write=False)
         sem = "acquire" if "acquire" in quals else "relaxed"

@@ -23,7 +23,7 @@ LABELS = {"compute": "compute-bound", "link": "link-bound", "latency": "latency/
           "launch": "latency/launch-bound", "waits": "serialised waits"}
 
 
-def _traces(task: TaskSpec, load, world_size: int, seed: int, preset: str, timeout: float):
+def traces(task: TaskSpec, load, world_size: int, seed: int, preset: str, timeout: float):
     """(reference trace, candidate trace, why not) from one run of the world that calls both, each after a
     warm-up call (as hardware timing does: buffers a candidate caches are allocated before the timed call)."""
     calls = [Call(1), Call(0), Call(1, load=load), Call(0, load=load)]
@@ -52,14 +52,14 @@ def predict(task: TaskSpec, session: Session, world_size: int, topo: Topology, s
         notes.append("the candidate launches inline-CUDA kernels, which a shape run cannot execute (no data); "
                      "predicted at screen size from the bytes they move")
     else:
-        ref, cand, why = _traces(task, load, world_size, seed, "full", min(timeout, SHAPE_RUN_SECONDS))
+        ref, cand, why = traces(task, load, world_size, seed, "full", min(timeout, SHAPE_RUN_SECONDS))
         uncertain = ref is None
         if uncertain:
             notes.append(f"the full-size shape run failed ({why}); predicted at screen size instead")
     if uncertain and screen_traces is not None:
         ref, cand = screen_traces
     elif uncertain:
-        ref, cand, why = _traces(task, load, world_size, seed, "screen", timeout)
+        ref, cand, why = traces(task, load, world_size, seed, "screen", timeout)
         if ref is None:
             raise RuntimeError(f"no trace to time: {why}")
     ref_res = Replay(topo, ref).run()

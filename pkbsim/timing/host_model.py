@@ -66,7 +66,7 @@ def _from_measurements(model: dict, doc: dict, topo, path: str) -> None:
         model["launch"]["torch_eager_us"] = max(0.0, gaps[len(gaps) // 2])
     if "launch" in doc:
         kernel = _measured_us(doc, "tiny_kernel_us", path)
-        model["compute"]["min_kernel_us"] = kernel
+        compute["min_kernel_us"] = kernel
         model["launch"]["cuda_graph_us"] = max(0.0, _measured_us(doc, "graph_op_us", path) - kernel)
 
 

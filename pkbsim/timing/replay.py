@@ -190,15 +190,15 @@ class Replay:
         rv.arrived.append(k)
         k.args.update(op=coll, bytes=size, group=list(group))
         if len(rv.arrived) == rv.size:
-            self.env.process(self._run_collective(rv, coll, size, algo, group))
+            self.env.process(self._run_collective(rv, coll, size, algo, group, a.name in IN_PLACE))
         yield rv.done
         last = max(rv.arrived, key=lambda x: x.start)
         if last is not k:
             k.pred = last
 
-    def _run_collective(self, rv: Rendezvous, coll: str, size: int, algo, group):
-        if len(group) == 1:   # torch's all_reduce, broadcast and reduce are in place: NCCL copies nothing
-            yield self.env.timeout(0.0 if coll in IN_PLACE else local_copy_us(self.topo, size))
+    def _run_collective(self, rv: Rendezvous, coll: str, size: int, algo, group, in_place: bool):
+        if len(group) == 1:   # one rank: an in-place op moves nothing, an out-of-place one copies
+            yield self.env.timeout(0.0 if in_place else local_copy_us(self.topo, size))
         else:
             plan = self._plan(coll, size, tuple(group), algo)
             for g in group:

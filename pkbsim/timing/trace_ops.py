@@ -17,9 +17,10 @@ COLLECTIVES = {
     "all_to_all_single": ("all_to_all", 1), "all_to_all": ("all_to_all", 1),
     "broadcast": ("broadcast", 1), "reduce": ("reduce", 1),
 }
-# torch runs these in place; on one rank NCCL then moves nothing (an H200 launches no kernel for a 1-rank
-# all_reduce of 256 MiB: benchmarks/results/single_gpu_model_check_h200.json)
-IN_PLACE = frozenset({"all_reduce", "broadcast", "reduce"})
+# torch ops that reduce or broadcast in place: on one rank they move nothing (an H200 launches no kernel for
+# a 1-rank all_reduce of 256 MiB: benchmarks/results/single_gpu_model_check_h200.json)
+IN_PLACE = frozenset({"all_reduce", "all_reduce_coalesced", "broadcast", "reduce", "two_shot_all_reduce_",
+                      "multimem_all_reduce_"})
 APPROXIMATE = {  # modelled by a collective with the same bottleneck traffic; listed in the replay's notes
     "gather": ("all_gather", "n"), "scatter": ("all_gather", "n"),
 }
