@@ -1,9 +1,10 @@
 """An inline-CUDA all-reduce whose every block waits for the same per-call flags: block 0 of each rank
 publishes an epoch (the call number) to every peer with a release store, then all blocks wait with
 acquire loads until each peer's epoch arrived and sum their share of the peers' buffers. One set of a
-flag satisfies one wait of every block: correct (a block never reuses a set). Mode `reused` waits for
-"not zero" instead of the call's epoch, so the second call passes on the first call's flag: the slot is
-reused without a reset (D2), and a block can read a peer's buffer before the peer wrote this call's data.
+flag satisfies one wait of every block: correct (a block never reuses a set). Mode `reused` sets the flag
+in the first call only and waits for "not zero", so the second call passes on the first call's flag: the
+slot is reused without a reset (D2), and a block can read a peer's buffer before the peer wrote this
+call's data.
 Usage: cuda_epoch_flag_blocks.py [ok|reused]."""
 import os
 import sys
@@ -33,7 +34,7 @@ __device__ __forceinline__ void st_release_sys(uint32_t* addr, uint32_t v) {
 
 __global__ void all_reduce_kernel(float** bufs, uint32_t** pads, float* out, int n, int rank, int world,
                                   uint32_t epoch, bool reused) {
-    if (blockIdx.x == 0 && threadIdx.x < world) {
+    if (blockIdx.x == 0 && threadIdx.x < world && !(reused && epoch > 1)) {
         st_release_sys(pads[threadIdx.x] + rank, epoch);
     }
     if (threadIdx.x < world) {
