@@ -1,7 +1,8 @@
 """Lane-vector loads and stores in every state space (global, shared, local, param, const, generic).
 
 `load`/`store` take the addresses of the active lanes only, so inactive lanes never fault. Generic
-addresses are split into the global, shared and local windows (see memory.py).
+addresses are split into the global, shared, local and parameter windows (see memory.py). Every access
+must be aligned to its full size (a vector's too), as on the GPU, where anything else is a fault.
 """
 from __future__ import annotations
 
@@ -11,6 +12,20 @@ from .errors import MemoryFault
 from .memory import WINDOW_MASK, Region, gather, scatter
 
 SPACES = ("global", "shared", "local", "param", "const")
+GENERIC_WINDOWS = [(0, "global"), (1, "shared"), (2, "local"), (3, "param")]
+
+
+def check_aligned(addr: np.ndarray, width: int) -> None:
+    """A `width`-byte access at a lane address that is not a multiple of `width` faults (CUDA's
+    "misaligned address"), never rounds down."""
+    if width < 2:
+        return
+    addr = np.asarray(addr, np.uint64)
+    off = addr % np.uint64(width)
+    if off.any():
+        bad = int(addr[off != 0][0]) & WINDOW_MASK
+        raise MemoryFault(f"misaligned address: a {width}-byte access at 0x{bad:x} is not {width}-byte aligned "
+                          "(on the GPU: CUDA error: misaligned address)")
 
 
 def space_of(parts: list[str]) -> str:
@@ -36,7 +51,11 @@ def locate(g, space: str, addr: np.ndarray, idx, width: int):
         lanes = np.arange(g.nlanes, dtype=np.uint64) if idx is None else idx.astype(np.uint64)
         return g.local_region, addr + lanes * np.uint64(g.local_size)
     if space == "param":
-        return g.launch.param_region, addr
+        region = g.launch.param_region
+        off = addr & np.uint64(WINDOW_MASK)
+        if int(off.max()) + width > region.size:
+            raise MemoryFault(f"parameter address 0x{int(off.max()):x} beyond the {region.size}-byte parameter buffer")
+        return region, off
     raise ValueError(space)
 
 
@@ -77,7 +96,7 @@ def load(g, space, addr, idx, dtype, nvec=1) -> np.ndarray:
     isz = dtype.itemsize
     flat = _expand(np.asarray(addr, dtype=np.uint64), nvec, isz)
     lanes = _lane_of_item(addr, idx, nvec)
-    windows = [(0, "global"), (1, "shared"), (2, "local")] if space == "generic" else [(None, space)]
+    windows = GENERIC_WINDOWS if space == "generic" else [(None, space)]
     window = flat >> np.uint64(60) if space == "generic" else None
     out = np.empty(flat.shape, dtype)
     for w, sp in windows:
@@ -92,8 +111,8 @@ def load(g, space, addr, idx, dtype, nvec=1) -> np.ndarray:
             else:
                 idx_sel = np.flatnonzero(sel)[part] if w is not None else part
                 out[idx_sel] = gather(region, off, dtype)
-    if window is not None and (window > 2).any():
-        raise MemoryFault(f"generic address 0x{int(flat[window > 2][0]):x} maps to no state space")
+    if window is not None and (window > 3).any():
+        raise MemoryFault(f"generic address 0x{int(flat[window > 3][0]):x} maps to no state space")
     return out.reshape(-1, nvec)
 
 
@@ -104,7 +123,9 @@ def store(g, space, addr, idx, dtype, values, nvec=1) -> None:
     flat = _expand(np.asarray(addr, dtype=np.uint64), nvec, isz)
     vals = np.broadcast_to(np.asarray(values).astype(dtype, copy=False), (len(addr), nvec)).reshape(-1)
     lanes = _lane_of_item(addr, idx, nvec)
-    windows = [(0, "global"), (1, "shared"), (2, "local")] if space == "generic" else [(None, space)]
+    if space == "param" or (space == "generic" and ((flat >> np.uint64(60)) == 3).any()):
+        raise MemoryFault("store to a kernel parameter (the parameter space is read-only)")
+    windows = GENERIC_WINDOWS[:3] if space == "generic" else [(None, space)]
     window = flat >> np.uint64(60) if space == "generic" else None
     if window is not None and lanes is None:
         lanes = np.arange(len(flat))

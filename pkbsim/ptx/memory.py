@@ -6,6 +6,8 @@ out) resolve without translation. An `AddressSpace` holds pluggable `Region`s; t
 adds one per rank's tensors, peer symmetric buffers and signal pads, and `MulticastRegion`s that fan a
 multimem access out to every member. Shared and local memory are small per-CTA windows; generic
 addresses above `SHARED_WINDOW` / `LOCAL_WINDOW` fall into them (real user-space pointers are < 2**47).
+A kernel parameter's address (`mov` of its name, as nvcc emits for a struct parameter indexed at run
+time) lies in `PARAM_WINDOW`: the parameter buffer, read-only.
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from .errors import MemoryFault
 
 SHARED_WINDOW = 1 << 60
 LOCAL_WINDOW = 1 << 61
+PARAM_WINDOW = 3 << 60
 WINDOW_MASK = (1 << 60) - 1
 
 

@@ -11,6 +11,7 @@ import numpy as np
 
 from .dtypes import SIGNED_OF_SIZE, UNSIGNED_OF_SIZE, carrier, storage
 from .errors import NotSimulated
+from .memory import PARAM_WINDOW
 from .parser import parse_number
 
 SPECIAL = re.compile(r"^%(tid|ntid|ctaid|nctaid)\.[xyz]$|^%(laneid|warpid|nwarpid|smid|nsmid|clock|clock64|"
@@ -29,6 +30,14 @@ class Ctx:
 
     def fail(self, what: str):
         return NotSimulated(what, self.loc)
+
+    def symbol(self, name: str) -> int | None:
+        """The address a symbol names: a variable's, or a kernel parameter's in the parameter window."""
+        if name in self.symbols:
+            return self.symbols[name]
+        if name in self.params:
+            return PARAM_WINDOW + self.params[name]
+        return None
 
     # --- reads -------------------------------------------------------------------------------
     def read(self, op: str, typ: str):
@@ -51,12 +60,10 @@ class Ctx:
             return lambda g: g.regs[op].view(src).astype(c)
         if SPECIAL.match(op):
             return lambda g: g.special(op).astype(c, copy=False) if c != np.uint32 else g.special(op)
-        if op in self.symbols:
-            value = self.const(self.symbols[op], typ)
-            return lambda g: value
         base, plus, off = op.partition("+")
-        if plus and base.strip() in self.symbols:
-            value = self.const(self.symbols[base.strip()] + int(parse_number(off)), typ)
+        where = self.symbol(base.strip())
+        if where is not None:
+            value = self.const(where + (int(parse_number(off)) if plus else 0), typ)
             return lambda g: value
         try:
             value = self.const(parse_number(op, typ), typ)
@@ -134,8 +141,8 @@ class Ctx:
             if offset == 0:
                 return lambda g: rd(g).astype(np.uint64, copy=False)
             return lambda g: rd(g).astype(np.uint64) + o
-        if base in self.symbols:
-            value = np.uint64(self.symbols[base] + offset)
+        if self.symbol(base) is not None:
+            value = np.uint64(self.symbol(base) + offset)
             return lambda g: value
         try:
             value = np.uint64(int(parse_number(base)) + offset)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .access import global_parts, load, locate, space_of, store
+from .access import check_aligned, global_parts, load, locate, space_of, store
 from .dtypes import carrier
 from .errors import NotSimulated
 from .memory import MulticastRegion, gather, scatter
@@ -55,9 +55,12 @@ def ld(ins, ctx):
     dests = ctx.vector(ins.operands[0])
     writers = [ctx.write(d, io) for d in dests]
     if space == "param":
-        if _param_name(ins.operands[1]) not in ctx.frame_params:
+        name = _param_name(ins.operands[1])
+        if name in ctx.frame_params:
+            space = "local"      # a call's argument or return slot
+        elif name in ctx.params:
             return _ld_param(ins, ctx, c, writers, nvec)
-        space = "local"      # a call's argument or return slot
+        # else a computed address in the parameter window (a struct parameter indexed at run time)
     addr = ctx.address(ins.operands[1])
 
     def run(g, m):
@@ -69,6 +72,7 @@ def ld(ins, ctx):
             a = a[idx]
             if not len(a):
                 return
+        check_aligned(a, c.itemsize * nvec)
         vals = _observed(g, "ld", ins, space, a, c.itemsize * nvec, lambda: load(g, space, a, idx, c, nvec))
         for i, w in enumerate(writers):
             if idx is None:
@@ -87,8 +91,6 @@ def _param_name(op: str) -> str:
 def _ld_param(ins, ctx, c, writers, nvec):
     inner = ins.operands[1].strip().strip("[]").replace(" ", "")
     name, _, off = inner.partition("+")
-    if name not in ctx.params:
-        raise ctx.fail(f"{ins.opcode} of unknown parameter '{name}'")
     offset = ctx.params[name] + (int(off) if off else 0)
 
     def run(g, m):
@@ -123,6 +125,7 @@ def st(ins, ctx):
             a, vals = a[idx], vals[idx]
             if not len(a):
                 return
+        check_aligned(a, c.itemsize * nvec)
         _observed(g, "st", ins, space, a, c.itemsize * nvec, lambda: store(g, space, a, idx, c, vals, nvec))
         g.launch.counters.stores += 1
     return run
@@ -186,6 +189,7 @@ def _atomic(ins, ctx, returns: bool):
             cv = cv[idx] if cv is not None else None
             if not len(a):
                 return
+        check_aligned(a, cdt.itemsize)
         old = _observed(g, op, ins, space, a, cdt.itemsize, lambda: _apply_atomic(g, space, a, idx, bv, cv, cdt, op, f))
         if d is not None:
             if idx is None:
@@ -281,6 +285,8 @@ def cp_async(ins, ctx):
             n = n[idx] if n is not None else None
             if not len(d):
                 return
+        check_aligned(s, size)
+        check_aligned(d, size)
         data = load(g, "global", s, idx, np.uint8, size)
         if n is not None:  # bytes beyond src-size are zero-filled
             data = np.where(np.arange(size)[None, :] < n[:, None].astype(np.int64), data, 0).astype(np.uint8)
@@ -321,6 +327,7 @@ def multimem(ins, ctx):
             a = a[idx]
         if not len(a):
             return
+        check_aligned(a, c.itemsize * nvec)
         flat = (a[:, None] + np.arange(nvec, dtype=np.uint64) * np.uint64(c.itemsize)).reshape(-1)
         _observed(g, "multimem", ins, "global", a, c.itemsize * nvec, lambda: apply(g, m, idx, flat))
 

@@ -1,0 +1,79 @@
+"""Misaligned accesses fault as on the GPU (never rounded down), and a struct parameter indexed at run
+time (nvcc: `mov` of the parameter's name, then `ld.param` at a computed address) is read correctly."""
+import struct
+
+import pytest
+import torch
+
+from pkbsim.ptx import MemoryFault, compile_cuda, find_nvcc
+from pkbsim.ptx.memory import AddressSpace, Region
+
+SRC = r"""
+extern "C" __global__ void bump_flag(char* base, int offset, int* out) {
+    int* flag = (int*)(base + offset);
+    atomicAdd(flag, 1);
+    out[threadIdx.x] = 1;
+}
+extern "C" __global__ void read_flag(char* base, int offset, int* out) {
+    out[threadIdx.x] = *(volatile int*)(base + offset);
+}
+extern "C" __global__ void read_float4(char* base, int offset, float* out) {
+    float4 v = *(const float4*)(base + offset);
+    out[threadIdx.x] = v.x + v.w;
+}
+struct Peers { const float* p[32]; };   // large: nvcc reads it in place, not from a local copy
+extern "C" __global__ void pick_peer(Peers peers, float* out) {
+    out[blockIdx.y * blockDim.x + threadIdx.x] = peers.p[blockIdx.y][threadIdx.x];
+}
+extern "C" __global__ void sum_peers(Peers peers, int n, float* out) {
+    const Peers* q = &peers;
+    float acc = 0.f;
+    for (int i = 0; i < n; ++i) acc += q->p[(i * 3 + threadIdx.x) % n][threadIdx.x];
+    out[threadIdx.x] = acc;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def mod():
+    if find_nvcc() is None:
+        pytest.skip("nvcc not found")
+    return compile_cuda(SRC, "align_params.cu")
+
+
+@pytest.mark.parametrize("kernel", ["bump_flag", "read_flag"])
+def test_a_misaligned_flag_faults_with_its_line(mod, kernel):
+    base, out = torch.zeros(64, dtype=torch.uint8), torch.zeros(32, dtype=torch.int32)
+    mod.launch(kernel, 1, 32, (base, 8, out))   # aligned: fine
+    with pytest.raises(MemoryFault, match=r"misaligned address: a 4-byte access .* at align_params.cu:(4|8)"):
+        mod.launch(kernel, 1, 32, (base, 10, out))
+
+
+def test_a_vector_access_must_be_aligned_to_its_whole_width(mod):
+    base, out = torch.zeros(64, dtype=torch.uint8), torch.zeros(32)
+    mod.launch("read_float4", 1, 32, (base, 16, out))
+    with pytest.raises(MemoryFault, match="a 16-byte access .* not 16-byte aligned"):
+        mod.launch("read_float4", 1, 32, (base, 8, out))
+
+
+def _peers(n: int):
+    tensors = [torch.full((32,), float(i + 1)) for i in range(n)]
+    space = AddressSpace()
+    for t in tensors:
+        space.add(Region.of_tensor(t))
+    ptrs = [t.data_ptr() for t in tensors] + [0] * (32 - n)
+    return struct.pack("<32Q", *ptrs), space
+
+
+def test_a_struct_of_pointers_indexed_by_the_block_index(mod):
+    params, space = _peers(4)
+    out = torch.zeros(4 * 32)
+    mod.launch("pick_peer", (1, 4), 32, (params, out), memory=space)
+    assert torch.equal(out, torch.arange(1, 5, dtype=torch.float32).repeat_interleave(32))
+
+
+def test_a_struct_of_pointers_indexed_by_a_loop(mod):
+    params, space = _peers(4)
+    out = torch.zeros(32)
+    mod.launch("sum_peers", 1, 32, (params, 4, out), memory=space)
+    assert torch.equal(out, torch.full((32,), 10.0))
