@@ -29,6 +29,8 @@ class Call:
     load: Callable[[], Callable] | None = None  # imports the candidate on the calling rank (once per rank)
     fn: Callable | None = None
     poison: bool = False  # NaN-fill the call's uninitialised allocations (see PoisonEmpty)
+    sync: bool = True     # a harness barrier before the call; False: straight after the previous call, as in a
+                          # GPU timing loop, where a missing exit barrier lets this call overwrite what a peer reads
 
 
 @dataclass
@@ -47,9 +49,18 @@ class CallResult:
 
 
 @dataclass
+class Raised:
+    """An exception that ended a rank's call (or its input building), in the order they happened."""
+    call: int
+    rank: int
+    error: BaseException
+
+
+@dataclass
 class TaskRun:
     result: RunResult
     calls: list[CallResult]
+    raised: list[Raised]
 
     @property
     def inputs(self) -> list:
@@ -103,9 +114,10 @@ def run_calls(task: TaskSpec, calls: list[Call], world_size: int, *, seed: int =
               no_comm: bool = False, timeout: float = 120.0, output=None, record_compute: bool = False) -> TaskRun:
     """Several calls in one run of the simulated world (a world's start-up costs more than a screen-size
     call), separated by barriers so that a call starts only once every rank has finished the previous
-    one. A candidate file is imported once per rank (`Call.load`), so no module state is shared between
+    one, except before a call with `sync=False`. A candidate file is imported once per rank (`Call.load`), so no module state is shared between
     ranks. Each call's trace records are kept apart, and the trace covers the calls only, as timing does."""
     results = [CallResult([None] * world_size, [None] * world_size, [None] * world_size) for _ in calls]
+    raised: list[Raised] = []
 
     def body(ctx) -> None:
         recording, ctx.trace.enabled = ctx.trace.enabled, False
@@ -116,18 +128,22 @@ def run_calls(task: TaskSpec, calls: list[Call], world_size: int, *, seed: int =
         between = dist.new_group(list(range(world_size))) if len(calls) > 1 else None
         loaded: dict = {}
         for i, c in enumerate(calls):
-            if i:
+            if i and c.sync:
                 dist.barrier(group=between)
-            if c.load is not None and c.load not in loaded:
-                loaded[c.load] = c.load()
-            fn = loaded[c.load] if c.load is not None else c.fn or task.reference
-            tctx = TaskContext(ctx.rank, world_size, seed, c.trial, preset, dict(task.sizes[preset]),
-                               torch.device("cuda", local))
-            args = task.make_inputs(tctx)
-            results[i].inputs[ctx.rank] = _copy(args)
-            ctx.trace.enabled = recording
-            with PoisonEmpty() if no_comm or c.poison else contextlib.nullcontext():
-                out = fn(*args)
+            try:
+                if c.load is not None and c.load not in loaded:
+                    loaded[c.load] = c.load()
+                fn = loaded[c.load] if c.load is not None else c.fn or task.reference
+                tctx = TaskContext(ctx.rank, world_size, seed, c.trial, preset, dict(task.sizes[preset]),
+                                   torch.device("cuda", local))
+                args = task.make_inputs(tctx)
+                results[i].inputs[ctx.rank] = _copy(args)
+                ctx.trace.enabled = recording
+                with PoisonEmpty() if no_comm or c.poison else contextlib.nullcontext():
+                    out = fn(*args)
+            except Exception as e:
+                raised.append(Raised(i, ctx.rank, e))
+                raise
             ctx.trace.enabled = False
             results[i].outputs[ctx.rank] = _copy(as_outputs(out))
             results[i].records[ctx.rank], ctx.trace.records = ctx.trace.records, []
@@ -135,7 +151,7 @@ def run_calls(task: TaskSpec, calls: list[Call], world_size: int, *, seed: int =
 
     opts = RunOptions(nproc=world_size, timeout=timeout, output=output or io.StringIO(), no_comm=no_comm,
                       shape_run=preset == "full", record_compute=record_compute)
-    return TaskRun(run_ranks(body, opts), results)
+    return TaskRun(run_ranks(body, opts), results, raised)
 
 
 def mismatches(task: TaskSpec, outs: list, refs: list) -> list[str]:

@@ -1,6 +1,7 @@
 """`pkb run`: screen a batch of candidates in parallel, optionally score the survivors on this node's GPUs."""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sys
@@ -16,7 +17,8 @@ def add_parser(sub) -> None:
                        description="Screen candidate files (or folders of them, named by task) in parallel worker "
                                    "processes; results go row by row into the SQLite store, so a stopped run resumes. "
                                    "Without CANDIDATES: the known-good solutions and the broken-candidate set. "
-                                   "Exit: 0 done, 2 bad usage.")
+                                   "Verdicts: pass, reject (the candidate's fault), inconclusive (a limit of pkb, "
+                                   "named; scored on hardware like a pass). Exit: 0 done, 2 bad usage.")
     p.add_argument("candidates", nargs="*", help="candidate files or folders (default: the built-in set)")
     p.add_argument("--tasks", nargs="+", metavar="SLUG", help="only these tasks (one SLUG: every file is for it)")
     p.add_argument("--topology", metavar="NAME", help="machine to predict on (default hgx-h100; h100-ib-2node "
@@ -31,7 +33,8 @@ def add_parser(sub) -> None:
                    help="parallel screening processes")
     p.add_argument("--executor", choices=("local", "ray"), default="local",
                    help="local processes, or a Ray cluster (RAY_ADDRESS; `pip install 'pkb[ray]'`)")
-    p.add_argument("--score", action="store_true", help="score the candidates that pass on this node (pkb score)")
+    p.add_argument("--score", action="store_true",
+                   help="score the candidates that pass or are inconclusive on this node (pkb score)")
     p.add_argument("--pkb-root", metavar="DIR", help="a ParallelKernelBench checkout whose problems become tasks")
     p.add_argument("--db", default=os.environ.get("PKB_DB", "pkb_results.sqlite"), help="SQLite results file")
     p.add_argument("--fresh", action="store_true", help="screen again even where the store has a result")
@@ -79,11 +82,17 @@ def plan(args) -> tuple[list[dict], list[str]]:
         except UsageError as e:
             unknown.append(f"{os.path.basename(j.candidate)}: {e}")
             continue
-        stem = os.path.basename(j.candidate)[:-3]
         jobs.append({"task": task.slug, "candidate": j.candidate, "world_size": ws, "topology": topo.name,
                      "seed": seed, "margin": args.margin, "timeout": args.timeout,
-                     "timeline": os.path.join(timelines, f"{task.slug}.{stem}.json"), "pkb_root": args.pkb_root})
+                     "timeline": os.path.join(timelines, timeline_name(task.slug, j.candidate)),
+                     "pkb_root": args.pkb_root})
     return jobs, unknown
+
+
+def timeline_name(task: str, candidate: str) -> str:
+    """The timeline's file name: two candidates with the same file name in different folders get two files."""
+    where = hashlib.sha256(os.path.abspath(candidate).encode()).hexdigest()[:8]
+    return f"{task}.{os.path.basename(candidate)[:-3]}.{where}.json"
 
 
 def _known(slug: str, tasks: dict) -> str:
@@ -144,12 +153,13 @@ def _score(rows: list[dict], args) -> dict:
     import torch
 
     from hwbackend.score import score
+    from pkbsim.screen.result import Verdict
 
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
     backend = "nccl" if gpus else "gloo"
     out = {}
     for r in rows:
-        if r["verdict"] != "pass":
+        if not Verdict(r["verdict"]).goes_to_hardware:
             continue
         nproc = min(r["world_size"], gpus) if gpus else r["world_size"]
         if not args.json:
@@ -209,5 +219,11 @@ def print_table(rows: list[dict], scores: dict) -> None:
         meas = "" if s["measured"] is None else f"{s['measured']:.2f}x ({s['hw_status']})"
         t.add_row(s["task"], s["candidate"], s["verdict"], s["stage"], pred, s["bottleneck"], meas, s["reason"][:90])
     Console(width=max(160, Console().width)).print(t)
-    passed = sum(r["verdict"] == "pass" for r in rows)
-    print(f"{passed} passed, {len(rows) - passed} rejected or failed; '?' marks an uncertain prediction")
+    print(f"{tally(rows)}; '?' marks an uncertain prediction")
+
+
+def tally(rows: list[dict]) -> str:
+    """'N passed, N inconclusive (...), N rejected' (shared by `pkb run` and `pkb report`)."""
+    n = {v: sum(r["verdict"] == v for r in rows) for v in ("pass", "inconclusive", "reject")}
+    return (f"{n['pass']} passed, {n['inconclusive']} inconclusive (a limit of pkb: scored on hardware like a pass), "
+            f"{n['reject']} rejected")

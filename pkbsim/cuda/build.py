@@ -25,6 +25,7 @@ from pkbsim.cuda.runtime_libs import NAMES, runtime_dir
 from pkbsim.cuda.toolchain import (
     RUNTIME_SRC,
     cuda_home,
+    missing_header,
     publish,
     python_include,
     require_nvcc,
@@ -46,6 +47,10 @@ class ExtensionBuildError(CompileError):
     def __init__(self, message: str, site: str = ""):
         super().__init__(message)
         self.site = site
+
+
+class MissingHeader(ExtensionBuildError):
+    """The extension includes a header that is not installed here: a limit of this installation."""
 
 
 def nvcc_flags(name: str, slim: bool, extra: list[str], include_paths: list[str]) -> list[str]:
@@ -143,6 +148,8 @@ def _first_error(log: str) -> str:
 
 def _build_error(log: str, origin: str, tool: str) -> ExtensionBuildError:
     """The first error, with its place in the candidate's file when the #line map gives one."""
+    if missing := missing_header(log):
+        return MissingHeader(missing)
     for ln in log.splitlines():
         m = ERROR.match(ln.strip()) or GCC_ERROR.match(ln.strip())
         if m:

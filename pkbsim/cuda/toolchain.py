@@ -3,6 +3,7 @@ folders; publishing a finished build into the cache (nvcc itself and the cache r
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sysconfig
 
@@ -39,6 +40,16 @@ def publish(tmp: str, out: str) -> None:
         os.rename(tmp, out)
     except OSError:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+_MISSING_HEADER = re.compile(r'cannot open source file "([^"]+)"|fatal error: ([^:\s]+): No such file')
+
+
+def missing_header(log: str) -> str | None:
+    """'missing header X' when a compiler log says an #include is not installed here (a third-party library
+    such as ThunderKittens): a limit of this installation, not the candidate's fault."""
+    m = _MISSING_HEADER.search(log)
+    return f"missing header {m.group(1) or m.group(2)} (not installed here)" if m else None
 
 
 NO_NVCC = f"inline CUDA is compiled to PTX to be simulated; {NVCC_MISSING}"

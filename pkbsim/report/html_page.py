@@ -10,7 +10,7 @@ from pkbsim.report.svg import scatter, timeline
 CSS = """body{font-family:system-ui,sans-serif;margin:24px;color:#222}table{border-collapse:collapse;margin:12px 0}
 td,th{border:1px solid #ccc;padding:3px 8px;font-size:13px;text-align:left;vertical-align:top}
 th{background:#f2f2f2}.pass{color:#2a7a2a;font-weight:600}.reject{color:#b00;font-weight:600}
-.error{color:#a60;font-weight:600}details{margin:6px 0}"""
+.inconclusive{color:#a60;font-weight:600}details{margin:6px 0}"""
 
 
 def _cell(x) -> str:
@@ -18,13 +18,11 @@ def _cell(x) -> str:
 
 
 def render(rep: Report, title: str = "pkb report") -> str:
-    from pkbsim.cli.run_cmd import summary_row
+    from pkbsim.cli.run_cmd import summary_row, tally
 
     out = [(f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
            f"<style>{CSS}</style></head><body><h1>{html.escape(title)}</h1>")]
-    passed = sum(r["verdict"] == "pass" for r in rep.rows)
-    out.append(f"<p id='summary'>{len(rep.rows)} candidates screened: {passed} passed, "
-               f"{len(rep.rows) - passed} rejected or failed.</p>")
+    out.append(f"<p id='summary'>{len(rep.rows)} candidates screened: {html.escape(tally(rep.rows))}.</p>")
     out.append("<h2>Candidates</h2><table id='candidates'><tr><th>task</th><th>candidate</th><th>screen</th>"
                "<th>stage</th><th>predicted</th><th>bottleneck</th><th>hardware</th><th>measured</th>"
                "<th>reason</th></tr>")

@@ -5,6 +5,8 @@ process per GPU). `torch.utils.cpp_extension.load_inline`/`load` are replaced wh
 CUDA sources are first compile-checked device-only (cuda_check.py, seconds), and a compile error stops
 the rank; then the whole extension is built for the CPU (pkbsim.cuda) and its kernels run on the PTX
 interpreter in the rank's world. Without nvcc the extension's functions exist but raise NotSimulated.
+What pkb cannot run (an unsupported feature, a header or package not installed here) is a limit of pkb,
+recorded in `Session.not_simulated`, never a fault of the candidate.
 """
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ import threading
 from dataclasses import dataclass, field
 
 from pkbsim.screen.cuda_check import CompileReport, compile_check
+from pkbsim.screen.limits import CANDIDATE_MODULE, limit_of
 from tasks.api import signature_problem
 
 
@@ -36,8 +39,9 @@ class Session:
     """What loading and calling the candidate ran into during one screen, across all ranks and runs."""
     path: str
     reports: dict = field(default_factory=dict)     # extension name -> CompileReport of its CUDA sources
-    not_simulated: set = field(default_factory=set)  # what the candidate called that cannot run here
+    not_simulated: set = field(default_factory=set)  # pkb's limits the candidate ran into, one line each
     problems: list = field(default_factory=list)    # CandidateErrors raised while loading
+    solution_site: str = ""                          # 'path:line' of the loaded `solution`
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def mentions(self, text: str) -> bool:
@@ -48,6 +52,12 @@ class Session:
                 return text in f.read()
         except OSError:
             return False
+
+    def limit(self, what: str) -> NotSimulated:
+        """Record a limit of pkb; the returned exception stops the rank."""
+        with self.lock:
+            self.not_simulated.add(what)
+        return NotSimulated(what)
 
     def fail(self, err: CandidateError) -> CandidateError:
         with self.lock:
@@ -63,6 +73,8 @@ class Session:
             report = self.reports.get(name)
             if report is None:
                 report = self.reports[name] = compile_check(source) if source.strip() else CompileReport("ok")
+        if report.status == "missing":
+            raise self.limit(f"extension {name!r}: {report.message}")
         if report.status == "error":
             offset = _offset_in_file(self.path, source)
             line = report.line + offset if report.line is not None and offset is not None else None
@@ -73,9 +85,11 @@ class Session:
         why = unavailable()
         if why is not None:
             return _StubExtension(name, self, why)
-        from pkbsim.cuda.build import ExtensionBuildError
+        from pkbsim.cuda.build import ExtensionBuildError, MissingHeader
         try:
             return _SimulatedExtension(name, full_build(), self)
+        except MissingHeader as e:
+            raise self.limit(f"extension {name!r}: {e}") from None
         except ExtensionBuildError as e:
             raise self.fail(CandidateError("compile_error", str(e), e.site)) from None
 
@@ -89,10 +103,7 @@ class _StubExtension:
             raise AttributeError(fn)
 
         def not_simulated(*args, **kwargs):
-            what = f"inline CUDA function {self._name}.{fn} ({self._why})"
-            with self._owner.lock:
-                self._owner.not_simulated.add(what)
-            raise NotSimulated(what)
+            raise self._owner.limit(f"inline CUDA function {self._name}.{fn} ({self._why})")
         return not_simulated
 
 
@@ -113,10 +124,7 @@ class _SimulatedExtension:
             try:
                 return value(*args, **kwargs)
             except PtxNotSimulated as e:
-                what = f"inline CUDA function {self._name}.{fn}: {e}"
-                with self._owner.lock:
-                    self._owner.not_simulated.add(what)
-                raise NotSimulated(what) from None
+                raise self._owner.limit(f"inline CUDA function {self._name}.{fn}: {e}") from None
         return call
 
 
@@ -179,7 +187,7 @@ def loader(session: Session, reference):
     path = os.path.abspath(session.path)
 
     def load():
-        spec = importlib.util.spec_from_file_location(f"pkb_candidate_{next(_ids)}", path)
+        spec = importlib.util.spec_from_file_location(f"{CANDIDATE_MODULE}{next(_ids)}", path)
         module = importlib.util.module_from_spec(spec)
         try:
             spec.loader.exec_module(module)
@@ -189,10 +197,14 @@ def loader(session: Session, reference):
             raise session.fail(CandidateError("compile_error", f"{os.path.basename(path)}:{e.lineno}: syntax error: "
                                                                f"{e.msg}", f"{path}:{e.lineno}")) from None
         except ImportError as e:
+            if limit_of(e):
+                raise session.limit(limit_of(e)) from None
             raise session.fail(CandidateError("import_error", f"importing {os.path.basename(path)} failed: {e}")) from None
         fn = getattr(module, "solution", None)
         problem = signature_problem(fn, reference)
         if problem:
             raise session.fail(CandidateError("signature", problem, path))
+        code = getattr(fn, "__code__", None)
+        session.solution_site = f"{code.co_filename}:{code.co_firstlineno}" if code else path
         return fn
     return load

@@ -21,6 +21,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 
+from pkbsim.cuda.toolchain import missing_header
 from pkbsim.ptx.compile import NVCC_MISSING, cache_root, find_nvcc
 
 HOST_MARKERS = re.compile(r"\b(torch|at|c10|pybind11|py)::|\bTensor\b|\bTORCH_|\bPYBIND11_|\bAT_DISPATCH|\bC10_|"
@@ -31,7 +32,7 @@ ARCH = "sm_90a"
 
 @dataclass
 class CompileReport:
-    status: str                    # ok | error | inconclusive | unavailable
+    status: str                    # ok | error | inconclusive | unavailable | missing (a header not installed here)
     message: str = ""
     line: int | None = None        # 1-based line in the checked source
     kernels: dict = field(default_factory=dict)  # name -> registers, smem_bytes, spill_stores, spill_loads
@@ -141,6 +142,8 @@ def _run_nvcc(nvcc: str, source: str) -> CompileReport:
     log = proc.stdout + proc.stderr
     if proc.returncode == 0:
         return CompileReport("ok", kernels=parse_resources(log), seconds=seconds)
+    if missing := missing_header(log):
+        return CompileReport("missing", missing, seconds=seconds)
     for ln in log.splitlines():
         m = ERROR_LINE.search(ln)
         if m:

@@ -1,6 +1,7 @@
 """The screen: static checks, then the functional run, then the cost prediction; the first stage that
-rejects ends it. A candidate the simulator cannot fully execute passes with `not_simulated` saying what
-was not checked, so it goes to hardware instead of being accepted as correct."""
+rejects ends it. A candidate that runs into a limit of pkb (something it cannot simulate, a package or
+header not installed here, the simulation's time, a reference that fails on the simulator) is
+inconclusive, with the limit named, so it goes to hardware instead of being accepted or rejected."""
 from __future__ import annotations
 
 import os
@@ -9,7 +10,7 @@ from dataclasses import dataclass
 
 from pkbsim.screen.candidate import Session, extension_stand_in
 from pkbsim.screen.cost import predict, screen_traces_wanted
-from pkbsim.screen.functional import functional
+from pkbsim.screen.functional import ReferenceFailed, functional
 from pkbsim.screen.result import Reason, ScreenResult
 from pkbsim.screen.static import static_reasons
 from pkbsim.timing.topology import Topology
@@ -37,19 +38,23 @@ def screen(task: TaskSpec, path: str, opts: ScreenOptions) -> ScreenResult:
     session = Session(os.path.abspath(path))
     with extension_stand_in(session):
         t0 = time.perf_counter()
-        fn = functional(task, session, opts.world_size, opts.seed, opts.timeout,
-                        record=opts.cost and screen_traces_wanted(session))
-        res.seconds["functional"] = round(time.perf_counter() - t0, 3)
+        try:
+            fn = functional(task, session, opts.world_size, opts.seed, opts.timeout,
+                            record=opts.cost and screen_traces_wanted(session))
+        except ReferenceFailed as e:
+            return res.inconclusive("functional", Reason("reference", f"{e} (a bug of the task or of pkb)"))
+        finally:
+            res.seconds["functional"] = round(time.perf_counter() - t0, 3)
         res.findings, res.correct = fn.findings, fn.correct
         res.compile = {name: r.to_json() for name, r in session.reports.items()} or None
         if session.problems:
             return res.reject("static", [Reason(p.kind, str(p), p.site) for p in session.problems])
         res.checked.append("static")
-        if fn.not_simulated:
-            res.stage, res.not_simulated = "functional", sorted(session.not_simulated)
-            res.reasons.append(Reason("not_simulated", "not checked on the simulator: " + "; ".join(res.not_simulated)
-                                      + "; outputs and cost are left to hardware scoring"))
-            return res
+        if session.not_simulated:
+            res.not_simulated = sorted(session.not_simulated)
+            return res.inconclusive("functional", Reason("not_simulated", "; ".join(res.not_simulated)))
+        if fn.limit:
+            return res.inconclusive("functional", fn.limit)
         if fn.reasons:
             return res.reject("functional", fn.reasons)
         res.checked.append("functional")

@@ -1,8 +1,10 @@
 """Screens many candidates in parallel worker processes, each candidate under a time and memory limit.
 
 A worker that exceeds the time limit is killed with its whole process group and replaced; its candidate
-is recorded as rejected for `timeout` (the simulator's own watchdog normally reports hangs long before).
-Results are handed to `on_result` as they arrive, in completion order.
+is inconclusive for `time_limit` (the simulator's own checks report hangs long before: what remains is
+slowness). A worker that dies (a crash in native code, the memory limit) is replaced and its candidate
+tried once more in the fresh worker, then inconclusive for `worker_crash`: pkb's limits, never the
+candidate's fault. Results are handed to `on_result` as they arrive, in completion order.
 """
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 
-from pkbsim.screen.worker import failed
+from pkbsim.screen.worker import inconclusive
 
 
 class _Worker:
@@ -43,6 +45,7 @@ class _Worker:
 def run_local(jobs: list[dict], workers: int, time_limit: float, memory_gb: float,
               on_result: Callable[[dict], None]) -> None:
     queue = deque(jobs)
+    retried: set[int] = set()  # ids of jobs whose worker died once
     sel = selectors.DefaultSelector()
     pool: list[_Worker] = []
 
@@ -63,7 +66,8 @@ def run_local(jobs: list[dict], workers: int, time_limit: float, memory_gb: floa
         while any(w.job for w in pool):
             now = time.monotonic()
             for w in [w for w in pool if w.job and now > w.deadline]:
-                on_result(failed(w.job, "timeout", f"the screen took longer than {time_limit:g} s"))
+                on_result(inconclusive(w.job, "time_limit", f"the screen took longer than --time-limit "
+                                                            f"{time_limit:g} s"))
                 retire(w)
                 if queue:
                     start().send(queue.popleft(), time_limit)
@@ -73,8 +77,12 @@ def run_local(jobs: list[dict], workers: int, time_limit: float, memory_gb: floa
                 line = w.proc.stdout.readline()
                 if not line:  # the worker died (a crash in native code, or the memory limit)
                     code = w.proc.wait()
-                    on_result(failed(w.job, "crash", f"the screening process died (exit {code}); "
-                                                     f"memory limit {memory_gb:g} GB"))
+                    if id(w.job) in retried:
+                        on_result(inconclusive(w.job, "worker_crash", f"worker crashed (exit {code}) twice, "
+                                                                      f"memory limit {memory_gb:g} GB"))
+                    else:
+                        retried.add(id(w.job))
+                        queue.appendleft(w.job)
                     retire(w)
                     if queue:
                         start().send(queue.popleft(), time_limit)

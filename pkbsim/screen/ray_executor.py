@@ -1,7 +1,7 @@
 """`pkb run --executor ray`: the same jobs fanned out over a Ray cluster (RAY_ADDRESS, or a local instance).
 
 Each screen is one Ray task running the local worker's `screen_job`; a task over the time limit is
-cancelled with force (its worker process is killed) and recorded as a timeout, like the local pool.
+cancelled with force (its worker process is killed) and recorded as inconclusive, like the local pool.
 Ray is an optional extra: `pip install 'pkb[ray]'`.
 """
 from __future__ import annotations
@@ -10,7 +10,7 @@ import os
 import time
 from collections.abc import Callable
 
-from pkbsim.screen.worker import failed
+from pkbsim.screen.worker import inconclusive
 
 
 def run_ray(jobs: list[dict], time_limit: float, memory_gb: float, on_result: Callable[[dict], None]) -> None:
@@ -47,13 +47,13 @@ def _collect(ray, pending: dict, time_limit: float, on_result: Callable[[dict], 
             try:
                 on_result(ray.get(ref))
             except Exception as e:  # noqa: BLE001 - a worker that died is a result, not a crash of the batch
-                on_result(failed(job, "crash", f"the Ray worker failed: {type(e).__name__}: {e}"))
+                on_result(inconclusive(job, "worker_crash", f"the Ray worker failed: {type(e).__name__}: {e}"))
         now = time.monotonic()
         for ref, (job, deadline) in list(pending.items()):
             if now > deadline:
                 ray.cancel(ref, force=True)
                 pending.pop(ref)
-                on_result(failed(job, "timeout", f"the screen took longer than {time_limit:g} s"))
+                on_result(inconclusive(job, "time_limit", f"the screen took longer than --time-limit {time_limit:g} s"))
 
 
 def _root() -> str:

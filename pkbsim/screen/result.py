@@ -2,8 +2,26 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 
 STAGES = ("static", "functional", "cost")
+
+
+class Verdict(StrEnum):
+    """pass; reject: the candidate's own fault, with a site in its file; inconclusive: a limit of pkb (named
+    in one line), so the candidate goes on to GPU scoring like a pass."""
+    PASS = "pass"
+    REJECT = "reject"
+    INCONCLUSIVE = "inconclusive"
+
+    @property
+    def exit_code(self) -> int:
+        """`pkb screen`'s exit code for this verdict (2 is bad usage)."""
+        return {Verdict.PASS: 0, Verdict.REJECT: 1, Verdict.INCONCLUSIVE: 3}[self]
+
+    @property
+    def goes_to_hardware(self) -> bool:
+        return self is not Verdict.REJECT
 
 
 @dataclass
@@ -32,7 +50,7 @@ class ScreenResult:
     world_size: int
     topology: str
     seed: int
-    verdict: str = "pass"            # pass | reject
+    verdict: Verdict = Verdict.PASS
     stage: str = "static"            # the last stage that ran
     reasons: list[Reason] = field(default_factory=list)
     correct: bool | None = None      # None: outputs were not compared (not simulated, or rejected earlier)
@@ -45,9 +63,14 @@ class ScreenResult:
     seconds: dict = field(default_factory=dict)  # wall time per stage
 
     def reject(self, stage: str, reasons: list[Reason]) -> ScreenResult:
-        self.verdict, self.stage = "reject", stage
+        self.verdict, self.stage = Verdict.REJECT, stage
         self.reasons.extend(reasons)
         return self
 
+    def inconclusive(self, stage: str, reason: Reason) -> ScreenResult:
+        self.verdict, self.stage = Verdict.INCONCLUSIVE, stage
+        self.reasons.append(reason)
+        return self
+
     def to_json(self) -> dict:
-        return asdict(self)
+        return dict(asdict(self), verdict=self.verdict.value)

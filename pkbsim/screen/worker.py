@@ -19,16 +19,15 @@ def limit_memory(gb: float) -> None:
         resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
 
 
-def failed(job: dict, kind: str, message: str, verdict: str = "reject") -> dict:
-    """A result for a job that ended without a screen result (limit hit, crash, broken reference)."""
-    return {"task": job["task"], "candidate": job["candidate"], "world_size": job["world_size"],
-            "topology": job["topology"], "seed": job["seed"], "verdict": verdict, "stage": kind,
-            "reasons": [{"kind": kind, "message": message, "site": ""}], "correct": None, "findings": [],
-            "predicted": None, "timeline": None, "checked": [], "not_simulated": [], "compile": None, "seconds": {}}
+def inconclusive(job: dict, kind: str, message: str) -> dict:
+    """The result of a job that pkb could not finish (a time or memory limit, a crash, a bug of pkb): never
+    the candidate's fault, so it goes on to hardware scoring."""
+    from pkbsim.screen.result import Reason, ScreenResult
+    res = ScreenResult(job["task"], job["candidate"], job["world_size"], job["topology"], job["seed"])
+    return res.inconclusive(kind, Reason(kind, message)).to_json()
 
 
 def screen_job(job: dict) -> dict:
-    from pkbsim.screen.functional import ReferenceFailed
     from pkbsim.screen.pipeline import ScreenOptions, screen
     from pkbsim.timing.topology import load_topology
     from tasks.registry import get
@@ -40,10 +39,10 @@ def screen_job(job: dict) -> dict:
                          job["timeout"], job.get("timeline"), job.get("cost", True))
     try:
         return screen(get(job["task"]), job["candidate"], opts).to_json()
-    except ReferenceFailed as e:
-        return failed(job, "reference", str(e), verdict="error")
     except MemoryError:
-        return failed(job, "memory", "the screen ran out of its memory limit (--memory-gb)")
+        return inconclusive(job, "memory_limit", "the screen ran out of its memory limit (--memory-gb)")
+    except Exception as e:  # noqa: BLE001 - a bug of pkb ends this candidate's screen, not the batch
+        return inconclusive(job, "pkb_error", f"pkb failed: {type(e).__name__}: {e}")
 
 
 def main() -> int:

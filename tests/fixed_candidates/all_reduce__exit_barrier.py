@@ -1,0 +1,27 @@
+"""A one-shot all-reduce over symmetric memory with a barrier at exit, so no rank rewrites its buffer
+while a peer still reads it: the fixed twin of tests/broken_candidates/all_reduce__no_exit_barrier.py."""
+import torch
+import torch.distributed as dist
+import torch.distributed._symmetric_memory as symm_mem
+
+_BUFFERS: dict = {}
+
+
+def _buffer(x: torch.Tensor):
+    """This rank's symmetric buffer shaped like x, and its handle (allocated and rendezvoused once)."""
+    key = (tuple(x.shape), x.dtype)
+    if key not in _BUFFERS:
+        buf = symm_mem.empty(*x.shape, dtype=x.dtype, device=x.device)
+        _BUFFERS[key] = (buf, symm_mem.rendezvous(buf, dist.group.WORLD.group_name))
+    return _BUFFERS[key]
+
+
+def solution(x):
+    buf, handle = _buffer(x)
+    buf.copy_(x)
+    handle.barrier(channel=0)
+    out = torch.zeros_like(x)
+    for peer in range(handle.world_size):
+        out += handle.get_buffer(peer, list(x.shape), x.dtype)
+    handle.barrier(channel=0)
+    return out

@@ -1,0 +1,128 @@
+"""Three verdicts: pass; reject (the candidate's fault, with a site in its file); inconclusive (a limit of
+pkb, named in one line). Each limit has a case of the candidate's own fault beside it that still rejects,
+and the back-to-back calls catch a missing exit barrier that barrier-separated calls hide."""
+import dataclasses
+import json
+import pathlib
+import sys
+
+import pytest
+
+from pkbsim.cli.main import main
+from pkbsim.cli.run_cmd import timeline_name
+from pkbsim.screen import cuda_check
+from pkbsim.screen.pipeline import ScreenOptions, screen
+from pkbsim.screen.result import Verdict
+from pkbsim.timing.topology import load_topology
+from pkbsim.cuda.toolchain import unavailable
+from tasks.registry import get
+
+HERE = pathlib.Path(__file__).parent
+NO_EXIT_BARRIER = HERE / "broken_candidates" / "all_reduce__no_exit_barrier.py"
+EXIT_BARRIER = HERE / "fixed_candidates" / "all_reduce__exit_barrier.py"
+
+
+def run_screen(path, world_size=2, task="all_reduce", timeout=120.0):
+    task = get(task) if isinstance(task, str) else task
+    opts = ScreenOptions(world_size, load_topology("hgx-h100"), seed=5, timeout=timeout, cost=False)
+    return screen(task, str(path), opts)
+
+
+def candidate(tmp_path, body: str) -> pathlib.Path:
+    f = tmp_path / "all_reduce__case.py"
+    f.write_text("import torch\nimport torch.distributed as dist\n" + body)
+    return f
+
+
+@pytest.mark.parametrize("world_size", [2, 4, 8])
+def test_back_to_back_calls_catch_a_missing_exit_barrier(world_size):
+    bug = run_screen(NO_EXIT_BARRIER, world_size)
+    assert (bug.verdict, bug.stage) == (Verdict.REJECT, "functional"), bug.reasons
+    assert bug.reasons[0].kind == "wrong_output" and "back to back" in bug.reasons[0].message
+    assert bug.reasons[0].site.startswith(str(NO_EXIT_BARRIER))
+    fixed = run_screen(EXIT_BARRIER, world_size)
+    assert fixed.verdict == Verdict.PASS and fixed.correct, fixed.reasons
+
+
+UNSUPPORTED = "def solution(x):\n    dist.recv(x)\n    return x\n"          # recv without src: not simulated
+OWN_ERROR = "def solution(x):\n    raise ValueError('bad')\n"
+OWN_LIMIT = ("class NotSimulated(Exception):\n    pass\n\n"                  # a class of its own never counts
+             "def solution(x):\n    raise NotSimulated('dodge')\n")
+
+
+@pytest.mark.parametrize("body, verdict", [(UNSUPPORTED, Verdict.INCONCLUSIVE), (OWN_ERROR, Verdict.REJECT),
+                                           (OWN_LIMIT, Verdict.REJECT)], ids=["not_simulated", "own", "own_class"])
+def test_not_simulated_is_inconclusive_and_own_errors_reject(tmp_path, body, verdict):
+    f = candidate(tmp_path, body)
+    res = run_screen(f)
+    assert res.verdict == verdict, res.reasons
+    if verdict == Verdict.REJECT:
+        assert res.reasons[0].site == f"{f}:{body.count(chr(10)) + 2}"
+    else:
+        assert "not simulated" in res.reasons[0].message and "\n" not in res.reasons[0].message
+    assert res.to_json()["verdict"] == verdict.value and isinstance(res.to_json()["verdict"], str)
+
+
+def test_triton_not_installed_is_inconclusive(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "triton", None)
+    res = run_screen(candidate(tmp_path, "import triton\n\ndef solution(x):\n    return x\n"))
+    assert res.verdict == Verdict.INCONCLUSIVE
+    assert res.reasons[0].message == "triton not installed: pip install 'pkb[triton]'"
+
+
+SPIN = "def solution(x):\n    while True:\n        pass\n"
+SLOW = ("def solution(x):\n    a = torch.randn(600, 600)\n    for _ in range(100000):\n        a = torch.tanh(a @ a)\n"
+        "    return x\n")
+
+
+@pytest.mark.parametrize("body, verdict", [(SPIN, Verdict.REJECT), (SLOW, Verdict.INCONCLUSIVE)],
+                         ids=["own_loop", "slow_simulation"])
+def test_timeout_rejects_a_loop_of_the_candidate_but_not_a_slow_simulation(tmp_path, body, verdict):
+    f = candidate(tmp_path, body)
+    res = run_screen(f, timeout=4)
+    assert res.verdict == verdict, res.reasons
+    if verdict == Verdict.REJECT:
+        assert res.reasons[0].kind == "timeout" and res.reasons[0].site.startswith(str(f))
+    else:
+        assert res.reasons[0].kind == "time_limit"
+
+
+def test_a_reference_that_fails_on_the_simulator_is_inconclusive():
+    def broken(x):
+        raise RuntimeError("the reference is broken")
+    task = dataclasses.replace(get("all_reduce"), reference=broken)
+    res = run_screen(HERE / "broken_candidates" / "all_reduce__reference.py", task=task)
+    assert (res.verdict, res.reasons[0].kind) == (Verdict.INCONCLUSIVE, "reference")
+
+
+KITTENS = '#include "kittens.cuh"\n__global__ void k(float* x) { x[0] = 1; }\n'
+
+
+@pytest.mark.skipif(unavailable() is not None, reason=str(unavailable()))
+def test_a_missing_third_party_header_is_inconclusive_and_a_typo_rejects(tmp_path):
+    assert cuda_check.compile_check(KITTENS).message == "missing header kittens.cuh (not installed here)"
+    f = candidate(tmp_path, f"from torch.utils.cpp_extension import load_inline\nSRC = r'''{KITTENS}'''\n"
+                            "ext = load_inline('kt', cpp_sources='', cuda_sources=SRC)\n\n"
+                            "def solution(x):\n    return x\n")
+    res = run_screen(f)
+    assert res.verdict == Verdict.INCONCLUSIVE and "missing header kittens.cuh" in res.reasons[0].message
+    f.write_text(f.read_text().replace('#include "kittens.cuh"', "").replace("x[0] = 1", "x[0] = y"))
+    res = run_screen(f)
+    assert (res.verdict, res.stage, res.reasons[0].kind) == (Verdict.REJECT, "static", "compile_error")
+
+
+def test_a_crashing_worker_is_retried_then_inconclusive_and_the_batch_goes_on(tmp_path, capsys):
+    crash = tmp_path / "all_reduce__segv.py"
+    crash.write_text("import ctypes\nctypes.string_at(0)\n\ndef solution(x):\n    return x\n")
+    ok = tmp_path / "all_reduce__ok.py"
+    ok.write_text((HERE / "broken_candidates" / "all_reduce__reference.py").read_text())
+    assert main(["run", str(crash), str(ok), "--world-size", "2", "--db", str(tmp_path / "r.sqlite"), "--json"]) == 0
+    rows = {pathlib.Path(r["candidate"]).name: r for r in json.loads(capsys.readouterr().out)["results"]}
+    assert (rows[crash.name]["verdict"], rows[crash.name]["reasons"][0]["kind"]) == ("inconclusive", "worker_crash")
+    assert "twice" in rows[crash.name]["reasons"][0]["message"] and rows[ok.name]["verdict"] == "pass"
+    assert main(["report", "--db", str(tmp_path / "r.sqlite")]) == 0
+    assert "1 passed, 1 inconclusive" in capsys.readouterr().out
+
+
+def test_timelines_of_same_named_candidates_in_two_folders_differ(tmp_path):
+    assert timeline_name("all_reduce", "/a/all_reduce.py") != timeline_name("all_reduce", "/b/all_reduce.py")
