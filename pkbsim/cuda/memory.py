@@ -52,8 +52,8 @@ def rank_memory(ctx, tensors) -> RankMemory:
     for handle in list(symm.handles.values()):
         for table in handle.pointer_tables():
             space.map(Region.of_tensor(table, "symmetric-memory pointer table"))
-        backing = handle.multicast_backing()
-        if backing is not None and handle.global_rank == ctx.rank:
+        span = handle.multicast_range()
+        if span is not None and handle.global_rank == ctx.rank:
             members = [Region.of_tensor(t, f"rank {r} symmetric buffer") for r, t in handle.member_buffers()]
-            space.map(MulticastRegion(backing.data_ptr(), backing.numel(), members, "multicast buffer"))
+            space.map(MulticastRegion(*span, members, "multicast buffer"))
     return space

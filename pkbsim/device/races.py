@@ -1,7 +1,7 @@
 """Happens-before race detection on symmetric buffers, with vector clocks (FastTrack-style epochs).
 
 Each buffer word keeps its last writer (clock thread, epoch, access) and each rank's last read (thread,
-epoch). An access with clock V is ordered after an earlier access by thread q at epoch e iff V[q] >= e.
+epoch), in pages made on first touch (memory in proportion to what the program touches, not to the buffer). An access with clock V is ordered after an earlier access by thread q at epoch e iff V[q] >= e.
 Threads are ranks and the blocks of their kernels (pkbsim.world.clocks). Unordered pairs of different
 ranks with at least one write are races: a read of a peer's unordered write is a stale read (D5), a write
 over a peer's unordered read is a write-after-read (D6), two unordered writes collide. Releases (signals,
@@ -15,17 +15,38 @@ import numpy as np
 from pkbsim.device.ir import Event
 
 WORD = 4  # bytes per shadow cell
+PAGE = 4096  # shadow cells per page: pages are made on first touch, so memory follows what is touched
+
+
+class _Page:
+    """The shadow of PAGE words: last writer (clock thread, epoch, event) and each rank's last read."""
+
+    def __init__(self, world_size: int):
+        self.writer = np.full(PAGE, -1, dtype=np.int16)  # clock thread
+        self.write_epoch = np.zeros(PAGE, dtype=np.int64)
+        self.write_event = np.zeros(PAGE, dtype=np.int64)
+        self.read_epoch = np.zeros((world_size, PAGE), dtype=np.int64)  # per rank: epoch + 1; 0 = never read
+        self.read_thread = np.zeros((world_size, PAGE), dtype=np.int16)
+        self.read_event = np.zeros((world_size, PAGE), dtype=np.int64)
 
 
 class _Shadow:
-    def __init__(self, nbytes: int, world_size: int):
-        words = max(1, (nbytes + WORD - 1) // WORD)
-        self.writer = np.full(words, -1, dtype=np.int16)  # clock thread
-        self.write_epoch = np.zeros(words, dtype=np.int64)
-        self.write_event = np.zeros(words, dtype=np.int64)
-        self.read_epoch = np.zeros((world_size, words), dtype=np.int64)  # per rank: epoch + 1; 0 = never read
-        self.read_thread = np.zeros((world_size, words), dtype=np.int16)
-        self.read_event = np.zeros((world_size, words), dtype=np.int64)
+    """The pages of one symmetric buffer, by page number (a 1 GiB buffer costs nothing until touched)."""
+
+    def __init__(self, world_size: int):
+        self.world_size = world_size
+        self.pages: dict[int, _Page] = {}
+
+    def pieces(self, a: int, b: int, create: bool = False):
+        """(page, first cell, end cell) covering cells [a, b); pages never touched are left out unless
+        `create`."""
+        for n in range(a // PAGE, (b - 1) // PAGE + 1):
+            page = self.pages.get(n)
+            if page is None:
+                if not create:
+                    continue
+                page = self.pages[n] = _Page(self.world_size)
+            yield page, max(a, n * PAGE) - n * PAGE, min(b, (n + 1) * PAGE) - n * PAGE
 
 
 class RaceDetector:
@@ -39,7 +60,7 @@ class RaceDetector:
     def _shadow(self, alloc) -> _Shadow:
         sh = self._shadows.get(id(alloc))
         if sh is None:
-            sh = self._shadows[id(alloc)] = _Shadow(alloc.tensor.untyped_storage().nbytes(), self.size)
+            sh = self._shadows[id(alloc)] = _Shadow(self.size)
         return sh
 
     def access(self, alloc, ev: Event, write: bool) -> tuple[Event, str] | None:
@@ -50,26 +71,35 @@ class RaceDetector:
         r, t = ev.rank, self.clocks.thread(ev.rank)
         clock = self.clocks.vc[t]
         vc = np.asarray(clock, dtype=np.int64)
-        writers = sh.writer[a:b]
+        for page, lo, hi in sh.pieces(a, b):
+            hit = self._conflict(page, lo, hi, vc, r, write)
+            if hit is not None:
+                return self._events[hit[0]], hit[1]
+        self._events.append(ev)
+        n = len(self._events) - 1
+        for page, lo, hi in sh.pieces(a, b, create=True):
+            if write:
+                page.writer[lo:hi], page.write_epoch[lo:hi], page.write_event[lo:hi] = t, clock[t], n
+                page.read_epoch[:, lo:hi] = 0
+            else:
+                page.read_epoch[r, lo:hi], page.read_thread[r, lo:hi], page.read_event[r, lo:hi] = clock[t] + 1, t, n
+        return None
+
+    def _conflict(self, page: _Page, a: int, b: int, vc: np.ndarray, r: int, write: bool) -> tuple[int, str] | None:
+        """(event index, kind) of an earlier access in cells [a, b) of `page` not ordered before clock `vc`."""
+        writers = page.writer[a:b]
         foreign = (writers >= 0) & (self._rank_of[writers] != r)
         if foreign.any():
             idx = np.nonzero(foreign)[0]
-            unordered = vc[writers[idx]] < sh.write_epoch[a:b][idx]
+            unordered = vc[writers[idx]] < page.write_epoch[a:b][idx]
             if unordered.any():
                 first = idx[np.argmax(unordered)]
-                return self._events[sh.write_event[a + first]], ("write-write" if write else "stale read")
+                return int(page.write_event[a + first]), ("write-write" if write else "stale read")
         if write:
-            reads = sh.read_epoch[:, a:b]
-            late = reads > vc[sh.read_thread[:, a:b]] + 1
+            reads = page.read_epoch[:, a:b]
+            late = reads > vc[page.read_thread[:, a:b]] + 1
             late[r] = False
             if late.any():
                 q, w = np.argwhere(late)[0]
-                return self._events[sh.read_event[q, a + w]], "write after read"
-        self._events.append(ev)
-        n = len(self._events) - 1
-        if write:
-            sh.writer[a:b], sh.write_epoch[a:b], sh.write_event[a:b] = t, clock[t], n
-            sh.read_epoch[:, a:b] = 0
-        else:
-            sh.read_epoch[r, a:b], sh.read_thread[r, a:b], sh.read_event[r, a:b] = clock[t] + 1, t, n
+                return int(page.read_event[q, a + w]), "write after read"
         return None

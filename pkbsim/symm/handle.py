@@ -8,6 +8,7 @@ wait-for check, so a wait that nothing will satisfy is reported, never hung.
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 
 import torch
@@ -21,6 +22,8 @@ from pkbsim.world.sites import user_site
 from pkbsim.world.world import SimAbort, Wait
 
 SIGNAL_PAD_BYTES = 9216  # torch's default (get_signal_pad_size)
+MULTICAST_BASE = 1 << 56  # above every user-space pointer (x86-64: < 2**47), below the PTX interpreter's windows
+_multicast_slots = itertools.count()  # one 2**40-byte address range per handle that asks for one
 
 
 @dataclass(eq=False)
@@ -71,7 +74,7 @@ class SimSymmetricMemory:
                             torch.tensor(self.signal_pad_ptrs, dtype=torch.int64))
         self.buffer_ptrs_dev = self._ptr_tables[0].data_ptr()
         self.signal_pad_ptrs_dev = self._ptr_tables[1].data_ptr()
-        self._multicast: torch.Tensor | None = None
+        self._multicast: int | None = None
         self.device = torch.device("cuda", group_rank)
 
     @property
@@ -80,15 +83,17 @@ class SimSymmetricMemory:
 
     @property
     def multicast_ptr(self) -> int:
-        """A multicast address for device code: real (unused) memory of the buffer's size, so nothing
-        dereferences a wild pointer, which the PTX interpreter maps onto every member's buffer
-        (pkbsim.cuda.memory): multimem.ld_reduce / multimem.st there act on all peers."""
+        """A multicast address for device code: an address range of the buffer's size that no memory backs
+        (a 1 GiB buffer costs nothing here; a host dereference faults, as one of a device pointer would),
+        which the PTX interpreter maps onto every member's buffer (pkbsim.cuda.memory):
+        multimem.ld_reduce / multimem.st there act on all peers."""
         if self._multicast is None:
-            self._multicast = torch.zeros(self.buffer_size, dtype=torch.uint8)
-        return self._multicast.data_ptr()
-
-    def multicast_backing(self) -> torch.Tensor | None:
+            self._multicast = MULTICAST_BASE + (next(_multicast_slots) << 40)
         return self._multicast
+
+    def multicast_range(self) -> tuple[int, int] | None:
+        """(address, bytes) of the multicast range once a program asked for it."""
+        return None if self._multicast is None else (self._multicast, self.buffer_size)
 
     @property
     def global_rank(self) -> int:

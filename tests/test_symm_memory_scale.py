@@ -1,0 +1,50 @@
+"""pkb's memory follows what a program touches, not the size of its symmetric buffers: 8 ranks with 1 GiB
+each and a small kernel run under a 12 GiB address-space limit (the screening worker's RLIMIT_AS)."""
+import json
+import os
+import resource
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from pkbsim.device.ir import Event
+from pkbsim.device.races import PAGE, WORD, RaceDetector
+from pkbsim.symm.handle import Allocation
+from pkbsim.world.clocks import VectorClocks
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PROGRAM = os.path.join(HERE, "programs", "symm_large_buffers.py")
+
+
+def test_race_shadow_pages_are_made_on_first_touch_and_races_cross_pages():
+    clocks = VectorClocks(2)
+    for r in range(2):
+        clocks.vc[r][r] = 1
+    det = RaceDetector(clocks)
+    big = Allocation(0, torch.empty(2**28), torch.zeros(16, dtype=torch.int32))   # 1 GiB, never filled
+    edge = 3 * PAGE * WORD - 8   # 16 bytes across the end of page 2
+    assert det.access(big, Event("put", 1, "p.py:1", "k", 0, edge, edge + 16), write=True) is None
+    assert sorted(det._shadows[id(big)].pages) == [2, 3]
+    earlier, what = det.access(big, Event("get", 0, "p.py:2", "k", 0, edge + 8, edge + 12), write=False)
+    assert what == "stale read" and earlier.rank == 1
+
+
+def _limit_address_space():
+    cap = 12 * 2**30
+    resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_AS")
+def test_eight_ranks_with_1_gib_symmetric_buffers_fit_in_12_gib():
+    pytest.importorskip("triton")
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    proc = subprocess.run([sys.executable, "-m", "pkbsim.cli.main", "check", "--json", "--nproc-per-node", "8",
+                           "--timeout", "300", PROGRAM, "1024"], capture_output=True, text=True,
+                          preexec_fn=_limit_address_space, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert json.loads(proc.stdout)["verdict"] == "ok"
+    peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    if peak_kib > before:   # the largest child so far is this one
+        assert peak_kib < 2 * 2**20, f"peak RSS {peak_kib / 2**20:.1f} GiB for 8 GiB of mostly untouched buffers"
