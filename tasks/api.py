@@ -74,6 +74,9 @@ class Output:
     atol: float | None = None
     nan: str = "forbid"  # forbid: any NaN fails; equal: NaNs must sit where the reference has them
     shape: Callable[[dict, int, int], tuple] | None = None  # (size, world_size, rank) -> shape
+    # a comparison of its own, (out, ref, name) -> None or one line, for outputs that are not one tensor
+    # of a known dtype (a ParallelKernelBench problem may return nested dicts, sequences, None, sizes)
+    check: Callable[[Any, Any, str], str | None] | None = None
 
     @property
     def tolerance(self) -> tuple[float, float]:
@@ -171,8 +174,10 @@ def signature_problem(solution: Any, reference: Callable) -> str | None:
             f"signature is solution({', '.join(want)})")
 
 
-def compare(out: Any, ref: torch.Tensor, spec: Output) -> str | None:
+def compare(out: Any, ref: Any, spec: Output) -> str | None:
     """None if `out` matches `ref` under `spec`, else one line saying how it differs."""
+    if spec.check is not None:
+        return spec.check(out, ref, spec.name)
     if not isinstance(out, torch.Tensor):
         return f"{spec.name}: expected a tensor, got {type(out).__name__}"
     if out.dtype != ref.dtype:

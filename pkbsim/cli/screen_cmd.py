@@ -6,8 +6,9 @@ import os
 import sys
 import tempfile
 
+from pkbsim.cli.errors import UsageError
+
 DEFAULT_TOPOLOGY = "hgx-h100"
-EXIT = {"pass": 0, "reject": 1}
 
 
 def add_parser(sub) -> None:
@@ -16,9 +17,10 @@ def add_parser(sub) -> None:
                                    "static (imports, signature, tampering, nvcc compile check of inline CUDA), "
                                    "functional (simulated world at screen size, two trials, protocol findings and "
                                    "outputs), cost (full-size shape runs replayed on the topology). "
-                                   "Exit: 0 pass, 1 reject, 2 bad usage.")
+                                   "Exit: 0 pass, 1 reject, 2 bad usage, 3 inconclusive (a limit of pkb, named).")
     p.add_argument("candidate", help="candidate file defining solution(...)")
-    p.add_argument("--task", required=True, help="task slug or id (`pkb tasks` lists them)")
+    p.add_argument("--task", help="task slug or id (`pkb tasks` lists them); with --pkb-root the file's name "
+                                  "(<id>_<name>[_<backend>].py) can pick its problem instead")
     p.add_argument("--topology", default=None, metavar="NAME",
                    help=f"machine to predict on (default {DEFAULT_TOPOLOGY}, or h100-ib-2node for more than 8 ranks)")
     p.add_argument("--world-size", type=int, default=None, metavar="N",
@@ -31,12 +33,30 @@ def add_parser(sub) -> None:
     p.add_argument("--feedback", action="store_true",
                    help="short structured output for refinement loops: first failing stage, site, bottleneck")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_pkb_arguments(p)
     p.set_defaults(run=run)
 
 
-def pick_world_size(task, requested: int | None, gpus: int) -> int:
-    from pkbsim.cli.errors import UsageError
+def add_pkb_arguments(p) -> None:
+    """--pkb-root and --pkb-dtype (shared with `pkb run`)."""
+    from pkbsim.screen.pkb_interop import DTYPES
+    p.add_argument("--pkb-root", metavar="DIR", help="a ParallelKernelBench checkout whose problems become tasks")
+    p.add_argument("--pkb-dtype", default=DTYPES[0], choices=DTYPES,
+                   help=f"dtype of ParallelKernelBench inputs, as PKB's --dtype (default {DTYPES[0]})")
 
+
+def pkb_tasks(args, known: dict | None = None) -> dict[int, str]:
+    """Register the checkout's problems as tasks (PKB id -> slug); a bad checkout is a usage error."""
+    from pkbsim.screen.pkb_interop import PkbCheckoutError, register_pkb_tasks
+    if not getattr(args, "pkb_root", None):
+        return {}
+    try:
+        return register_pkb_tasks(args.pkb_root, known, getattr(args, "pkb_dtype", "bfloat16"))
+    except PkbCheckoutError as e:
+        raise UsageError(str(e)) from None
+
+
+def pick_world_size(task, requested: int | None, gpus: int) -> int:
     if requested is not None:
         if requested < 1 or not task.supports(requested):
             raise UsageError(f"{task.slug} does not run at world size {requested} (it needs "
@@ -67,18 +87,32 @@ def options(args, task):
 
 
 def raise_usage(msg: str):
-    from pkbsim.cli.errors import UsageError
     raise UsageError(msg)
 
 
-def run(args) -> int:
+def task_of(args):
+    """The task named by --task, or (with --pkb-root) the PKB problem the candidate's file name names."""
     from pkbsim.cli.tasks_cmd import task_or_usage
+    from pkbsim.screen.discover import pkb_task_for
+
+    pkb_ids = pkb_tasks(args)
+    if args.task:
+        return task_or_usage(args.task)
+    slug = pkb_task_for(args.candidate, pkb_ids) if pkb_ids else None
+    if slug is None and pkb_ids:
+        raise_usage(f"{os.path.basename(args.candidate)} names no problem of {args.pkb_root}; pass --task SLUG")
+    if slug is None:
+        raise_usage("pass --task SLUG, or --pkb-root DIR for a file named <id>_<name>[_<backend>].py")
+    return task_or_usage(slug)
+
+
+def run(args) -> int:
     from pkbsim.screen.functional import ReferenceFailed
     from pkbsim.screen.pipeline import screen
 
-    task = task_or_usage(args.task)
     if not os.path.isfile(args.candidate):
         raise_usage(f"candidate {args.candidate!r} not found; pass the path of a file defining solution(...)")
+    task = task_of(args)
     opts = options(args, task)
     opts.timeline = args.timeline or os.path.join(tempfile.gettempdir(), "pkb-timelines",
                                                   f"{task.slug}.{os.path.basename(args.candidate)}.json")
@@ -96,7 +130,7 @@ def run(args) -> int:
         print(feedback(res))
     else:
         print(render(res))
-    return EXIT[res.verdict]
+    return res.verdict.exit_code
 
 
 def feedback(res) -> str:

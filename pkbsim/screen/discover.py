@@ -1,14 +1,25 @@
 """Which task each candidate file is for, in a batch.
 
 A file named after a task (`all_reduce.py`, `all_reduce__variant.py`, `all_reduce.variant.py`) is for that
-task; in a ParallelKernelBench-style `solutions_*` folder, `<id>_<name>_<backend>.py` is for that PKB problem
-when its checkout is loaded (`--pkb-root`). With exactly one `--tasks` entry every file is for that task.
+task; in a ParallelKernelBench-style `solutions_*` folder, `<id>_<name>_<backend>.py` is for a PKB problem
+when its checkout is loaded (`--pkb-root`), paired by name as well as number: solution trees made before a
+renumbering carry stale numbers (PKB's first commit numbers its solutions from 34 on one above its own
+reference/), and renamed problems carry stale names. With exactly one `--tasks` entry every file is for
+that task.
 """
 from __future__ import annotations
 
+import ast
+import inspect
 import os
-import re
+import warnings
 from dataclasses import dataclass
+
+from pkbsim.screen.pkb_interop import problem_key
+
+
+class PairingWarning(UserWarning):
+    """A file whose number and name point at different problems (paired, and said which way)."""
 
 
 @dataclass(frozen=True)
@@ -35,9 +46,52 @@ def task_for(path: str, slugs: set[str], pkb_ids: dict[int, str]) -> str | None:
     for cut in (stem, stem.split("__")[0], stem.split(".")[0]):
         if cut in slugs:
             return cut
-    m = re.match(r"(\d+)_", stem)
-    if m and int(m.group(1)) in pkb_ids:
-        return pkb_ids[int(m.group(1))]
+    return pkb_task_for(path, pkb_ids) if pkb_ids else None
+
+
+def pkb_task_for(path: str, pkb_ids: dict[int, str]) -> str | None:
+    """The PKB problem of `<id>_<name>[_<backend>].py`. Number and name agreeing, or only one of them known,
+    decide it; when they name two different problems, the one whose reference takes the same parameters
+    as the file's `solution` wins (the name when both or neither do), with a PairingWarning."""
+    key = problem_key(os.path.basename(path)[:-3])
+    if key is None:
+        return None
+    pid, rest = key
+    names = {_name(slug): slug for slug in pkb_ids.values()}
+    by_name = names.get(rest) or names.get(rest.rsplit("_", 1)[0])
+    by_number = pkb_ids.get(pid)
+    if by_name == by_number or by_number is None:
+        return by_name
+    if by_name is None:
+        chosen, why = by_number, f"its name matches no problem of the checkout; paired by number with {by_number}"
+    else:
+        params = _solution_params(path)
+        chosen = by_number if params == _params(by_number) != _params(by_name) else by_name
+        why = (f"its number is {by_number}, its name {by_name}; paired with " + chosen +
+               (" (its solution takes that reference's parameters)" if chosen == by_number else " by name"))
+    warnings.warn(PairingWarning(f"{os.path.basename(path)}: {why}"), stacklevel=2)
+    return chosen
+
+
+def _name(slug: str) -> str:
+    return problem_key(slug[len("pkb"):])[1]
+
+
+def _params(slug: str) -> list[str]:
+    from tasks.registry import get
+    return list(inspect.signature(get(slug).reference).parameters)
+
+
+def _solution_params(path: str) -> list[str] | None:
+    """The parameter names of the file's top-level `def solution`, read without running the file."""
+    try:
+        with open(path) as f:
+            tree = ast.parse(f.read())
+    except (OSError, SyntaxError, ValueError):
+        return None
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == "solution":
+            return [a.arg for a in node.args.posonlyargs + node.args.args]
     return None
 
 

@@ -2,24 +2,32 @@
 
 A checkout has `reference/<id>_<name>.py` (each defines `solution(...)`, the NCCL reference) and
 `utils/input_output_tensors.py: create_input_tensor(rank, world_size, problem_id, base_shape, dtype, trial,
-device)`. Each problem becomes the task `pkb<id>_<name>`; its inputs come from that builder with
-base_shape (m, n) (screen 64x64, full 1024x1024, PKB's default) and its comparison is PKB's own
-(atol = rtol = 1e-2 on every output).
+device)`. Each problem becomes the task `pkb<id>_<name>`, set up as PKB's harness runs it: inputs from that
+builder in PKB's dtype (bfloat16 unless asked otherwise) with base_shape (m, n) (screen 64x64, full
+1024x1024, PKB's default), each rank with its own instance of the reference module (as each torchrun
+process has), and outputs compared as PKB compares them (pkb_compare.py).
 """
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import inspect
 import os
 import re
 import sys
+from dataclasses import dataclass
 
 import torch
 
+from pkbsim.screen.pkb_compare import ATOL, RTOL, pkb_mismatch
+from pkbsim.screen.pkb_limits import FlopBudget, InputBudget, PkbLimitExceeded  # noqa: F401 - named for the screen
+from pkbsim.world.context import current
 from tasks.api import Output, WorldSizes
 from tasks.registry import TaskSpec, register_external
 
 SIZES = {"screen": {"m": 64, "n": 64}, "full": {"m": 1024, "n": 1024}}
-MAX_OUTPUTS = 32  # PKB does not declare outputs; compare up to this many, each at PKB's tolerance
+DTYPES = ("bfloat16", "float16", "float32", "float64")  # PKB's --dtype choices; bfloat16 is its default
+MAX_OUTPUTS = 32  # PKB does not declare outputs; compare up to this many top-level ones, each recursively
 ID_BASE = 100000
 
 
@@ -34,6 +42,12 @@ def _module(path: str, name: str):
     return mod
 
 
+def problem_key(stem: str) -> tuple[int, str] | None:
+    """(id, name) of a file stem `<id>_<name>[_<backend>]`, or None."""
+    m = re.fullmatch(r"(\d+)_(\w+)", stem)
+    return (int(m.group(1)), m.group(2)) if m else None
+
+
 def problems(root: str) -> dict[int, str]:
     """PKB problem id -> reference file, from the checkout's reference/ folder."""
     ref_dir = os.path.join(root, "reference")
@@ -42,39 +56,114 @@ def problems(root: str) -> dict[int, str]:
                                f"utils/input_output_tensors.py); pass the repository's root to --pkb-root")
     found = {}
     for f in sorted(os.listdir(ref_dir)):
-        m = re.fullmatch(r"(\d+)_(\w+)\.py", f)
-        if m:
-            found.setdefault(int(m.group(1)), os.path.join(ref_dir, f))
+        key = problem_key(f[:-3]) if f.endswith(".py") else None
+        if key:
+            found.setdefault(key[0], os.path.join(ref_dir, f))
     return found
 
 
-def register_pkb_tasks(root: str, known: dict | None = None) -> dict[int, str]:
-    """Register every problem of the checkout as a task; returns PKB id -> task slug."""
+def torch_dtype(name: str) -> torch.dtype:
+    if name not in DTYPES:
+        raise PkbCheckoutError(f"--pkb-dtype {name!r} is not one of PKB's dtypes ({', '.join(DTYPES)})")
+    return getattr(torch, name)
+
+
+class RankReference:
+    """A problem's reference `solution`, its module imported once per rank per run of the world: a
+    reference that keeps state at module level (problem 51 caches its new_group results) must not share it
+    between rank threads, as each process of a torchrun job has its own. Runs under the FLOP budget."""
+
+    def __init__(self, path: str, slug: str):
+        self.path, self.slug = path, slug
+        self.module = _module(path, f"pkb_reference_{slug}")  # outside a world, and for the signature
+        fn = getattr(self.module, "solution", None)
+        if not callable(fn):
+            raise PkbCheckoutError(f"{path} defines no solution(...); is this a ParallelKernelBench reference?")
+        self.__signature__ = inspect.signature(fn)
+
+    def __call__(self, *args):
+        ctx = current()
+        if ctx is None:
+            return self.module.solution(*args)
+        key = ("pkb_reference", self.path)
+        if key not in ctx.extra:
+            ctx.extra[key] = _module(self.path, f"pkb_reference_{self.slug}_rank{ctx.rank}")
+        with contextlib.nullcontext() if _shapes_only() else FlopBudget(self.slug, ctx.world.size):
+            return ctx.extra[key].solution(*args)
+
+
+@dataclass
+class InputBuilder:
+    """A problem's inputs from the checkout's builder, at the preset's base shape in PKB's dtype.
+
+    At screen size a power-of-two integer input larger than the base shape is taken as a block size the
+    shape must hold (problem 19 quantises 128-wide blocks): the base grows to it, up to the full size."""
+    builder: object
+    pid: int
+    slug: str
+    dtype: torch.dtype
+
+    def __call__(self, ctx) -> tuple:
+        m, n = ctx.size["m"], ctx.size["n"]
+        if ctx.preset != "screen":
+            return self.build(ctx, m, n)
+        args = self.build(ctx, m, n)
+        grow = max([v for v in args if _is_block(v) and v > min(m, n)], default=0)
+        cap = min(SIZES["full"].values())
+        if grow:
+            args = self.build(ctx, max(m, min(grow, cap)), max(n, min(grow, cap)))
+        return args
+
+    def build(self, ctx, m: int, n: int) -> tuple:
+        with contextlib.nullcontext() if _shapes_only() else InputBudget(self.slug, ctx.world_size):
+            out = self.builder.create_input_tensor(ctx.rank, ctx.world_size, self.pid, (m, n), self.dtype,
+                                                   ctx.trial, ctx.device)
+        return tuple(out) if isinstance(out, (tuple, list)) else (out,)
+
+
+def _is_block(v) -> bool:
+    return type(v) is int and v > 0 and v & (v - 1) == 0
+
+
+def _shapes_only() -> bool:
+    """Whether this is a full-size shape run (fake tensors): budgets are for real allocations and compute."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
+    return any(isinstance(m, FakeTensorMode) for m in _get_current_dispatch_mode_stack())
+
+
+def _pkb_check(out, ref, name: str) -> str | None:
+    return pkb_mismatch(out, ref, name, ATOL, RTOL)
+
+
+_loaded: dict[tuple[str, str], dict[int, TaskSpec]] = {}
+
+
+def register_pkb_tasks(root: str, known: dict | None = None, dtype: str = "bfloat16") -> dict[int, str]:
+    """Register every problem of the checkout as a task (once per process); returns PKB id -> task slug."""
     root = os.path.abspath(root)
+    specs = _loaded.get((root, dtype))
+    if specs is None:
+        specs = _loaded[(root, dtype)] = _load(root, torch_dtype(dtype))
+    for spec in specs.values():
+        register_external(spec)
+        if known is not None:
+            known[spec.slug] = spec
+    return {pid: spec.slug for pid, spec in specs.items()}
+
+
+def _load(root: str, dtype: torch.dtype) -> dict[int, TaskSpec]:
     refs = problems(root)
     if root not in sys.path:
         sys.path.insert(0, root)  # references and builders import `utils.*` from the checkout
     builder = _module(os.path.join(root, "utils", "input_output_tensors.py"), "pkb_checkout_inputs")
-    ids = {}
+    outputs = tuple(Output(f"output_{i}", dtype, rtol=RTOL, atol=ATOL, check=_pkb_check) for i in range(MAX_OUTPUTS))
+    specs = {}
     for pid, path in refs.items():
         stem = os.path.basename(path)[:-3]
         slug = "pkb" + stem
-        ids[pid] = slug
-        ref_fn = getattr(_module(path, f"pkb_reference_{pid}"), "solution", None)
-        if not callable(ref_fn):
-            raise PkbCheckoutError(f"{path} defines no solution(...); is this a ParallelKernelBench reference?")
-
-        def make_inputs(ctx, pid=pid):
-            base = (ctx.size["m"], ctx.size["n"])
-            out = builder.create_input_tensor(ctx.rank, ctx.world_size, pid, base, torch.float32, ctx.trial,
-                                              ctx.device)
-            return tuple(out) if isinstance(out, (tuple, list)) else (out,)
-
-        spec = TaskSpec(slug, ID_BASE + pid, f"ParallelKernelBench problem {pid} ({stem})", "external",
-                        f"ParallelKernelBench {path}", WorldSizes(min=2), SIZES,
-                        tuple(Output(f"output_{i}", torch.float32, rtol=1e-2, atol=1e-2) for i in range(MAX_OUTPUTS)),
-                        make_inputs, ref_fn, None, sys.modules.get(builder.__name__, builder))
-        register_external(spec)
-        if known is not None:
-            known[slug] = spec
-    return ids
+        specs[pid] = TaskSpec(slug, ID_BASE + pid, f"ParallelKernelBench problem {pid} ({stem})", "external",
+                              f"ParallelKernelBench {path}", WorldSizes(min=2), SIZES, outputs,
+                              InputBuilder(builder, pid, slug, dtype), RankReference(path, slug), None,
+                              sys.modules.get(builder.__name__, builder))
+    return specs

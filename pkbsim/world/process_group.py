@@ -224,13 +224,24 @@ class SimProcessGroup(dist.ProcessGroup):
                           tensors)
 
     def allgather(self, output_tensors, input_tensors, opts=None):
+        """The list form takes a different size from each rank (NCCL broadcasts each rank's part when the
+        output tensors differ in size): what must agree is that every rank expects rank j's part at the size
+        rank j sends."""
         outs, inp = output_tensors[0], input_tensors[0]
 
         def execute(args):
+            for i, (out_list, _) in enumerate(args):
+                if len(out_list) != len(args):
+                    raise CollectiveMismatch(f"rank {self._comm.ranks[i]}'s output list has {len(out_list)} "
+                                             f"entries for {len(args)} ranks")
+                for j, (_, x) in enumerate(args):
+                    if out_list[j].numel() != x.numel():
+                        raise CollectiveMismatch(f"rank {self._comm.ranks[j]} sends {x.numel()} elements, rank "
+                                                 f"{self._comm.ranks[i]} expects {out_list[j].numel()}")
             for out_list, _ in args:
                 for j, (_, x) in enumerate(args):
                     out_list[j].copy_(x.reshape(out_list[j].shape))
-        return self._coll("all_gather", (inp.numel(), inp.dtype), (outs, inp), execute, [inp], result=output_tensors)
+        return self._coll("all_gather", (inp.dtype,), (outs, inp), execute, [inp], result=output_tensors)
 
     def _allgather_base(self, output, input, opts=None):
         def execute(args):

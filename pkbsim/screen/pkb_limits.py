@@ -1,0 +1,104 @@
+"""Budgets that keep a ParallelKernelBench problem within what the simulator can run on a CPU.
+
+Some PKB problems have fixed sizes that ignore the base shape (problem 68 builds a 111 M-node embedding
+table, 76 a large Conv3d, 77 a 10,800-token attention): at any screen size they would take gigabytes or
+many minutes per rank. Inputs are built under a byte budget and the reference runs under a FLOP budget;
+both are checked before an operation runs, so nothing large is allocated or computed. Going over raises
+PkbLimitExceeded: a limit of pkb (the screen is inconclusive), never the candidate's fault.
+"""
+from __future__ import annotations
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_map
+from torch.utils.flop_counter import flop_registry
+
+# Both budgets are for all ranks together, which share one process and the CPU's cores: a rank gets its share
+INPUT_BYTES = 2**30  # inputs of one call (the screen keeps a copy of every call's inputs)
+FLOPS = 200e9        # one reference call (the screen makes several; about 40 GFLOP/s on a core)
+
+# the CPU's attention kernel has no formula of its own in torch.utils.flop_counter; it counts as flash attention
+_FORMULAS = {**flop_registry, torch.ops.aten._scaled_dot_product_flash_attention_for_cpu:
+             flop_registry[torch.ops.aten._scaled_dot_product_flash_attention]}
+
+
+class PkbLimitExceeded(Exception):
+    """A problem needs more memory or time than the simulator has at this size (pkb's limit, named; the
+    screen's limits.py recognises it by its class name)."""
+
+    def __init__(self, task: str, limit: str, message: str):
+        super().__init__(message)
+        self.task, self.limit = task, limit  # limit: "memory" or "time"
+
+
+class InputBudget(TorchDispatchMode):
+    """Raises before a factory (randn, empty, zeros, ...) would take the rank's inputs over the budget."""
+
+    def __init__(self, what: str, world_size: int, budget: int = INPUT_BYTES):
+        super().__init__()
+        self.what, self.budget, self.used = what, budget // world_size, 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        size = _size_argument(func, args, kwargs)
+        if size is not None:
+            dtype = kwargs.get("dtype") or (args[0].dtype if func.__name__.startswith("new_") else
+                                            torch.get_default_dtype())
+            self.used += _numel(size) * torch.empty((), dtype=dtype).element_size()
+            if self.used > self.budget:
+                raise PkbLimitExceeded(self.what, "memory", f"the inputs of {self.what} need more than "
+                                       f"{_gib(self.budget)} per rank (a tensor of shape {tuple(size)}): beyond "
+                                       f"the simulator's memory limit at any screen size")
+        return func(*args, **kwargs)
+
+
+class FlopBudget(TorchDispatchMode):
+    """Raises before a matmul, convolution or attention would take the call over the budget."""
+
+    def __init__(self, what: str, world_size: int, budget: float = FLOPS):
+        super().__init__()
+        self.what, self.budget, self.used = what, budget / world_size, 0.0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        formula = _FORMULAS.get(func._overloadpacket)
+        if formula is not None:
+            self.used += _flops(formula, func, args, kwargs)
+            if self.used > self.budget:
+                raise PkbLimitExceeded(self.what, "time", f"the reference of {self.what} needs more than "
+                                       f"{self.budget:.2g} FLOPs per rank and call: beyond the simulator's time "
+                                       f"limit at any screen size")
+        return func(*args, **kwargs)
+
+
+def _size_argument(func, args, kwargs):
+    """The `size` argument of a factory op, if `func` is one."""
+    for i, a in enumerate(func._schema.arguments):
+        if a.name == "size":
+            v = kwargs.get("size") if a.kwarg_only or i >= len(args) else args[i]
+            return v if isinstance(v, (list, tuple)) else None
+    return None
+
+
+def _flops(formula, func, args, kwargs) -> float:
+    """The op's FLOPs from its shapes: the output's shape comes from running it on the meta device."""
+    def meta(x):
+        if isinstance(x, torch.Tensor):
+            return torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device="meta")
+        return x
+    try:
+        margs, mkwargs = tree_map(meta, (args, kwargs))
+        return float(formula(*margs, **mkwargs, out_val=func(*margs, **mkwargs)))
+    except Exception:  # noqa: BLE001 - no meta kernel or formula mismatch: the op is not counted
+        return 0.0
+
+
+def _numel(size) -> int:
+    n = 1
+    for s in size:
+        n *= int(s)
+    return n
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**30:g} GiB" if n >= 2**30 else f"{n / 2**20:g} MiB"
