@@ -9,7 +9,9 @@ engine; every stream runs synchronously on the CPU.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import itertools
+import sys
 import time
 import types
 
@@ -17,14 +19,21 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from pkbsim.world.context import current
+from pkbsim.world.device_identity import bound_device, program_frame, seen_device, tag, target_device  # noqa: F401 - bound_device for process_group
+from pkbsim.world.gpu_model import DEFAULT_TOPOLOGY, device_properties
 from pkbsim.world.patching import Patches
+from pkbsim.world.reduce import NotSimulated
 from pkbsim.world.sites import user_site
 
+_INIT = {f for f in vars(torch.nn.init).values() if getattr(f, "__module__", "") == "torch.nn.init"
+         and not getattr(f, "__name__", "_").startswith("_") and "generator" in inspect.signature(f).parameters}
+# nn.init functions are torch functions of their own: the tensor methods they call run with this mode off
+# and would draw from the process-wide generator, so the rank's generator is passed to them here
 _RANDOM = {torch.randn, torch.rand, torch.randint, torch.randperm, torch.normal, torch.multinomial,
            torch.bernoulli, torch.Tensor.normal_, torch.Tensor.uniform_, torch.Tensor.random_,
-           torch.Tensor.bernoulli_, torch.Tensor.exponential_}
-_SELF = {torch.Tensor.cuda, torch.Tensor.pin_memory}
-_SPECIAL = _RANDOM | _SELF | {torch.Tensor.to}
+           torch.Tensor.bernoulli_, torch.Tensor.exponential_} | _INIT
+_MOVES = {torch.Tensor.to, torch.Tensor.cuda, torch.Tensor.cpu}
+_SPECIAL = _RANDOM | _MOVES | {torch.Tensor.pin_memory}
 
 
 def _is_cuda(dev) -> bool:
@@ -33,6 +42,10 @@ def _is_cuda(dev) -> bool:
     if isinstance(dev, str):
         return dev.startswith("cuda")
     return isinstance(dev, int) and not isinstance(dev, bool)
+
+
+def _is_device(x) -> bool:
+    return isinstance(x, (str, torch.device)) or (isinstance(x, int) and not isinstance(x, bool))
 
 
 class DeviceMapMode(TorchFunctionMode):
@@ -44,18 +57,53 @@ class DeviceMapMode(TorchFunctionMode):
         if not kwargs and func not in _SPECIAL:
             return func(*args)
         kwargs = dict(kwargs or {})
-        if func in _SELF:
+        if func is torch.Tensor.pin_memory:
             return args[0]
-        dev = kwargs.get("device")
-        if dev is not None and _is_cuda(dev):
-            _note_explicit_device(dev)
+        asked = kwargs.get("device")  # the device the program names, if any
+        if asked is not None and _is_cuda(asked):
+            _note_explicit_device(asked)
             kwargs["device"] = "cpu"
-        if func is torch.Tensor.to and len(args) > 1 and _is_cuda(args[1]):
-            _note_explicit_device(args[1])
-            args = (args[0], "cpu", *args[2:])
+        if func is torch.Tensor.cuda:
+            asked = args[1] if len(args) > 1 else asked if asked is not None else "cuda"
+            if asked != "cuda":
+                _note_explicit_device(asked)
+        elif func is torch.Tensor.cpu:
+            asked = "cpu"
+        elif func is torch.Tensor.to and len(args) > 1 and (_is_device(args[1]) or isinstance(args[1], torch.Tensor)):
+            asked = args[1]
+            if _is_cuda(asked):
+                _note_explicit_device(asked)
+                args = (args[0], "cpu", *args[2:])
         if func in _RANDOM and kwargs.get("generator") is None:
             kwargs["generator"] = self.generator
-        return func(*args, **kwargs)
+        out = args[0] if func is torch.Tensor.cuda else func(*args, **kwargs)
+        if (asked is not None or func is torch.Tensor.to) and isinstance(out, torch.Tensor):
+            out = _place(func, args[0], out, asked)
+        return out
+
+
+def _place(func, src, out, asked):
+    """Tag what the program's own code creates on, or moves to, a device (device_identity.py). A move between
+    devices the program sees as different is a copy, as on the GPU."""
+    ctx = current()
+    if ctx is None or not program_frame(sys._getframe(2)):
+        return out
+    if func not in _MOVES:
+        tag(out, target_device(asked, ctx))
+        return out
+    have = seen_device(src, src.device, ctx)
+    if asked is None:  # .to(dtype) stays where it is
+        want = have
+    elif isinstance(asked, torch.Tensor):
+        want = seen_device(asked, asked.device, ctx)
+    else:
+        want = target_device(asked, ctx)
+    if out is src:
+        if want == have:
+            return out
+        out = src.clone()
+    tag(out, want)
+    return out
 
 
 def _note_explicit_device(dev) -> None:
@@ -64,13 +112,6 @@ def _note_explicit_device(dev) -> None:
     ctx = current()
     if index is not None and ctx is not None:
         ctx.extra["explicit_device"] = index
-
-
-def bound_device(ctx) -> int:
-    """The GPU a rank's NCCL communicators would be created on."""
-    if ctx.extra.get("device_set"):
-        return ctx.device_index
-    return ctx.extra.get("explicit_device", ctx.device_index)
 
 
 class SimStream:
@@ -207,11 +248,13 @@ def stream(s: SimStream | None):
 
 
 def _device_index(device) -> int:
-    if isinstance(device, torch.device):
-        return device.index or 0
-    if isinstance(device, str):
-        return torch.device(device).index or 0
-    return int(device)
+    """A CUDA device index as torch.cuda takes it ("cuda" and None: the current device)."""
+    if isinstance(device, (str, torch.device)):
+        d = torch.device(device)
+        if d.type != "cuda":
+            raise ValueError(f"Expected a cuda device, but got: {d}")
+        return current_device() if d.index is None else d.index
+    return current_device() if device is None else int(device)
 
 
 def set_device(device) -> None:
@@ -226,18 +269,23 @@ def current_device() -> int:
     return ctx.device_index if ctx else 0
 
 
-@contextlib.contextmanager
-def device(dev):
-    ctx = current()
-    if ctx is None or dev is None:
-        yield
-        return
-    prev = ctx.device_index
-    ctx.device_index = _device_index(dev)
-    try:
-        yield
-    finally:
-        ctx.device_index = prev
+class device:
+    """torch.cuda.device: a class, as torch's (torch.load and isinstance checks rely on it)."""
+
+    def __init__(self, device):
+        self.idx = -1 if device is None or device == -1 else _device_index(device)
+        self.prev_idx = -1
+
+    def __enter__(self):
+        ctx = current()
+        if ctx is not None and self.idx >= 0:
+            self.prev_idx, ctx.device_index = ctx.device_index, self.idx
+
+    def __exit__(self, *exc):
+        ctx = current()
+        if ctx is not None and self.idx >= 0:
+            ctx.device_index = self.prev_idx
+        return False
 
 
 def synchronize(device=None) -> None:
@@ -258,29 +306,70 @@ def manual_seed(seed: int) -> None:
         ctx.extra["generator"].manual_seed(int(seed))
 
 
-_PROPS = types.SimpleNamespace(name="pkbsim simulated GPU", major=9, minor=0, total_memory=80 * 2**30,
-                               multi_processor_count=132, is_integrated=False, L2_cache_size=50 * 2**20)
+def _generator() -> torch.Generator:
+    return current().extra["generator"]
 
 
-def install_torch_cuda(patches: Patches, local_world_size: int) -> None:
-    """Replace the torch.cuda surface with rank-aware CPU stand-ins for the length of a run."""
+class _Cudart:
+    """torch.cuda.cudart(): profiler markers are no-ops; the rest of the runtime is not simulated."""
+
+    def cudaProfilerStart(self) -> int:
+        return 0
+
+    def cudaProfilerStop(self) -> int:
+        return 0
+
+    def __getattr__(self, name: str):
+        raise NotSimulated(f"torch.cuda.cudart().{name} is not simulated")
+
+
+def _not_simulated(name: str, original):
+    """A torch.cuda entry with no stand-in: on a rank it ends the run as not simulated, naming the call."""
+    def call(*args, **kwargs):
+        if current() is None:
+            return original(*args, **kwargs)
+        raise NotSimulated(f"torch.cuda.{name} is not simulated")
+    return call
+
+
+def install_torch_cuda(patches: Patches, local_world_size: int, topology: str = DEFAULT_TOPOLOGY) -> None:
+    """Replace the torch.cuda surface with rank-aware CPU stand-ins for the length of a run; the GPU's
+    properties are those of `topology`. Entries without a stand-in report themselves as not simulated."""
     cuda = torch.cuda
     noop = lambda *a, **k: None  # noqa: E731
+    zero = lambda *a, **k: 0  # noqa: E731
+    props = lambda *a, **k: device_properties(topology)  # noqa: E731
     table = {
         "is_available": lambda: True, "is_initialized": lambda: True, "init": noop,
         "device_count": lambda: local_world_size, "current_device": current_device, "set_device": set_device,
         "device": device, "synchronize": synchronize, "Stream": SimStream, "Event": SimEvent,
         "current_stream": current_stream, "default_stream": default_stream, "set_stream": set_stream,
         "stream": stream, "manual_seed": manual_seed, "manual_seed_all": manual_seed, "seed": noop, "seed_all": noop,
-        "get_device_name": lambda *a, **k: _PROPS.name, "get_device_properties": lambda *a, **k: _PROPS,
-        "get_device_capability": lambda *a, **k: (_PROPS.major, _PROPS.minor),
-        "memory_allocated": lambda *a, **k: 0, "max_memory_allocated": lambda *a, **k: 0,
-        "memory_reserved": lambda *a, **k: 0, "max_memory_reserved": lambda *a, **k: 0,
-        "reset_peak_memory_stats": noop, "empty_cache": noop,
-        "mem_get_info": lambda *a, **k: (_PROPS.total_memory, _PROPS.total_memory),
+        "initial_seed": lambda: _generator().initial_seed(),
+        "get_rng_state": lambda *a, **k: _generator().get_state(),
+        "set_rng_state": lambda state, *a, **k: _generator().set_state(state),
+        "get_rng_state_all": lambda: [_generator().get_state()],
+        "set_rng_state_all": lambda states: _generator().set_state(states[0]),
+        "get_device_name": lambda *a, **k: props().name, "get_device_properties": props,
+        "get_device_capability": lambda *a, **k: (props().major, props().minor),
+        "get_arch_list": lambda: [f"sm_{props().major}{props().minor}"],
+        "is_bf16_supported": lambda *a, **k: props().major >= 8, "is_tf32_supported": lambda: props().major >= 8,
+        "can_device_access_peer": lambda *a: True, "is_current_stream_capturing": lambda: False,
+        "memory_allocated": zero, "max_memory_allocated": zero, "memory_reserved": zero, "max_memory_reserved": zero,
+        "memory_stats": lambda *a, **k: {}, "memory_summary": lambda *a, **k: "",
+        "reset_peak_memory_stats": noop, "reset_max_memory_allocated": noop, "reset_accumulated_memory_stats": noop,
+        "empty_cache": noop, "ipc_collect": noop, "set_per_process_memory_fraction": noop,
+        "mem_get_info": lambda *a, **k: (props().total_memory, props().total_memory),
+        "cudart": lambda: _Cudart(),
     }
     for name, fn in table.items():
         patches.set(cuda, name, fn)
+    for name, obj in list(vars(cuda).items()):
+        if (name not in table and not name.startswith("_") and isinstance(obj, types.FunctionType)
+                and obj.__module__.startswith("torch.cuda")):
+            patches.set(cuda, name, _not_simulated(name, obj))
+    for name in ("CUDAGraph", "graph", "ExternalStream", "MemPool"):
+        patches.set(cuda, name, _not_simulated(name, getattr(cuda, name)))
     for name in ("range_push", "range_pop", "mark"):
         patches.set(cuda.nvtx, name, noop)
     patches.set(cuda.nvtx, "range", lambda *a, **k: contextlib.nullcontext())

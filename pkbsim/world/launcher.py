@@ -29,6 +29,7 @@ from pkbsim.world import context
 from pkbsim.world.comms import Engine
 from pkbsim.world.context import RankContext
 from pkbsim.world.findings import EXIT_CODES, Finding, verdict_of
+from pkbsim.world.gpu_model import DEFAULT_TOPOLOGY
 from pkbsim.world.patching import Patches
 from pkbsim.world.sites import user_stack
 from pkbsim.world.trace import RankTrace
@@ -52,6 +53,7 @@ class RunOptions:
     shape_run: bool = False
     no_comm: bool = False  # communication completes without moving data (task validation)
     output: object = None  # where the program's own prints go (default: stdout)
+    topology: str = DEFAULT_TOPOLOGY  # the machine whose GPU torch.cuda.get_device_properties describes
     # Rank threads share the GIL; on one core their hand-offs are ~2x cheaper than across cores
     # (benchmarks/world_overhead.py). None = let the OS place them.
     pin_core: int | None = field(default_factory=lambda: min(os.sched_getaffinity(0)))
@@ -86,13 +88,14 @@ class RunResult:
 
 
 @contextlib.contextmanager
-def simulated_process(nproc: int, output):
+def simulated_process(nproc: int, output, topology: str = DEFAULT_TOPOLOGY):
     """Patch the process so that each rank thread sees its own torchrun world."""
     from pkbsim.cuda.install import install_cuda_extensions
     from pkbsim.device.install import install_device_support
     from pkbsim.symm.api import install_symm_api
     from pkbsim.symm.ops import register_cpu_kernels
     from pkbsim.world.cuda_shim import install_torch_cuda
+    from pkbsim.world.device_identity import install_device_identity
     from pkbsim.world.dist_shim import install_dist
     from pkbsim.world.environ import install_environ
     from pkbsim.world.process_group import register
@@ -105,7 +108,8 @@ def simulated_process(nproc: int, output):
     old_world = install()
     no_autograd_threads = torch.autograd.set_multithreading_enabled(False)
     try:
-        install_torch_cuda(patches, nproc)
+        install_torch_cuda(patches, nproc, topology)
+        install_device_identity(patches)
         install_dist(patches)
         install_symm_api(patches)
         install_device_support(patches)
@@ -258,7 +262,7 @@ def run_ranks(body: Callable[[RankContext], None], opts: RunOptions) -> RunResul
     gc.collect()
     gc.freeze()  # torch's large heap would make every full collection cost milliseconds per operation
     try:
-        with simulated_process(world.nproc_per_node, opts.output):
+        with simulated_process(world.nproc_per_node, opts.output, opts.topology):
             for th in threads:
                 th.start()
             deadline = t0 + opts.timeout
