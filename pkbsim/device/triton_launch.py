@@ -43,11 +43,19 @@ _interpreted: dict = {}
 _LANG_ANCHOR = types.FunctionType((lambda: None).__code__, {"tl": tl, "core": tl.core})
 
 
+def _index(self) -> int:
+    """A one-element tensor used as an index, e.g. a loaded bound in `range(lo, hi, BLOCK)`: triton 3.6's
+    `int(self.handle.data)` fails under numpy >= 2.4, which no longer converts a 1-d array to a scalar
+    (triton-lang/triton#9171)."""
+    return int(self.handle.data.item())
+
+
 def _enter_lang() -> None:
     global _lang_users, _lang_scope
     with _lang_lock:
         if _lang_users == 0:
             _lang_scope = interp._patch_lang(_LANG_ANCHOR)
+            _lang_scope.set_attr(tl.core.tensor, "__index__", _index)
         _lang_users += 1
 
 
