@@ -35,7 +35,7 @@ def test_ranks_have_their_own_env_module_state_and_rng(run_program):
         assert torch.equal(a, b)                   # each rank owns its generator
         assert torch.cuda.current_device() == rank and torch.cuda.device_count() == world
         x = torch.ones(2).cuda().to("cuda:0").to(rank)
-        assert x.device.type == "cpu"
+        assert x.device == torch.device("cuda", rank)  # the program sees its GPU (device_identity.py)
         print("fine")
     """, nproc=4)
     assert res.verdict == "ok", [f.render() for f in res.findings]
