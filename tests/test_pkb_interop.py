@@ -1,0 +1,185 @@
+"""The ParallelKernelBench adapter runs a problem as PKB's harness does: inputs in PKB's dtype, outputs
+compared as PKB compares them (None, dicts, sizes), one reference module per rank, uneven all_gather
+lists, block sizes, pkb's own limits, and solution files paired by name as well as number. Each problem
+lives in a small PKB-shaped checkout written here."""
+import json
+import pathlib
+import textwrap
+import warnings
+
+import pytest
+
+from pkbsim.cli.main import main
+
+BUILDER = """
+import torch
+import torch.distributed as dist
+
+def create_input_tensor(rank, world_size, problem_id, base_shape, dtype, trial=0, device=None):
+    torch.manual_seed(42 + problem_id * 1000 + rank + trial * 1_000_003)
+    x = torch.randn(base_shape, dtype=dtype, device=device)
+    if problem_id == 5:
+        return (torch.randn((rank + 1, 3), dtype=dtype, device=device),)
+    if problem_id == 8:
+        return (x, 128)
+    if problem_id == 9:
+        return (torch.empty((1 << 30,), dtype=dtype, device=device),)
+    return (x,)
+"""
+
+REFERENCES = {
+    "1_sum_with_none": """
+        def solution(x):
+            y = x.clone()
+            dist.all_reduce(y)
+            return y, None
+        """,
+    "2_sum_as_dict": """
+        def solution(x):
+            y = x.clone()
+            dist.all_reduce(y)
+            return {"sum": y, "ranks": dist.get_world_size()}
+        """,
+    "3_sum_and_size": """
+        def solution(x):
+            y = x.clone()
+            dist.all_reduce(y)
+            return y, y.shape
+        """,
+    "4_max": """
+        def solution(x):
+            y = x.clone()
+            dist.all_reduce(y, op=dist.ReduceOp.MAX)
+            return y
+        """,
+    "5_uneven_gather": """
+        def solution(x):
+            parts = [x.new_empty((r + 1, 3)) for r in range(dist.get_world_size())]
+            dist.all_gather(parts, x)
+            return torch.cat(parts)
+        """,
+    "6_group_cache": """
+        _GROUPS = {}  # as problem 51: one subgroup per rank, built at the first call and kept
+
+        def solution(x):
+            ws = dist.get_world_size()
+            if ws not in _GROUPS:
+                _GROUPS[ws] = [dist.new_group([r]) for r in range(ws)]
+            own = _GROUPS[ws][dist.get_rank()]
+            y = x.clone()
+            dist.all_reduce(y)
+            return y * (1 + dist.get_rank(group=own))  # 0 in its own group: -1 in a group built by another rank
+        """,
+    "7_bf16_sum": """
+        def solution(x):
+            y = x.clone()
+            dist.all_reduce(y)
+            return y
+        """,
+    "8_blocks": """
+        def solution(x, block):
+            assert x.shape[-1] % block == 0, "the last dimension must hold whole blocks"
+            y = x.clone()
+            dist.all_reduce(y)
+            return y
+        """,
+    "9_huge_inputs": """
+        def solution(x):
+            return x
+        """,
+}
+
+
+@pytest.fixture(scope="module")
+def checkout(tmp_path_factory) -> pathlib.Path:
+    root = tmp_path_factory.mktemp("pkb")
+    (root / "reference").mkdir()
+    (root / "utils").mkdir()
+    (root / "utils" / "input_output_tensors.py").write_text(BUILDER)
+    for stem, body in REFERENCES.items():
+        (root / "reference" / f"{stem}.py").write_text("import torch\nimport torch.distributed as dist\n"
+                                                      + textwrap.dedent(body))
+    return root
+
+
+def screen(capsys, checkout, path, *extra) -> dict:
+    main(["screen", str(path), "--pkb-root", str(checkout), "--world-size", "2", "--no-cost", "--seed", "3",
+          "--json", *extra])
+    return json.loads(capsys.readouterr().out)
+
+
+def write(tmp_path, name: str, body: str) -> pathlib.Path:
+    path = tmp_path / name
+    path.write_text("import torch\nimport torch.distributed as dist\n" + textwrap.dedent(body))
+    return path
+
+
+@pytest.mark.parametrize("stem", ["1_sum_with_none", "2_sum_as_dict", "3_sum_and_size", "5_uneven_gather",
+                                  "6_group_cache"])
+def test_a_reference_passes_against_itself(capsys, checkout, stem):
+    res = screen(capsys, checkout, checkout / "reference" / f"{stem}.py")
+    assert res["verdict"] == "pass", res["reasons"]
+
+
+@pytest.mark.parametrize("name,body,says", [
+    ("1_sum_with_none_cuda.py", "def solution(x):\n    y = x.clone()\n    dist.all_reduce(y)\n    return y, 0\n",
+     "0 != expected None"),
+    ("2_sum_as_dict_cuda.py", "def solution(x):\n    y = x.clone()\n    dist.all_reduce(y)\n    return {'sum': y}\n",
+     "dict keys differ"),
+    ("3_sum_and_size_cuda.py", "def solution(x):\n    y = x.clone()\n    dist.all_reduce(y)\n"
+                               "    return y, (y.shape[0], 1)\n", "!= expected"),
+])
+def test_outputs_that_are_not_tensors_are_compared_as_pkb_does(capsys, checkout, tmp_path, name, body, says):
+    res = screen(capsys, checkout, write(tmp_path, name, body))
+    assert res["verdict"] == "reject" and says in res["reasons"][0]["message"], res["reasons"]
+
+
+def test_inputs_are_in_pkb_dtype_bfloat16_unless_asked(capsys, checkout, tmp_path):
+    only_bf16 = write(tmp_path, "7_bf16_sum_cuda.py", """
+        def solution(x):
+            assert x.dtype == torch.bfloat16, f"this kernel is bf16-only, got {x.dtype}"
+            y = x.clone()
+            dist.all_reduce(y)
+            return y
+        """)
+    assert screen(capsys, checkout, only_bf16)["verdict"] == "pass"
+    res = screen(capsys, checkout, only_bf16, "--pkb-dtype", "float32")
+    assert res["verdict"] == "reject" and "bf16-only" in res["reasons"][0]["message"]
+
+
+def test_a_block_size_among_the_inputs_sets_the_screen_size(capsys, checkout):
+    assert screen(capsys, checkout, checkout / "reference" / "8_blocks.py")["verdict"] == "pass"
+
+
+def test_inputs_beyond_the_memory_budget_are_inconclusive(capsys, checkout):
+    res = screen(capsys, checkout, checkout / "reference" / "9_huge_inputs.py")
+    assert res["verdict"] == "inconclusive"
+    assert "PkbLimitExceeded" in res["reasons"][0]["message"] and "memory" in res["reasons"][0]["message"]
+
+
+def test_a_misnumbered_solution_is_paired_by_name(capsys, checkout, tmp_path):
+    from pkbsim.screen.discover import PairingWarning, pair
+    from pkbsim.screen.pkb_interop import register_pkb_tasks
+
+    # numbered like 4_max, named like 7_bf16_sum, and computing the sum (PKB's first commit numbers its
+    # solutions one off from its reference/ from problem 34 on)
+    sol = write(tmp_path, "4_bf16_sum_cuda.py", "def solution(x):\n    y = x.clone()\n    dist.all_reduce(y)\n"
+                                               "    return y\n")
+    ids = register_pkb_tasks(str(checkout))
+    with pytest.warns(PairingWarning, match="its number is pkb4_max, its name pkb7_bf16_sum"):
+        jobs, unknown = pair([str(sol)], set(), None, ids)
+    assert [j.task for j in jobs] == ["pkb7_bf16_sum"] and not unknown
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PairingWarning)
+        res = screen(capsys, checkout, sol)
+    assert res["task"] == "pkb7_bf16_sum" and res["verdict"] == "pass", res["reasons"]
+
+
+def test_number_wins_when_the_solution_takes_that_references_parameters(checkout, tmp_path):
+    from pkbsim.screen.discover import PairingWarning, pkb_task_for
+    from pkbsim.screen.pkb_interop import register_pkb_tasks
+
+    # a renamed problem: the old name now belongs to another problem, but the parameters are problem 8's
+    sol = write(tmp_path, "8_bf16_sum_cuda.py", "def solution(x, block):\n    return x\n")
+    with pytest.warns(PairingWarning, match="takes that reference's parameters"):
+        assert pkb_task_for(str(sol), register_pkb_tasks(str(checkout))) == "pkb8_blocks"
