@@ -25,11 +25,19 @@ _imported: dict[str, object] = {}
 _import_lock = threading.Lock()
 
 
-def _caller_file() -> str:
-    frame = sys._getframe(1)
-    while frame is not None and _is_plumbing(frame.f_code.co_filename):
+def _caller_file(sources: list[str]) -> str:
+    """The file the line map names: of the callers outside pkb, the nearest whose text holds the CUDA
+    source (a program that builds through a helper, e.g. ParallelKernelBench's `compile_cuda_extension`,
+    gets its own lines, not the helper's), else the nearest."""
+    frame, callers = sys._getframe(1), []
+    while frame is not None:
+        if not _is_plumbing(frame.f_code.co_filename):
+            callers.append(os.path.abspath(frame.f_code.co_filename))
         frame = frame.f_back
-    return os.path.abspath(frame.f_code.co_filename) if frame is not None else "<extension>"
+    for path in callers:
+        if any(rewrite.locate(src, _read(path)) is not None for src in sources):
+            return path
+    return callers[0] if callers else "<extension>"
 
 
 def _read(path: str) -> str | None:
@@ -54,7 +62,7 @@ def load_inline(name, cpp_sources=None, cuda_sources=None, functions=None, extra
                 extra_cuda_cflags=None, extra_ldflags=None, extra_include_paths=None, build_directory=None,
                 verbose=False, with_cuda=None, is_python_module=True, with_pytorch_error_handling=True,
                 keep_intermediates=True, use_pch=False, no_implicit_headers=False, *, origin: str | None = None):
-    origin = os.path.abspath(origin) if origin else _caller_file()
+    origin = os.path.abspath(origin) if origin else _caller_file(_listed(cuda_sources) + _listed(cpp_sources))
     tu = rewrite.translation_unit(name, _listed(cuda_sources), _listed(cpp_sources), functions, origin, _read(origin))
     so, module = build(name, tu, _listed(extra_cuda_cflags), _listed(extra_include_paths), origin, _building)
     return SimExtension(_import(module, so), origin)
