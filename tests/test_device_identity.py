@@ -101,3 +101,32 @@ def test_torch_and_pkbsim_still_see_cpu_tensors(run_program):
     _ok(res)
     x = torch.ones(1)
     assert x.device.type == "cpu" and not x.is_cuda and x.get_device() == -1  # restored after the run
+
+
+def test_accelerator_api_module_indices_and_loading_onto_a_gpu(run_program):
+    res = run_program("""
+        import io, os, torch, torch.distributed as dist, torch.nn as nn
+        rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+        acc = torch.accelerator
+        assert acc.is_available() and acc.device_count() == world and acc.current_accelerator().type == "cuda"
+        assert dist.get_default_backend_for_device(acc.current_accelerator()) == "nccl"
+        acc.set_device_index(rank)
+        assert acc.current_device_index() == rank and acc.current_stream().cuda_stream == 0
+        acc.synchronize()
+        assert nn.Linear(2, 2).to(rank).weight.device == torch.device("cuda", rank)
+        buf = io.BytesIO()
+        torch.save({"w": torch.arange(3.0, device="cuda")}, buf)
+        buf.seek(0)
+        w = torch.load(buf, map_location=f"cuda:{rank}")["w"]
+        assert torch.equal(w, torch.arange(3.0)) and w.is_cuda
+        print("fine")
+    """, prelude=False)
+    _ok(res)
+
+
+def test_init_process_group_rejects_a_cpu_device_id(run_program):
+    res = run_program("""
+        import torch, torch.distributed as dist
+        dist.init_process_group("nccl", device_id=torch.device("cpu:0"))
+    """, prelude=False)
+    assert res.verdict == "error" and "cpu" in res.findings[0].message, [f.render() for f in res.findings]
