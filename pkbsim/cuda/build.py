@@ -16,7 +16,6 @@ import re
 import shutil
 import subprocess
 import tempfile
-import threading
 
 import torch
 
@@ -25,6 +24,7 @@ from pkbsim.cuda.runtime_libs import NAMES, runtime_dir
 from pkbsim.cuda.toolchain import (
     RUNTIME_SRC,
     cuda_home,
+    file_lock,
     missing_header,
     publish,
     python_include,
@@ -37,8 +37,6 @@ from pkbsim.ptx.errors import CompileError
 KEPT_FLAG = re.compile(r"^(-D|-U|-I|-O\d?$|--use_fast_math$|-use_fast_math$|--expt-|-std=)")
 ERROR = re.compile(r"^(?P<file>[^\s(]+)\((?P<line>\d+)\): (?:catastrophic )?error:?\s*(?P<msg>.*)$")
 GCC_ERROR = re.compile(r"^(?P<file>[^\s:]+):(?P<line>\d+):(?:\d+:)? (?:fatal )?error: (?P<msg>.*)$")
-_locks: dict[str, threading.Lock] = {}
-_locks_guard = threading.Lock()
 
 
 class ExtensionBuildError(CompileError):
@@ -70,26 +68,25 @@ def nvcc_flags(name: str, slim: bool, extra: list[str], include_paths: list[str]
 def build(name: str, tu: str, extra_cuda_cflags: list[str], include_paths: list[str], origin: str,
           building=contextlib.nullcontext) -> tuple[str, str]:
     """(path of the built `.so`, its module name) for translation unit `tu`, from the cache when it was
-    built before; a real build runs inside the `building()` context. The module name is `name` plus a
+    built before; a real build (or the wait for one) runs inside the `building()` context. The module name is `name` plus a
     hash of the source: Python keeps one module per name, and two programs may both say "my_ext"."""
     if not re.fullmatch(r"[A-Za-z_]\w*", name):
         raise ExtensionBuildError(f"extension name {name!r} is not a valid Python identifier")
     slim = not rewrite.FULL_TORCH.search(tu)
     name = f"{name}_{hashlib.sha256(tu.encode()).hexdigest()[:12]}"
     flags = nvcc_flags(name, slim, list(extra_cuda_cflags), list(include_paths))
-    rt = runtime_dir()
     nvcc = require_nvcc()
     with open(os.path.join(RUNTIME_SRC, "prelude.h")) as f:
         prelude = f.read()
-    key = hashlib.sha256("\0".join((tu, *flags, prelude, torch.__version__, nvcc_version(nvcc), rt)).encode()).hexdigest()
-    out_dir = os.path.join(cache_root(), "cuda-ext", f"{name}_{key[:8]}")
-    so = os.path.join(out_dir, f"{name}.so")
-    with _locks_guard:
-        lock = _locks.setdefault(so, threading.Lock())
-    with lock:
+    with building():  # waiting for another rank's (or process's) build is building time too
+        rt = runtime_dir()
+        key = hashlib.sha256("\0".join((tu, *flags, prelude, torch.__version__, nvcc_version(nvcc), rt)).encode())
+        out_dir = os.path.join(cache_root(), "cuda-ext", f"{name}_{key.hexdigest()[:8]}")
+        so = os.path.join(out_dir, f"{name}.so")
         if not os.path.exists(so):
-            with building():
-                _compile(name, tu, flags, nvcc, rt, out_dir, origin)
+            with file_lock(out_dir + ".lock"):
+                if not os.path.exists(so):
+                    _compile(name, tu, flags, nvcc, rt, out_dir, origin)
     return so, name
 
 

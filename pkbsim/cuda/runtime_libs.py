@@ -1,4 +1,5 @@
-"""The stand-in CUDA libraries (runtime/*.cpp): built with g++ on first use, cached, loaded globally.
+"""The stand-in CUDA libraries (runtime/*.cpp): built with g++ on first use (once, under a file lock),
+cached, loaded globally.
 
 `libcudart.so.13` (the launch path and the runtime calls wrappers make), `libc10_cuda.so` (c10::cuda
 and at::cuda symbols, the CPU-allocation tracker) and an empty `libtorch_cuda.so`. Every other symbol
@@ -20,6 +21,7 @@ import torch
 from pkbsim.cuda.toolchain import (
     RUNTIME_SRC,
     cuda_home,
+    file_lock,
     publish,
     require_nvcc,
     torch_dirs,
@@ -43,9 +45,15 @@ def runtime_dir() -> str:
         with open(path, "rb") as f:
             h.update(f.read())
     out = os.path.join(cache_root(), "cuda-rt", h.hexdigest()[:20])
-    if not all(os.path.exists(os.path.join(out, n)) for n in NAMES):
-        _build(out, cuda_home(nvcc))
+    if not _built(out):
+        with file_lock(out + ".lock"):  # once, not once per rank or worker that needs it at the same time
+            if not _built(out):
+                _build(out, cuda_home(nvcc))
     return out
+
+
+def _built(out: str) -> bool:
+    return all(os.path.exists(os.path.join(out, n)) for n in NAMES)
 
 
 def _weak_stubs(home: str) -> str:

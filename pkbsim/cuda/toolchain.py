@@ -2,6 +2,8 @@
 folders; publishing a finished build into the cache (nvcc itself and the cache root: pkbsim.ptx.compile)."""
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import re
 import shutil
@@ -31,6 +33,19 @@ def torch_dirs() -> tuple[list[str], str]:
 
 def python_include() -> str:
     return sysconfig.get_paths()["include"]
+
+
+@contextlib.contextmanager
+def file_lock(path: str):
+    """Hold an exclusive lock on `path` (created if needed): one build of a cache entry at a time, across the
+    threads (simulated ranks) and processes (batch workers) that want it at once."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def publish(tmp: str, out: str) -> None:

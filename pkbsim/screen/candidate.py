@@ -14,6 +14,7 @@ import contextlib
 import importlib.util
 import itertools
 import os
+import sys
 import threading
 from dataclasses import dataclass, field
 
@@ -65,10 +66,12 @@ class Session:
                 self.problems.append(err)
         return err
 
-    def build(self, name: str, cuda_sources: list[str], full_build):
+    def build(self, name: str, cuda_sources: list[str], full_build, origin: Origin):
         """Compile-check `cuda_sources`; then `full_build()` (the real extension) when nvcc is here, else a
-        stand-in whose functions raise NotSimulated."""
+        stand-in whose functions raise NotSimulated. Errors name the candidate's own line as their site,
+        also when a helper module beside it holds the sources."""
         source = "\n".join(cuda_sources)
+        own = origin.file == self.path
         with self.lock:
             report = self.reports.get(name)
             if report is None:
@@ -76,11 +79,11 @@ class Session:
         if report.status == "missing":
             raise self.limit(f"extension {name!r}: {report.message}")
         if report.status == "error":
-            offset = _offset_in_file(self.path, source)
+            offset = _offset_in_file(origin.file, source)
             line = report.line + offset if report.line is not None and offset is not None else None
-            where = f"{os.path.basename(self.path)}:{line}" if line else f"extension {name!r}"
-            raise self.fail(CandidateError("compile_error", f"{where}: nvcc: error: {report.message}",
-                                           f"{self.path}:{line}" if line else ""))
+            where = f"{os.path.basename(origin.file)}:{line}" if line else f"extension {name!r}"
+            site = (f"{self.path}:{line}" if line else "") if own else origin.entry
+            raise self.fail(CandidateError("compile_error", f"{where}: nvcc: error: {report.message}", site))
         from pkbsim.cuda.toolchain import unavailable
         why = unavailable()
         if why is not None:
@@ -91,7 +94,28 @@ class Session:
         except MissingHeader as e:
             raise self.limit(f"extension {name!r}: {e}") from None
         except ExtensionBuildError as e:
-            raise self.fail(CandidateError("compile_error", str(e), e.site)) from None
+            raise self.fail(CandidateError("compile_error", str(e), e.site if own else origin.entry)) from None
+
+
+@dataclass
+class Origin:
+    """Where a `load_inline` call comes from: the file holding its sources (the candidate's, or a helper
+    module's), and the candidate's own line on the way to that call ('path:line')."""
+    file: str
+    entry: str
+
+    @classmethod
+    def of_caller(cls, candidate: str) -> Origin:
+        from pkbsim.world.sites import _is_plumbing
+        frame, file, entry = sys._getframe(2), None, ""
+        while frame is not None and not entry:
+            name = os.path.abspath(frame.f_code.co_filename)
+            if file is None and not _is_plumbing(frame.f_code.co_filename):
+                file = name
+            if name == candidate:
+                entry = f"{candidate}:{frame.f_lineno}"
+            frame = frame.f_back
+        return cls(file or candidate, entry)
 
 
 class _StubExtension:
@@ -158,8 +182,9 @@ def extension_stand_in(ext: Session):
 
     def load_inline(name, cpp_sources=None, cuda_sources=None, *args, **kwargs):
         from pkbsim.cuda import extension
+        origin = Origin.of_caller(ext.path)
         return ext.build(name, _sources(cuda_sources), lambda: extension.load_inline(
-            name, cpp_sources, cuda_sources, *args, origin=ext.path, **kwargs))
+            name, cpp_sources, cuda_sources, *args, origin=origin.file, **kwargs), origin)
 
     def load(name, sources, *args, **kwargs):
         from pkbsim.cuda import extension
@@ -168,7 +193,7 @@ def extension_stand_in(ext: Session):
             if p.endswith((".cu", ".cuh")):
                 with open(p) as f:
                     texts.append(f.read())
-        return ext.build(name, texts, lambda: extension.load(name, sources, *args, **kwargs))
+        return ext.build(name, texts, lambda: extension.load(name, sources, *args, **kwargs), Origin.of_caller(ext.path))
 
     load_inline.pkb_stand_in = load.pkb_stand_in = True
     saved = cpp.load_inline, cpp.load

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pkbsim.screen.candidate import Session, extension_stand_in
 from pkbsim.screen.cost import predict, screen_traces_wanted
 from pkbsim.screen.functional import ReferenceFailed, functional
+from pkbsim.screen.prebuild import prebuild
 from pkbsim.screen.result import Reason, ScreenResult
 from pkbsim.screen.static import static_reasons
 from pkbsim.timing.topology import Topology
@@ -24,6 +25,7 @@ class ScreenOptions:
     seed: int = 0
     margin: float = 0.8          # reject when the predicted speed-up is below this (and the prediction is certain)
     timeout: float = 120.0       # per simulated run
+    build_timeout: float = 600.0  # for building the candidate's CUDA extensions, before the runs (off their clock)
     timeline: str | None = None  # where to write the candidate's simulated timeline (Chrome trace JSON)
     cost: bool = True
 
@@ -37,6 +39,9 @@ def screen(task: TaskSpec, path: str, opts: ScreenOptions) -> ScreenResult:
         return res.reject("static", problems)
     session = Session(os.path.abspath(path))
     with extension_stand_in(session):
+        t0 = time.perf_counter()
+        prebuild(session, task.reference, opts.build_timeout)
+        res.seconds["build"] = round(time.perf_counter() - t0, 3)
         t0 = time.perf_counter()
         try:
             fn = functional(task, session, opts.world_size, opts.seed, opts.timeout,

@@ -1,0 +1,79 @@
+"""Extension builds happen before the functional stage, off its clock: the runtime stand-in is built once
+however many ranks want it at the same time, the candidate's extensions are built by the build step (not
+on a simulated rank), and a build error in a helper module names the candidate's own line."""
+import os
+import pathlib
+import threading
+import time
+
+import pytest
+
+from pkbsim.cuda import build, runtime_libs
+from pkbsim.cuda.toolchain import unavailable
+from pkbsim.screen.pipeline import ScreenOptions, screen
+from pkbsim.timing.topology import load_topology
+from tasks.registry import get
+
+HERE = pathlib.Path(__file__).parent
+COPY = HERE / "broken_candidates" / "all_reduce__inline_cuda.py"
+needs_nvcc = pytest.mark.skipif(unavailable() is not None, reason=str(unavailable()))
+
+
+def run_screen(path, world_size=2):
+    return screen(get("all_reduce"), str(path), ScreenOptions(world_size, load_topology("hgx-h100"), seed=1,
+                                                              cost=False))
+
+
+@needs_nvcc
+def test_the_runtime_stand_in_is_built_once_for_ranks_that_want_it_together(tmp_path, monkeypatch):
+    monkeypatch.setenv("PKB_CACHE_DIR", str(tmp_path))
+    builds = []
+
+    def fake_build(out, home):
+        builds.append(out)
+        time.sleep(0.5)  # long enough for every thread to find the runtime missing
+        os.makedirs(out)
+        for n in runtime_libs.NAMES:
+            pathlib.Path(out, n).touch()
+
+    monkeypatch.setattr(runtime_libs, "_build", fake_build)
+    threads = [threading.Thread(target=runtime_libs.runtime_dir) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(builds) == 1
+
+
+@pytest.mark.slow
+@needs_nvcc
+def test_extensions_are_built_by_the_build_step_and_found_cached_by_the_ranks(tmp_path, monkeypatch):
+    monkeypatch.setenv("PKB_CACHE_DIR", str(tmp_path))
+    built_on = []
+    real = build._compile
+
+    def compile_and_note(*args, **kwargs):
+        built_on.append(threading.current_thread().name)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(build, "_compile", compile_and_note)
+    res = run_screen(COPY, world_size=4)
+    assert res.verdict == "pass" and res.correct, res.reasons
+    assert built_on == ["pkb-prebuild"]
+    again = run_screen(COPY, world_size=4)
+    assert again.verdict == "pass" and built_on == ["pkb-prebuild"]
+
+
+@needs_nvcc
+def test_a_build_error_in_a_helper_module_names_the_candidates_own_line(tmp_path, monkeypatch):
+    (tmp_path / "cuda_helper_mod.py").write_text(
+        "from torch.utils.cpp_extension import load_inline\n\nSRC = r'''\n"
+        "__global__ void k(float* x) { x[0] = undefined_name; }\n'''\n\n"
+        "def make():\n    return load_inline('helper_ext', cpp_sources='', cuda_sources=SRC)\n")
+    cand = tmp_path / "all_reduce__helper.py"
+    cand.write_text("import cuda_helper_mod\n\next = cuda_helper_mod.make()\n\n\ndef solution(x):\n    return x\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    res = run_screen(cand)
+    assert (res.verdict, res.stage, res.reasons[0].kind) == ("reject", "static", "compile_error"), res.reasons
+    assert res.reasons[0].site == f"{cand}:3"
+    assert res.reasons[0].message.startswith("cuda_helper_mod.py:4: nvcc: error")
