@@ -50,9 +50,9 @@ def task_for(path: str, slugs: set[str], pkb_ids: dict[int, str]) -> str | None:
 
 
 def pkb_task_for(path: str, pkb_ids: dict[int, str]) -> str | None:
-    """The PKB problem of `<id>_<name>[_<backend>].py`. Number and name agreeing, or only one of them known,
-    decide it; when they name two different problems, the one whose reference takes the same parameters
-    as the file's `solution` wins (the name when both or neither do), with a PairingWarning."""
+    """The PKB problem of `<id>_<name>[_<backend>].py`: the one number and name agree on. Otherwise, with a
+    PairingWarning: the one of them that names a problem; when they name two, the one whose reference takes
+    the parameters of the file's `solution` (the name's when both or neither do)."""
     key = problem_key(os.path.basename(path)[:-3])
     if key is None:
         return None
@@ -60,9 +60,11 @@ def pkb_task_for(path: str, pkb_ids: dict[int, str]) -> str | None:
     names = {_name(slug): slug for slug in pkb_ids.values()}
     by_name = names.get(rest) or names.get(rest.rsplit("_", 1)[0])
     by_number = pkb_ids.get(pid)
-    if by_name == by_number or by_number is None:
+    if by_name == by_number:
         return by_name
-    if by_name is None:
+    if by_number is None:
+        chosen, why = by_name, f"its number matches no problem of the checkout; paired by name with {by_name}"
+    elif by_name is None:
         chosen, why = by_number, f"its name matches no problem of the checkout; paired by number with {by_number}"
     else:
         params = _solution_params(path)

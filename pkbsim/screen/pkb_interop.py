@@ -105,13 +105,11 @@ class InputBuilder:
 
     def __call__(self, ctx) -> tuple:
         m, n = ctx.size["m"], ctx.size["n"]
-        if ctx.preset != "screen":
-            return self.build(ctx, m, n)
         args = self.build(ctx, m, n)
-        grow = max([v for v in args if _is_block(v) and v > min(m, n)], default=0)
-        cap = min(SIZES["full"].values())
-        if grow:
-            args = self.build(ctx, max(m, min(grow, cap)), max(n, min(grow, cap)))
+        block = max([v for v in args if _is_block(v)], default=0) if ctx.preset == "screen" else 0
+        if block > min(m, n):
+            side = min(block, *SIZES["full"].values())
+            args = self.build(ctx, max(m, side), max(n, side))
         return args
 
     def build(self, ctx, m: int, n: int) -> tuple:
@@ -130,10 +128,6 @@ def _shapes_only() -> bool:
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
     return any(isinstance(m, FakeTensorMode) for m in _get_current_dispatch_mode_stack())
-
-
-def _pkb_check(out, ref, name: str) -> str | None:
-    return pkb_mismatch(out, ref, name, ATOL, RTOL)
 
 
 _loaded: dict[tuple[str, str], dict[int, TaskSpec]] = {}
@@ -157,13 +151,12 @@ def _load(root: str, dtype: torch.dtype) -> dict[int, TaskSpec]:
     if root not in sys.path:
         sys.path.insert(0, root)  # references and builders import `utils.*` from the checkout
     builder = _module(os.path.join(root, "utils", "input_output_tensors.py"), "pkb_checkout_inputs")
-    outputs = tuple(Output(f"output_{i}", dtype, rtol=RTOL, atol=ATOL, check=_pkb_check) for i in range(MAX_OUTPUTS))
+    outputs = tuple(Output(f"output_{i}", dtype, rtol=RTOL, atol=ATOL, check=pkb_mismatch) for i in range(MAX_OUTPUTS))
     specs = {}
     for pid, path in refs.items():
         stem = os.path.basename(path)[:-3]
         slug = "pkb" + stem
         specs[pid] = TaskSpec(slug, ID_BASE + pid, f"ParallelKernelBench problem {pid} ({stem})", "external",
                               f"ParallelKernelBench {path}", WorldSizes(min=2), SIZES, outputs,
-                              InputBuilder(builder, pid, slug, dtype), RankReference(path, slug), None,
-                              sys.modules.get(builder.__name__, builder))
+                              InputBuilder(builder, pid, slug, dtype), RankReference(path, slug), None, builder)
     return specs
