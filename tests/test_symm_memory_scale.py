@@ -31,6 +31,22 @@ def test_race_shadow_pages_are_made_on_first_touch_and_races_cross_pages():
     assert what == "stale read" and earlier.rank == 1
 
 
+def test_a_write_over_a_whole_buffer_keeps_one_cell_per_page_until_part_of_a_page_is_touched():
+    clocks = VectorClocks(2)
+    for r in range(2):
+        clocks.vc[r][r] = 1
+    det = RaceDetector(clocks)
+    big = Allocation(0, torch.empty(2**28), torch.zeros(16, dtype=torch.int32))   # 1 GiB
+    assert det.access(big, Event("put", 0, "p.py:1", "host", 0, 0, 2**30), write=True) is None   # a host fill
+    pages = det._shadows[id(big)].pages
+    assert len(pages) == 2**30 // (PAGE * WORD) and all(p.uniform for p in pages.values())
+    earlier, what = det.access(big, Event("get", 1, "p.py:2", "k", 0, PAGE * WORD + 16, PAGE * WORD + 20), write=False)
+    assert what == "stale read" and earlier.site == "p.py:1"
+    clocks.acquire(1, clocks.release(0))
+    assert det.access(big, Event("get", 1, "p.py:3", "k", 0, PAGE * WORD + 16, PAGE * WORD + 20), write=False) is None
+    assert [n for n, p in pages.items() if not p.uniform] == [1]
+
+
 def _limit_address_space():
     cap = 12 * 2**30
     resource.setrlimit(resource.RLIMIT_AS, (cap, cap))

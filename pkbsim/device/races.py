@@ -1,8 +1,9 @@
 """Happens-before race detection on symmetric buffers, with vector clocks (FastTrack-style epochs).
 
 Each buffer word keeps its last writer (clock thread, epoch, access) and each rank's last read (thread,
-epoch), in pages made on first touch (memory in proportion to what the program touches, not to the buffer). An access with clock V is ordered after an earlier access by thread q at epoch e iff V[q] >= e.
-Threads are ranks and the blocks of their kernels (pkbsim.world.clocks). Unordered pairs of different
+epoch), in pages made on first touch, one cell per page while its words share one state (memory in
+proportion to the accesses, not to the buffer). An access with clock V is ordered after an earlier access
+by thread q at epoch e iff V[q] >= e. Threads are ranks and the blocks of their kernels (pkbsim.world.clocks). Unordered pairs of different
 ranks with at least one write are races: a read of a peer's unordered write is a stale read (D5), a write
 over a peer's unordered read is a write-after-read (D6), two unordered writes collide. Releases (signals,
 put_signal) and acquires (waits) move clocks; collectives join them (pkbsim.world.comms). One read per
@@ -18,16 +19,36 @@ WORD = 4  # bytes per shadow cell
 PAGE = 4096  # shadow cells per page: pages are made on first touch, so memory follows what is touched
 
 
+_FIELDS = ("writer", "write_epoch", "write_event", "read_epoch", "read_thread", "read_event")
+
+
 class _Page:
-    """The shadow of PAGE words: last writer (clock thread, epoch, event) and each rank's last read."""
+    """The shadow of PAGE words: last writer (clock thread, epoch, event) and each rank's last read. While
+    all its words share one state (untouched, or wholly covered by its last write, e.g. a host fill of the
+    whole buffer) the page keeps a single cell for them; a partial access expands it."""
 
     def __init__(self, world_size: int):
-        self.writer = np.full(PAGE, -1, dtype=np.int16)  # clock thread
-        self.write_epoch = np.zeros(PAGE, dtype=np.int64)
-        self.write_event = np.zeros(PAGE, dtype=np.int64)
-        self.read_epoch = np.zeros((world_size, PAGE), dtype=np.int64)  # per rank: epoch + 1; 0 = never read
-        self.read_thread = np.zeros((world_size, PAGE), dtype=np.int16)
-        self.read_event = np.zeros((world_size, PAGE), dtype=np.int64)
+        self.world_size = world_size
+        self.collapse()
+
+    def collapse(self) -> None:
+        """Back to one never-touched cell (before a write that covers the whole page)."""
+        self.uniform = True
+        self.writer = np.full(1, -1, dtype=np.int16)  # clock thread
+        self.write_epoch = np.zeros(1, dtype=np.int64)
+        self.write_event = np.zeros(1, dtype=np.int64)
+        self.read_epoch = np.zeros((self.world_size, 1), dtype=np.int64)  # per rank: epoch + 1; 0 = never read
+        self.read_thread = np.zeros((self.world_size, 1), dtype=np.int16)
+        self.read_event = np.zeros((self.world_size, 1), dtype=np.int64)
+
+    def cells(self, a: int, b: int, expand: bool = False) -> tuple[int, int]:
+        """The cells that hold words [a, b); with `expand`, a uniform page only partly covered gets a cell
+        per word first (to be updated)."""
+        if self.uniform and expand and (a, b) != (0, PAGE):
+            for name in _FIELDS:
+                setattr(self, name, np.repeat(getattr(self, name), PAGE, axis=-1))
+            self.uniform = False
+        return (0, 1) if self.uniform else (a, b)
 
 
 class _Shadow:
@@ -72,12 +93,15 @@ class RaceDetector:
         clock = self.clocks.vc[t]
         vc = np.asarray(clock, dtype=np.int64)
         for page, lo, hi in sh.pieces(a, b):
-            hit = self._conflict(page, lo, hi, vc, r, write)
+            hit = self._conflict(page, *page.cells(lo, hi), vc, r, write)
             if hit is not None:
                 return self._events[hit[0]], hit[1]
         self._events.append(ev)
         n = len(self._events) - 1
         for page, lo, hi in sh.pieces(a, b, create=True):
+            if write and (lo, hi) == (0, PAGE):
+                page.collapse()
+            lo, hi = page.cells(lo, hi, expand=True)
             if write:
                 page.writer[lo:hi], page.write_epoch[lo:hi], page.write_event[lo:hi] = t, clock[t], n
                 page.read_epoch[:, lo:hi] = 0
