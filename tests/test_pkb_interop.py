@@ -87,6 +87,11 @@ REFERENCES = {
         def solution(x):
             return x
         """,
+    "10_huge_matmul": """
+        def solution(x):
+            a = x.reshape(1, *x.shape).expand(1 << 20, *x.shape)  # 2**20 products of 64x64 blocks, no memory
+            return torch.bmm(a, a).sum(0)
+        """,
 }
 
 
@@ -155,6 +160,12 @@ def test_inputs_beyond_the_memory_budget_are_inconclusive(capsys, checkout):
     res = screen(capsys, checkout, checkout / "reference" / "9_huge_inputs.py")
     assert res["verdict"] == "inconclusive"
     assert "PkbLimitExceeded" in res["reasons"][0]["message"] and "memory" in res["reasons"][0]["message"]
+
+
+def test_a_reference_beyond_the_flop_budget_is_inconclusive_before_it_computes(capsys, checkout):
+    res = screen(capsys, checkout, checkout / "reference" / "10_huge_matmul.py")
+    assert res["verdict"] == "inconclusive" and "FLOPs per rank" in res["reasons"][0]["message"]
+    assert res["seconds"]["functional"] < 30
 
 
 def test_a_misnumbered_solution_is_paired_by_name(capsys, checkout, tmp_path):
