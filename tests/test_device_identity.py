@@ -69,7 +69,7 @@ def test_torch_cuda_calls_without_a_stand_in_are_named_as_not_simulated(run_prog
         g = torch.cuda.CUDAGraph()
     """)
     assert res.verdict == "error"
-    assert "torch.cuda.CUDAGraph is not simulated" in res.findings[0].message
+    assert "not simulated: torch.cuda.CUDAGraph" in res.findings[0].message
 
 
 def test_module_construction_uses_the_rank_generator(run_program):

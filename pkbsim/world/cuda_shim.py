@@ -1,10 +1,12 @@
 """CUDA on the CPU: "cuda" devices, torch.cuda streams/events/devices, mapped onto each rank's thread.
 
 `DeviceMapMode` (a per-thread TorchFunctionMode) rewrites device="cuda[:i]" (and integer devices) to the
-CPU in factories, `.to()` and `.cuda()`, and gives random factories the rank's own generator, so ranks
-do not share the process-wide RNG. `install_torch_cuda` replaces the torch.cuda functions programs call
-with versions that answer for the calling rank. Streams are recorded (ids, wait edges) for the timing
-engine; every stream runs synchronously on the CPU.
+CPU in factories, `.to()` and `.cuda()`, tags what the program creates on or moves to a device
+(device_identity.py), and gives random factories and nn.init the rank's own generator, so ranks do not
+share the process-wide RNG. `install_torch_cuda` replaces the torch.cuda functions programs call with
+versions that answer for the calling rank (the GPU's properties from the topology, gpu_model.py); the
+others end the run as not simulated, naming the call. Streams are recorded (ids, wait edges) for the
+timing engine; every stream runs synchronously on the CPU.
 """
 from __future__ import annotations
 
@@ -19,7 +21,8 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from pkbsim.world.context import current
-from pkbsim.world.device_identity import bound_device, program_frame, seen_device, tag, target_device  # noqa: F401 - bound_device for process_group
+from pkbsim.world.device_identity import bound_device  # noqa: F401 - process_group imports it from here
+from pkbsim.world.device_identity import program_frame, seen_device, tag, target_device
 from pkbsim.world.gpu_model import DEFAULT_TOPOLOGY, device_properties
 from pkbsim.world.patching import Patches
 from pkbsim.world.reduce import NotSimulated
@@ -320,7 +323,7 @@ class _Cudart:
         return 0
 
     def __getattr__(self, name: str):
-        raise NotSimulated(f"torch.cuda.cudart().{name} is not simulated")
+        raise NotSimulated(f"not simulated: torch.cuda.cudart().{name}")
 
 
 def _not_simulated(name: str, original):
@@ -328,7 +331,7 @@ def _not_simulated(name: str, original):
     def call(*args, **kwargs):
         if current() is None:
             return original(*args, **kwargs)
-        raise NotSimulated(f"torch.cuda.{name} is not simulated")
+        raise NotSimulated(f"not simulated: torch.cuda.{name}")
     return call
 
 

@@ -9,6 +9,7 @@ by device, so the answer depends on the calling frame's module.
 """
 from __future__ import annotations
 
+import functools
 import sys
 
 import torch
@@ -51,7 +52,12 @@ def seen_device(t, real: torch.device, ctx) -> torch.device:
     """The device the program sees for a CPU tensor `t` of rank `ctx`."""
     if real.type != "cpu":
         return real
-    return tagged(t) or torch.device("cuda", bound_device(ctx))
+    return tagged(t) or _gpu(bound_device(ctx))
+
+
+@functools.cache
+def _gpu(index: int) -> torch.device:
+    return torch.device("cuda", index)
 
 
 def target_device(dev, ctx) -> torch.device:
