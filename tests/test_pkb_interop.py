@@ -87,6 +87,15 @@ REFERENCES = {
         def solution(x):
             return x
         """,
+    "11_sparse_bmm": """
+        def solution(x):
+            n = 1 << 14  # as problem 62: a bmm whose dense count (2e11 FLOPs) is far above its 64 non-zeros
+            idx = torch.arange(64).repeat(3, 1) * torch.tensor([[0], [n // 64], [n // 64]])
+            psi = torch.sparse_coo_tensor(idx, torch.ones(64), (4, n, n))
+            y = torch.bmm(psi, x.float().reshape(1, 1, -1)[:, :, :64].expand(4, n, 64).contiguous())
+            dist.all_reduce(y)
+            return y.sum(1)
+        """,
     "10_huge_matmul": """
         def solution(x):
             a = x.reshape(1, *x.shape).expand(1 << 20, *x.shape)  # 2**20 products of 64x64 blocks, no memory
@@ -166,6 +175,11 @@ def test_a_reference_beyond_the_flop_budget_is_inconclusive_before_it_computes(c
     res = screen(capsys, checkout, checkout / "reference" / "10_huge_matmul.py")
     assert res["verdict"] == "inconclusive" and "FLOPs per rank" in res["reasons"][0]["message"]
     assert res["seconds"]["functional"] < 30
+
+
+def test_a_sparse_operand_is_not_counted_as_dense(capsys, checkout):
+    res = screen(capsys, checkout, checkout / "reference" / "11_sparse_bmm.py")
+    assert res["verdict"] == "pass", res["reasons"]
 
 
 def test_a_misnumbered_solution_is_paired_by_name(capsys, checkout, tmp_path):

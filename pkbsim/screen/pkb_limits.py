@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_map
+from torch.utils._pytree import tree_flatten, tree_map
 from torch.utils.flop_counter import flop_registry
 
 # Both budgets are for all ranks together, which share one process and the CPU's cores: a rank gets its share
@@ -81,7 +81,11 @@ def _size_argument(func, args, kwargs):
 
 
 def _flops(formula, func, args, kwargs) -> float:
-    """The op's FLOPs from its shapes: the output's shape comes from running it on the meta device."""
+    """The op's FLOPs from its shapes: the output's shape comes from running it on the meta device. A
+    sparse operand is not counted (the formulas are for dense operands; problem 62's bmm has 1,536 non-zeros
+    where the dense count is 2e10)."""
+    if any(isinstance(x, torch.Tensor) and x.layout != torch.strided for x in tree_flatten((args, kwargs))[0]):
+        return 0.0
     def meta(x):
         if isinstance(x, torch.Tensor):
             return torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device="meta")
