@@ -44,12 +44,21 @@ class Watch:
 
     def _run(self) -> None:
         while not self._stop.wait(PERIOD_S):
-            frames = sys._current_frames()
+            self._sample()
+
+    def _sample(self) -> None:
+        """One sample; no frame outlives it (a frame kept alive keeps the rank's objects, and their files,
+        alive past the run)."""
+        frames = sys._current_frames()
+        try:
             for th in threading.enumerate():
                 frame = frames.get(th.ident)
                 if th.name.startswith("pkbsim-rank-") and frame is not None:
                     spots = self.recent.setdefault(th.name, collections.deque(maxlen=RECENT))
                     spots.append(Spot(frame.f_code.co_filename, frame.f_lineno))
+        finally:
+            frames.clear()
+            frame = None
 
     def candidate_loop(self, candidate: str) -> Spot | None:
         """Where the candidate's own code spins, when most recent samples of some rank are in it; None when

@@ -25,9 +25,9 @@ class ScreenOptions:
     seed: int = 0
     margin: float = 0.8          # reject when the predicted speed-up is below this (and the prediction is certain)
     timeout: float = 120.0       # per simulated run
-    build_timeout: float = 600.0  # for building the candidate's CUDA extensions, before the runs (off their clock)
     timeline: str | None = None  # where to write the candidate's simulated timeline (Chrome trace JSON)
     cost: bool = True
+    build_timeout: float = 600.0  # for building the candidate's CUDA extensions, before the runs (off their clock)
 
 
 def screen(task: TaskSpec, path: str, opts: ScreenOptions) -> ScreenResult:

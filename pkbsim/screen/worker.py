@@ -36,7 +36,7 @@ def screen_job(job: dict) -> dict:
         from pkbsim.screen.pkb_interop import register_pkb_tasks
         register_pkb_tasks(job["pkb_root"])
     opts = ScreenOptions(job["world_size"], load_topology(job["topology"]), job["seed"], job["margin"],
-                         job["timeout"], job.get("timeline"), job.get("cost", True))
+                         timeout=job["timeout"], timeline=job.get("timeline"), cost=job.get("cost", True))
     try:
         return screen(get(job["task"]), job["candidate"], opts).to_json()
     except MemoryError:
