@@ -15,7 +15,7 @@ def test_tensors_answer_as_on_the_rank_gpu(run_program):
         assert x.get_device() == rank and x.device.index == rank and x.device == torch.device("cuda", rank)
         y = x * 2
         assert y.is_cuda and y.get_device() == rank
-        z = torch.empty(2, device=f"cuda:{rank}")
+        z = torch.empty(size=(2,), device=f"cuda:{rank}")
         assert z.device == torch.device("cuda", rank)
         print("fine")
     """)

@@ -81,11 +81,11 @@ class DeviceMapMode(TorchFunctionMode):
             kwargs["generator"] = self.generator
         out = args[0] if func is torch.Tensor.cuda else func(*args, **kwargs)
         if (asked is not None or func is torch.Tensor.to) and isinstance(out, torch.Tensor):
-            out = _place(func, args[0], out, asked)
+            out = _place(func, args, out, asked)
         return out
 
 
-def _place(func, src, out, asked):
+def _place(func, args, out, asked):
     """Tag what the program's own code creates on, or moves to, a device (device_identity.py). A move between
     devices the program sees as different is a copy, as on the GPU."""
     ctx = current()
@@ -94,6 +94,7 @@ def _place(func, src, out, asked):
     if func not in _MOVES:
         tag(out, target_device(asked, ctx))
         return out
+    src = args[0]
     have = seen_device(src, src.device, ctx)
     if asked is None:  # .to(dtype) stays where it is
         want = have
