@@ -1,9 +1,9 @@
 """What an interpreted kernel does to memory, lowered into the protocol IR.
 
 The interpreter's builder turns every `tl.load`, `tl.store` and atomic into a call on raw addresses;
-these wrappers see the active addresses, find the symmetric allocation they fall in (a peer's buffer or
-signal pad) and emit: `get`/`put` for data (race-checked, counted per peer for the cost model),
-`signal` for a flag write, `wait` for a poll (a volatile load, any read of a signal pad, or an atomic
+these wrappers see the active addresses (a misaligned one faults, as on the GPU), find the symmetric
+allocation they fall in (a peer's buffer or signal pad) and emit: `get`/`put` for data (race-checked,
+counted per peer for the cost model), `signal` for a flag write, `wait` for a poll (a volatile load, any read of a signal pad, or an atomic
 that left memory unchanged). Repeated unchanged polls block the rank (pkbsim.device.spin).
 """
 from __future__ import annotations
@@ -17,6 +17,8 @@ from pkbsim.device import spin
 from pkbsim.device.accesses import Access
 from pkbsim.device.protocol import emit
 from pkbsim.device.triton_launch import current_launch
+from pkbsim.ptx.access import check_aligned
+from pkbsim.ptx.errors import MemoryFault
 from pkbsim.world.context import current
 from pkbsim.world.sites import user_site
 
@@ -28,6 +30,10 @@ def _active(ptrs, mask) -> tuple[np.ndarray, int]:
     if mask is not None:
         addrs = addrs[np.asarray(mask.data).reshape(-1).astype(bool)]
     itemsize = np.dtype(interp._get_np_dtype(ptrs.get_element_ty())).itemsize
+    try:
+        check_aligned(addrs, itemsize)  # the GPU faults; the CPU would read across the word
+    except MemoryFault as e:
+        raise MemoryFault(f"{e} at {user_site()}") from None
     return addrs, itemsize
 
 
