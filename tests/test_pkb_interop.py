@@ -24,6 +24,8 @@ def create_input_tensor(rank, world_size, problem_id, base_shape, dtype, trial=0
         return (x, 128)
     if problem_id == 9:
         return (torch.empty((1 << 30,), dtype=dtype, device=device),)
+    if problem_id == 12:
+        return (torch.eye(8200, dtype=torch.float32, device=device),)  # 269 MB, from a factory with no size
     return (x,)
 """
 
@@ -96,6 +98,10 @@ REFERENCES = {
             dist.all_reduce(y)
             return y.sum(1)
         """,
+    "12_huge_identity": """
+        def solution(p):
+            return p
+        """,
     "10_huge_matmul": """
         def solution(x):
             a = x.reshape(1, *x.shape).expand(1 << 20, *x.shape)  # 2**20 products of 64x64 blocks, no memory
@@ -165,8 +171,9 @@ def test_a_block_size_among_the_inputs_sets_the_screen_size(capsys, checkout):
     assert screen(capsys, checkout, checkout / "reference" / "8_blocks.py")["verdict"] == "pass"
 
 
-def test_inputs_beyond_the_memory_budget_are_inconclusive(capsys, checkout):
-    res = screen(capsys, checkout, checkout / "reference" / "9_huge_inputs.py")
+@pytest.mark.parametrize("stem", ["9_huge_inputs", "12_huge_identity"])
+def test_inputs_beyond_the_memory_budget_are_inconclusive(capsys, checkout, stem):
+    res = screen(capsys, checkout, checkout / "reference" / f"{stem}.py")
     assert res["verdict"] == "inconclusive"
     assert "PkbLimitExceeded" in res["reasons"][0]["message"] and "memory" in res["reasons"][0]["message"]
 

@@ -113,9 +113,16 @@ class InputBuilder:
         return args
 
     def build(self, ctx, m: int, n: int) -> tuple:
-        with contextlib.nullcontext() if _shapes_only() else InputBudget(self.slug, ctx.world_size):
-            out = self.builder.create_input_tensor(ctx.rank, ctx.world_size, self.pid, (m, n), self.dtype,
-                                                   ctx.trial, ctx.device)
+        if _shapes_only():
+            return self.call_builder(ctx, m, n)
+        with InputBudget(self.slug, ctx.world_size) as budget:
+            args = self.call_builder(ctx, m, n)
+        budget.check(args)
+        return args
+
+    def call_builder(self, ctx, m: int, n: int) -> tuple:
+        out = self.builder.create_input_tensor(ctx.rank, ctx.world_size, self.pid, (m, n), self.dtype, ctx.trial,
+                                               ctx.device)
         return tuple(out) if isinstance(out, (tuple, list)) else (out,)
 
 

@@ -14,7 +14,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 from torch.utils.flop_counter import flop_registry
 
 # Both budgets are for all ranks together, which share one process and the CPU's cores: a rank gets its share
-INPUT_BYTES = 2**30  # inputs of one call (the screen keeps a copy of every call's inputs)
+INPUT_BYTES = 2**29  # inputs of one call: the screen keeps every call's inputs and outputs (7 calls: ~14x this)
 FLOPS = 200e9        # one reference call (the screen makes several; about 40 GFLOP/s on a core)
 
 # the CPU's attention kernel has no formula of its own in torch.utils.flop_counter; it counts as flash attention
@@ -32,7 +32,8 @@ class PkbLimitExceeded(Exception):
 
 
 class InputBudget(TorchDispatchMode):
-    """Raises before a factory (randn, empty, zeros, ...) would take the rank's inputs over the budget."""
+    """Raises before a factory (randn, empty, zeros, ...) would take the rank's inputs over the budget, and
+    on leaving if the inputs it returned hold more (factories without a size argument, such as eye)."""
 
     def __init__(self, what: str, world_size: int, budget: int = INPUT_BYTES):
         super().__init__()
@@ -46,10 +47,19 @@ class InputBudget(TorchDispatchMode):
                                             torch.get_default_dtype())
             self.used += _numel(size) * torch.empty((), dtype=dtype).element_size()
             if self.used > self.budget:
-                raise PkbLimitExceeded(self.what, "memory", f"the inputs of {self.what} need more than "
-                                       f"{_gib(self.budget)} per rank (a tensor of shape {tuple(size)}): beyond "
-                                       f"the simulator's memory limit at any screen size")
+                raise self.exceeded(f"a tensor of shape {tuple(size)}")
         return func(*args, **kwargs)
+
+    def check(self, inputs) -> None:
+        storages = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes()
+                    for t in tree_flatten(inputs)[0] if isinstance(t, torch.Tensor) and t.layout == torch.strided}
+        if sum(storages.values()) > self.budget:
+            raise self.exceeded(f"{sum(storages.values()) / 2**20:.0f} MiB of inputs")
+
+    def exceeded(self, detail: str) -> PkbLimitExceeded:
+        return PkbLimitExceeded(self.what, "memory", f"the inputs of {self.what} need more than "
+                                f"{_gib(self.budget)} per rank ({detail}): beyond the simulator's memory limit "
+                                f"at any screen size")
 
 
 class FlopBudget(TorchDispatchMode):
