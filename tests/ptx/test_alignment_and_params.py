@@ -31,6 +31,12 @@ extern "C" __global__ void sum_peers(Peers peers, int n, float* out) {
     for (int i = 0; i < n; ++i) acc += q->p[(i * 3 + threadIdx.x) % n][threadIdx.x];
     out[threadIdx.x] = acc;
 }
+__device__ __noinline__ float peer_value(const Peers* q, int i, int t) { return q->p[i][t]; }
+extern "C" __global__ void sum_peers_in_a_function(Peers peers, int n, float* out) {
+    float acc = 0.f;
+    for (int i = 0; i < n; ++i) acc += peer_value(&peers, i, threadIdx.x);
+    out[threadIdx.x] = acc;
+}
 """
 
 
@@ -72,8 +78,9 @@ def test_a_struct_of_pointers_indexed_by_the_block_index(mod):
     assert torch.equal(out, torch.arange(1, 5, dtype=torch.float32).repeat_interleave(32))
 
 
-def test_a_struct_of_pointers_indexed_by_a_loop(mod):
+@pytest.mark.parametrize("kernel", ["sum_peers", "sum_peers_in_a_function"])
+def test_a_struct_of_pointers_indexed_by_a_loop(mod, kernel):
     params, space = _peers(4)
     out = torch.zeros(32)
-    mod.launch("sum_peers", 1, 32, (params, 4, out), memory=space)
+    mod.launch(kernel, 1, 32, (params, 4, out), memory=space)
     assert torch.equal(out, torch.full((32,), 10.0))
