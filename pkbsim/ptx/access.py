@@ -51,6 +51,8 @@ def locate(g, space: str, addr: np.ndarray, idx, width: int):
         lanes = np.arange(g.nlanes, dtype=np.uint64) if idx is None else idx.astype(np.uint64)
         return g.local_region, addr + lanes * np.uint64(g.local_size)
     if space == "param":
+        if not (addr >> np.uint64(60)).any():   # a device function's parameter: its slot in local memory
+            return locate(g, "local", addr, idx, width)
         region = g.launch.param_region
         off = addr & np.uint64(WINDOW_MASK)
         if int(off.max()) + width > region.size:

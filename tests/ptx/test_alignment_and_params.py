@@ -84,3 +84,44 @@ def test_a_struct_of_pointers_indexed_by_a_loop(mod, kernel):
     out = torch.zeros(32)
     mod.launch(kernel, 1, 32, (params, 4, out), memory=space)
     assert torch.equal(out, torch.full((32,), 10.0))
+
+
+FUNC_PARAM_ADDRESS = """
+.version 9.0
+.target sm_90a
+.address_size 64
+.func (.param .b32 ret) twice(.param .b32 x)
+{
+    .reg .b32 %r<3>;
+    .reg .b64 %rd<2>;
+    mov.u64 %rd1, x;
+    ld.param.u32 %r1, [%rd1];
+    add.u32 %r2, %r1, %r1;
+    st.param.b32 [ret], %r2;
+    ret;
+}
+.visible .entry call_twice(.param .u32 v, .param .u64 out)
+{
+    .reg .b32 %r<4>;
+    .reg .b64 %rd<2>;
+    ld.param.u64 %rd1, [out];
+    ld.param.u32 %r1, [v];
+    {
+    .param .b32 a;
+    .param .b32 r;
+    st.param.b32 [a], %r1;
+    call (r), twice, (a);
+    ld.param.b32 %r2, [r];
+    }
+    st.global.u32 [%rd1], %r2;
+    ret;
+}
+"""
+
+
+def test_a_device_functions_parameter_read_at_its_address_stays_its_own():
+    from pkbsim.ptx import load_ptx
+
+    out = torch.zeros(1, dtype=torch.int32)
+    load_ptx(FUNC_PARAM_ADDRESS, "func.ptx").launch("call_twice", 1, 1, (21, out))
+    assert int(out) == 42
