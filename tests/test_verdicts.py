@@ -45,21 +45,23 @@ def test_back_to_back_calls_catch_a_missing_exit_barrier(world_size):
 
 
 UNSUPPORTED = "def solution(x):\n    dist.recv(x)\n    return x\n"          # recv without src: not simulated
+OUT_OF_MEMORY = "def solution(x):\n    return torch.empty(2**50)\n"     # over the worker's memory
 OWN_ERROR = "def solution(x):\n    raise ValueError('bad')\n"
 OWN_LIMIT = ("class NotSimulated(Exception):\n    pass\n\n"                  # a class of its own never counts
              "def solution(x):\n    raise NotSimulated('dodge')\n")
 
 
-@pytest.mark.parametrize("body, verdict", [(UNSUPPORTED, Verdict.INCONCLUSIVE), (OWN_ERROR, Verdict.REJECT),
-                                           (OWN_LIMIT, Verdict.REJECT)], ids=["not_simulated", "own", "own_class"])
-def test_not_simulated_is_inconclusive_and_own_errors_reject(tmp_path, body, verdict):
+@pytest.mark.parametrize("body, verdict, says", [
+    (UNSUPPORTED, Verdict.INCONCLUSIVE, "not simulated"), (OUT_OF_MEMORY, Verdict.INCONCLUSIVE, "out of memory"),
+    (OWN_ERROR, Verdict.REJECT, "bad"), (OWN_LIMIT, Verdict.REJECT, "dodge")],
+    ids=["not_simulated", "memory", "own", "own_class"])
+def test_pkb_limits_are_inconclusive_and_own_errors_reject(tmp_path, body, verdict, says):
     f = candidate(tmp_path, body)
     res = run_screen(f)
     assert res.verdict == verdict, res.reasons
+    assert says in res.reasons[0].message and "\n" not in res.reasons[0].message
     if verdict == Verdict.REJECT:
         assert res.reasons[0].site == f"{f}:{body.count(chr(10)) + 2}"
-    else:
-        assert "not simulated" in res.reasons[0].message and "\n" not in res.reasons[0].message
     assert res.to_json()["verdict"] == verdict.value and isinstance(res.to_json()["verdict"], str)
 
 

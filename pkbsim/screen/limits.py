@@ -2,8 +2,9 @@
 (named in one line) and sends the candidate on to GPU scoring, instead of rejecting it.
 
 Limits are recognised by kind, not by where they are raised: any exception class named `NotSimulated`
-or `*Limit*` (the simulator's, the interpreters', a task's input builder's), memory exhaustion, the PTX
-interpreter's instruction budget, and an optional package missing from this installation.
+or `*Limit*` (the simulator's, the interpreters', a task's input builder's), memory exhaustion (also
+torch's CPU allocator failing under the worker's address-space limit), the PTX interpreter's instruction
+budget, and an optional package missing from this installation.
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import traceback
 from pkbsim.world.sites import _is_plumbing
 
 CANDIDATE_MODULE = "pkb_candidate_"  # the module name prefix candidate files are imported under (candidate.py)
+CPU_OOM = "DefaultCPUAllocator: can't allocate memory"  # torch's CPU allocator failing (a RuntimeError)
 INSTALL_HINTS = {"triton": "pip install 'pkb[triton]'", "ray": "pip install 'pkb[ray]'"}
 
 
@@ -26,7 +28,7 @@ def limit_of(exc: BaseException) -> str | None:
         return f"not simulated: {exc}" if not str(exc).startswith("not simulated") else str(exc)
     if any("Limit" in n for n in names):
         return f"{names[0]}: {exc}"
-    if isinstance(exc, MemoryError):
+    if isinstance(exc, MemoryError) or (isinstance(exc, RuntimeError) and CPU_OOM in str(exc)):
         return "the simulation ran out of memory (the worker's --memory-gb)"
     if "KernelHang" in names and "warp-instructions" in str(exc):
         return f"PTX interpreter limit: {exc}"
