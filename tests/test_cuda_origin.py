@@ -8,8 +8,8 @@ HELPER = """
 from pkbsim.cuda import extension
 
 
-def compile_extension(src):
-    return extension._caller_file([src])
+def compile_extension(src, given=None):
+    return extension._origin(given, [src])
 """
 
 PROGRAM = '''
@@ -20,6 +20,19 @@ __global__ void fill(float* p) { p[threadIdx.x] = 1.f; }
 """
 ORIGIN = helper.compile_extension(SRC)
 '''
+
+
+def test_an_origin_that_does_not_hold_the_source_gives_way_to_the_caller_that_does(tmp_path, monkeypatch):
+    """A helper imported during an earlier screen keeps that screen's stand-in, which names the earlier
+    candidate as the origin: the line map must still name the program that holds the source."""
+    (tmp_path / "helper.py").write_text(HELPER)
+    (tmp_path / "other_candidate.py").write_text("# another candidate, without this source\n")
+    (tmp_path / "prog.py").write_text(PROGRAM.replace("helper.compile_extension(SRC)",
+                                                      f"helper.compile_extension(SRC, {str(tmp_path / 'other_candidate.py')!r})"))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(__import__("sys").modules, "helper", raising=False)
+    prog = _load(tmp_path / "prog.py", "pkb_test_origin_prog3")
+    assert prog.ORIGIN == str(tmp_path / "prog.py")
 
 
 def _load(path, name):

@@ -25,19 +25,22 @@ _imported: dict[str, object] = {}
 _import_lock = threading.Lock()
 
 
-def _caller_file(sources: list[str]) -> str:
-    """The file the line map names: of the callers outside pkb, the nearest whose text holds the CUDA
-    source (a program that builds through a helper, e.g. ParallelKernelBench's `compile_cuda_extension`,
-    gets its own lines, not the helper's), else the nearest."""
+def _origin(given: str | None, sources: list[str]) -> str:
+    """The file the line map names: `given` (the screen's candidate) when its text holds the CUDA source,
+    else the nearest caller outside pkb whose text does (a program that builds through a helper, e.g.
+    ParallelKernelBench's `compile_cuda_extension`, gets its own lines, never the helper's or, through a
+    helper that kept an earlier screen's stand-in, another candidate's), else `given` or the nearest caller."""
+    def holds(path):
+        return any(rewrite.locate(src, _read(path)) is not None for src in sources)
+
+    if given and holds(given):
+        return given
     frame, callers = sys._getframe(1), []
     while frame is not None:
         if not _is_plumbing(frame.f_code.co_filename):
             callers.append(os.path.abspath(frame.f_code.co_filename))
         frame = frame.f_back
-    for path in callers:
-        if any(rewrite.locate(src, _read(path)) is not None for src in sources):
-            return path
-    return callers[0] if callers else "<extension>"
+    return next((p for p in callers if holds(p)), given or (callers[0] if callers else "<extension>"))
 
 
 def _read(path: str) -> str | None:
@@ -62,7 +65,7 @@ def load_inline(name, cpp_sources=None, cuda_sources=None, functions=None, extra
                 extra_cuda_cflags=None, extra_ldflags=None, extra_include_paths=None, build_directory=None,
                 verbose=False, with_cuda=None, is_python_module=True, with_pytorch_error_handling=True,
                 keep_intermediates=True, use_pch=False, no_implicit_headers=False, *, origin: str | None = None):
-    origin = os.path.abspath(origin) if origin else _caller_file(_listed(cuda_sources) + _listed(cpp_sources))
+    origin = _origin(origin and os.path.abspath(origin), _listed(cuda_sources) + _listed(cpp_sources))
     tu = rewrite.translation_unit(name, _listed(cuda_sources), _listed(cpp_sources), functions, origin, _read(origin))
     so, module = build(name, tu, _listed(extra_cuda_cflags), _listed(extra_include_paths), origin, _building)
     return SimExtension(_import(module, so), origin)
