@@ -32,12 +32,13 @@ class PkbLimitExceeded(Exception):
 
 
 class InputBudget(TorchDispatchMode):
-    """Raises before a factory (randn, empty, zeros, ...) would take the rank's inputs over the budget, and
-    on leaving if the inputs it returned hold more (factories without a size argument, such as eye)."""
+    """Raises before a factory (randn, empty, zeros, ...) would allocate more than all ranks' inputs may hold
+    together (a temporary the builder frees is fine), and on `check` if the inputs a rank keeps hold more
+    than its share (this also counts factories without a size argument, such as eye)."""
 
     def __init__(self, what: str, world_size: int, budget: int = INPUT_BYTES):
         super().__init__()
-        self.what, self.budget, self.used = what, budget // world_size, 0
+        self.what, self.total, self.budget = what, budget, budget // world_size
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -45,8 +46,7 @@ class InputBudget(TorchDispatchMode):
         if size is not None:
             dtype = kwargs.get("dtype") or (args[0].dtype if func.__name__.startswith("new_") else
                                             torch.get_default_dtype())
-            self.used += _numel(size) * torch.empty((), dtype=dtype).element_size()
-            if self.used > self.budget:
+            if _numel(size) * torch.empty((), dtype=dtype).element_size() > self.total:
                 raise self.exceeded(f"a tensor of shape {tuple(size)}")
         return func(*args, **kwargs)
 
