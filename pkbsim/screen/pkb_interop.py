@@ -4,8 +4,10 @@ A checkout has `reference/<id>_<name>.py` (each defines `solution(...)`, the NCC
 `utils/input_output_tensors.py: create_input_tensor(rank, world_size, problem_id, base_shape, dtype, trial,
 device)`. Each problem becomes the task `pkb<id>_<name>`, set up as PKB's harness runs it: inputs from that
 builder in PKB's dtype (bfloat16 unless asked otherwise) with base_shape (m, n) (screen 64x64, full
-1024x1024, PKB's default), each rank with its own instance of the reference module (as each torchrun
-process has), and outputs compared as PKB compares them (pkb_compare.py).
+1024x1024, PKB's default; a block size among the inputs grows the screen base), each rank with its own
+instance of the reference module (as each torchrun process has), and outputs compared as PKB compares them
+(pkb_compare.py). Inputs and the reference run under memory and FLOP budgets (pkb_limits.py): going over
+raises PkbLimitExceeded, which the screen reports as inconclusive, naming the limit.
 """
 from __future__ import annotations
 
