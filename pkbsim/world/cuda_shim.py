@@ -18,6 +18,7 @@ import time
 import types
 
 import torch
+import torch.cuda.nccl
 from torch.overrides import TorchFunctionMode
 
 from pkbsim.world.context import current
@@ -374,6 +375,7 @@ def install_torch_cuda(patches: Patches, local_world_size: int, topology: str = 
             patches.set(cuda, name, _not_simulated(name, obj))
     for name in ("CUDAGraph", "graph", "ExternalStream", "MemPool"):
         patches.set(cuda, name, _not_simulated(name, getattr(cuda, name)))
+    patches.set(cuda.nccl, "version", _not_simulated("nccl.version", cuda.nccl.version))
     for name in ("range_push", "range_pop", "mark"):
         patches.set(cuda.nvtx, name, noop)
     patches.set(cuda.nvtx, "range", lambda *a, **k: contextlib.nullcontext())
