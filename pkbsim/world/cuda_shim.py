@@ -29,13 +29,15 @@ from pkbsim.world.patching import Patches
 from pkbsim.world.reduce import NotSimulated
 from pkbsim.world.sites import user_site
 
-_INIT = {f for f in vars(torch.nn.init).values() if getattr(f, "__module__", "") == "torch.nn.init"
-         and not getattr(f, "__name__", "_").startswith("_") and "generator" in inspect.signature(f).parameters}
 # nn.init functions are torch functions of their own: the tensor methods they call run with this mode off
 # and would draw from the process-wide generator, so the rank's generator is passed to them here
+# (function -> the position of its `generator` parameter)
+_INIT = {f: list(inspect.signature(f).parameters).index("generator") for f in vars(torch.nn.init).values()
+         if getattr(f, "__module__", "") == "torch.nn.init" and not getattr(f, "__name__", "_").startswith("_")
+         and "generator" in inspect.signature(f).parameters}
 _RANDOM = {torch.randn, torch.rand, torch.randint, torch.randperm, torch.normal, torch.multinomial,
            torch.bernoulli, torch.Tensor.normal_, torch.Tensor.uniform_, torch.Tensor.random_,
-           torch.Tensor.bernoulli_, torch.Tensor.exponential_} | _INIT
+           torch.Tensor.bernoulli_, torch.Tensor.exponential_} | set(_INIT)
 _MOVES = {torch.Tensor.to, torch.Tensor.cuda, torch.Tensor.cpu}
 _SPECIAL = _RANDOM | _MOVES | {torch.Tensor.pin_memory}
 
@@ -78,7 +80,7 @@ class DeviceMapMode(TorchFunctionMode):
             if _is_cuda(asked):
                 _note_explicit_device(asked)
                 args = (args[0], "cpu", *args[2:])
-        if func in _RANDOM and kwargs.get("generator") is None:
+        if func in _RANDOM and kwargs.get("generator") is None and len(args) <= _INIT.get(func, len(args)):
             kwargs["generator"] = self.generator
         out = args[0] if func is torch.Tensor.cuda else func(*args, **kwargs)
         if (asked is not None or func is torch.Tensor.to) and isinstance(out, torch.Tensor):
