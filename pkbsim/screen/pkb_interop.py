@@ -17,6 +17,7 @@ import inspect
 import os
 import re
 import sys
+import threading
 from dataclasses import dataclass
 
 import torch
@@ -70,6 +71,11 @@ def torch_dtype(name: str) -> torch.dtype:
     return getattr(torch, name)
 
 
+# one rank imports at a time: CPython 3.11's parser is not thread-safe (a module-level @torch.jit.script, as in
+# problem 55, parses source on import: "SystemError: AST constructor recursion depth mismatch")
+_importing = threading.Lock()
+
+
 class RankReference:
     """A problem's reference `solution`, its module imported once per rank per run of the world: a
     reference that keeps state at module level (problem 51 caches its new_group results) must not share it
@@ -89,7 +95,8 @@ class RankReference:
             return self.module.solution(*args)
         key = ("pkb_reference", self.path)
         if key not in ctx.extra:
-            ctx.extra[key] = _module(self.path, f"pkb_reference_{self.slug}_rank{ctx.rank}")
+            with _importing:
+                ctx.extra[key] = _module(self.path, f"pkb_reference_{self.slug}_rank{ctx.rank}")
         with contextlib.nullcontext() if _shapes_only() else FlopBudget(self.slug, ctx.world.size):
             return ctx.extra[key].solution(*args)
 
