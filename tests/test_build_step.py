@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from pkbsim.cuda import build, runtime_libs
+from pkbsim.cuda import build, device_pass, runtime_libs
 from pkbsim.cuda.toolchain import unavailable
 from pkbsim.screen.pipeline import ScreenOptions, screen
 from pkbsim.timing.topology import load_topology
@@ -77,3 +77,22 @@ def test_a_build_error_in_a_helper_module_names_the_candidates_own_line(tmp_path
     assert (res.verdict, res.stage, res.reasons[0].kind) == ("reject", "static", "compile_error"), res.reasons
     assert res.reasons[0].site == f"{cand}:3"
     assert res.reasons[0].message.startswith("cuda_helper_mod.py:4: nvcc: error")
+
+
+KERNEL = "__global__ void k(float* x) { x[0] = 1; }\n"
+HOST = "#include <torch/extension.h>\nvoid run(torch::Tensor t) { k<<<1, 1>>>(t.data_ptr<float>()); }\n"
+
+
+@pytest.mark.parametrize("kernel, split", [
+    (KERNEL, True),
+    ("template <typename T>\n__global__ void k(T* x) { x[0] = 1; }\n", False),  # host code instantiates it
+    ("__global__ void k(at::Half* x) { }\n", False),                          # needs torch's headers
+], ids=["plain", "template", "torch_type"])
+def test_the_device_pass_skips_torch_headers_only_where_every_kernel_survives(kernel, split):
+    tu = '#line 3 "cand.py"\n' + kernel + HOST
+    out = device_pass.split(tu, "/p/prelude.h")
+    assert (out is not None) == split
+    if split:
+        device, host = out.split("#else\n")
+        assert "__global__ void k" in device and "torch" not in device and device.count("\n") == tu.count("\n") + 2
+        assert host.startswith('#include "/p/prelude.h"\n' + tu)

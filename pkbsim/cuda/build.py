@@ -2,7 +2,8 @@
 against torch's CPU libraries and pkb's CUDA stand-ins, cached by content hash.
 
 The TU is the candidate's CUDA sources, then its C++ sources, then the generated PYBIND11_MODULE, each
-source behind a `#line` into the candidate's file (rewrite.py), force-including runtime/prelude.h.
+source behind a `#line` into the candidate's file (rewrite.py), after runtime/prelude.h (kept out of the device
+pass where the kernels allow it: device_pass.py).
 Device code becomes PTX only (`code=compute_90a`, uncompressed, with line info), which the launch path
 reads back from the loaded module. Undefined symbols that no library provides (driver API calls, CUDA
 parts of torch) get generated stubs that raise when called, so the module always loads.
@@ -19,7 +20,7 @@ import tempfile
 
 import torch
 
-from pkbsim.cuda import rewrite
+from pkbsim.cuda import device_pass, rewrite
 from pkbsim.cuda.runtime_libs import NAMES, runtime_dir
 from pkbsim.cuda.toolchain import (
     RUNTIME_SRC,
@@ -34,6 +35,7 @@ from pkbsim.cuda.toolchain import (
 from pkbsim.ptx.compile import cache_root, nvcc_version
 from pkbsim.ptx.errors import CompileError
 
+PRELUDE = os.path.join(RUNTIME_SRC, "prelude.h")
 KEPT_FLAG = re.compile(r"^(-D|-U|-I|-O\d?$|--use_fast_math$|-use_fast_math$|--expt-|-std=)")
 ERROR = re.compile(r"^(?P<file>[^\s(]+)\((?P<line>\d+)\): (?:catastrophic )?error:?\s*(?P<msg>.*)$")
 GCC_ERROR = re.compile(r"^(?P<file>[^\s:]+):(?P<line>\d+):(?:\d+:)? (?:fatal )?error: (?P<msg>.*)$")
@@ -61,7 +63,7 @@ def nvcc_flags(name: str, slim: bool, extra: list[str], include_paths: list[str]
             *(f"-I{p}" for p in include_paths), "-std=c++17", "-Xcompiler", "-fPIC", "--expt-relaxed-constexpr",
             "-D__CUDA_NO_HALF_OPERATORS__", "-D__CUDA_NO_HALF_CONVERSIONS__", "-D__CUDA_NO_BFLOAT16_CONVERSIONS__",
             "-D__CUDA_NO_HALF2_OPERATORS__", "-diag-suppress", "3189,3306", "-gencode", "arch=compute_90a,code=compute_90a",
-            compress, "-lineinfo", "-include", os.path.join(RUNTIME_SRC, "prelude.h"),
+            compress, "-lineinfo", "-include", PRELUDE,
             *(f for f in extra if KEPT_FLAG.match(f))]
 
 
@@ -76,7 +78,7 @@ def build(name: str, tu: str, extra_cuda_cflags: list[str], include_paths: list[
     name = f"{name}_{hashlib.sha256(tu.encode()).hexdigest()[:12]}"
     flags = nvcc_flags(name, slim, list(extra_cuda_cflags), list(include_paths))
     nvcc = require_nvcc()
-    with open(os.path.join(RUNTIME_SRC, "prelude.h")) as f:
+    with open(PRELUDE) as f:
         prelude = f.read()
     with building():  # waiting for another rank's (or process's) build is building time too
         rt = runtime_dir()
@@ -94,13 +96,7 @@ def _compile(name: str, tu: str, flags: list[str], nvcc: str, rt: str, out_dir: 
     os.makedirs(os.path.dirname(out_dir), exist_ok=True)
     tmp = tempfile.mkdtemp(prefix=f".{name}-", dir=os.path.dirname(out_dir))
     try:
-        src, obj = os.path.join(tmp, f"{name}.cu"), os.path.join(tmp, f"{name}.o")
-        with open(src, "w") as f:
-            f.write(tu)
-        env = dict(os.environ, CUDA_HOME=cuda_home(nvcc))
-        proc = subprocess.run([nvcc, "-c", src, "-o", obj, *flags], capture_output=True, text=True, env=env, check=False)
-        if proc.returncode != 0:
-            raise _build_error(proc.stdout + proc.stderr, origin, "nvcc")
+        obj = _object(name, tu, flags, nvcc, tmp, origin)
         _, torch_lib = torch_dirs()
         link = ["g++", "-shared", "-o", os.path.join(tmp, f"{name}.so"), obj, f"-L{rt}", f"-l:{NAMES[0]}", "-lc10_cuda",
                 "-ltorch_cuda", f"-L{torch_lib}", "-lc10", "-ltorch_cpu", "-ltorch", "-ltorch_python",
@@ -118,6 +114,22 @@ def _compile(name: str, tu: str, flags: list[str], nvcc: str, rt: str, out_dir: 
         publish(tmp, out_dir)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _object(name: str, tu: str, flags: list[str], nvcc: str, tmp: str, origin: str) -> str:
+    """nvcc's object for `tu`: with torch's headers kept out of the device pass where that applies
+    (device_pass.py), else, or when that does not compile, the whole unit in both passes."""
+    env = dict(os.environ, CUDA_HOME=cuda_home(nvcc))
+    src, obj = os.path.join(tmp, f"{name}.cu"), os.path.join(tmp, f"{name}.o")
+    split = device_pass.split(tu, PRELUDE)
+    attempts = [(split, [f for f in flags if f not in ("-include", PRELUDE)])] if split else []
+    for text, fl in [*attempts, (tu, flags)]:
+        with open(src, "w") as f:
+            f.write(text)
+        proc = subprocess.run([nvcc, "-c", src, "-o", obj, *fl], capture_output=True, text=True, env=env, check=False)
+        if proc.returncode == 0:
+            return obj
+    raise _build_error(proc.stdout + proc.stderr, origin, "nvcc")
 
 
 def _undefined(link: list[str]) -> list[str]:

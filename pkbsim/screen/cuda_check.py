@@ -21,11 +21,10 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 
+from pkbsim.cuda.device_pass import device_only
 from pkbsim.cuda.toolchain import missing_header
 from pkbsim.ptx.compile import NVCC_MISSING, cache_root, find_nvcc
 
-HOST_MARKERS = re.compile(r"\b(torch|at|c10|pybind11|py)::|\bTensor\b|\bTORCH_|\bPYBIND11_|\bAT_DISPATCH|\bC10_|"
-                          r"#\s*include\s*[<\"](torch|ATen|c10|pybind11)/")
 ERROR_LINE = re.compile(r"\((\d+)\): (?:catastrophic )?error:? (.*)")
 ARCH = "sm_90a"
 
@@ -41,63 +40,6 @@ class CompileReport:
 
     def to_json(self) -> dict:
         return asdict(self)
-
-
-def device_only(source: str) -> tuple[str, set[int]]:
-    """The source with host-only top-level blocks blanked, and the (1-based) lines that were blanked."""
-    out, blanked = [], set()
-    for start, chunk in _top_level_chunks(source):
-        if HOST_MARKERS.search(chunk):
-            lines = chunk.count("\n")
-            blanked.update(range(start, start + lines + (0 if chunk.endswith("\n") else 1)))
-            out.append("\n" * lines)
-        else:
-            out.append(chunk)
-    return "".join(out), blanked
-
-
-def _top_level_chunks(source: str):
-    """(first line, text) of each top-level item: a preprocessor line, or code up to a `;` or `}` at depth 0."""
-    i, line, n = 0, 1, len(source)
-    while i < n:
-        j, depth, start_line = i, 0, line
-        at_line_start = source[i:].lstrip(" \t").startswith("#")
-        if at_line_start:  # a preprocessor directive, with its continuation lines
-            while j < n and not (source[j] == "\n" and source[j - 1] != "\\"):
-                j += 1
-        else:
-            while j < n:
-                c = source[j]
-                if c == "/" and source.startswith("//", j):
-                    j = source.find("\n", j) if source.find("\n", j) >= 0 else n
-                    continue
-                if c == "/" and source.startswith("/*", j):
-                    j = source.find("*/", j) + 2 if source.find("*/", j) >= 0 else n
-                    continue
-                if c in "\"'":
-                    k = j + 1
-                    while k < n and source[k] != c:
-                        k += 2 if source[k] == "\\" else 1
-                    j = k + 1
-                    continue
-                if c == "{":
-                    depth += 1
-                elif c == "}":
-                    depth -= 1
-                    if depth == 0:
-                        j += 1
-                        while j < n and source[j] in " \t;":
-                            j += 1
-                        break
-                elif depth == 0 and (c == ";" or (c == "\n" and not source[i:j].strip())):
-                    j += 1
-                    break
-                j += 1
-        j = min(j + (1 if j < n and source[j] == "\n" else 0), n)
-        chunk = source[i:j]
-        yield start_line, chunk
-        line += chunk.count("\n")
-        i = j
 
 
 def cache_dir() -> str:
