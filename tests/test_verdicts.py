@@ -128,3 +128,26 @@ def test_a_crashing_worker_is_retried_then_inconclusive_and_the_batch_goes_on(tm
 
 def test_timelines_of_same_named_candidates_in_two_folders_differ(tmp_path):
     assert timeline_name("all_reduce", "/a/all_reduce.py") != timeline_name("all_reduce", "/b/all_reduce.py")
+
+
+def test_inconclusive_candidates_are_scored_on_hardware_like_passes(monkeypatch):
+    import argparse
+
+    import hwbackend.score
+    from pkbsim.cli import run_cmd
+
+    scored = []
+    monkeypatch.setattr(hwbackend.score, "score", lambda task, cand, *a, **k: scored.append(cand) or {})
+    rows = [{"task": "all_reduce", "candidate": v, "verdict": v, "world_size": 2} for v in Verdict]
+    run_cmd._score(rows, argparse.Namespace(json=True, db=":memory:"))
+    assert scored == ["pass", "inconclusive"]
+
+
+def test_the_interpreters_instruction_budget_is_a_limit_but_a_trap_is_the_kernels():
+    from pkbsim.ptx.errors import KernelHang
+    from pkbsim.screen.limits import limit_of
+
+    budget = KernelHang("kernel k ran past 1000 warp-instructions (an endless loop or a spin that never sees its "
+                        "flag?) near k.cu:3")
+    assert limit_of(budget).startswith("PTX interpreter limit")
+    assert limit_of(KernelHang("kernel executed trap (assert or __trap) at k.cu:3")) is None
