@@ -54,7 +54,7 @@ class InputBudget(TorchDispatchMode):
         storages = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes()
                     for t in tree_flatten(inputs)[0] if isinstance(t, torch.Tensor) and t.layout == torch.strided}
         if sum(storages.values()) > self.budget:
-            raise self.exceeded(f"{sum(storages.values()) / 2**20:.0f} MiB of inputs")
+            raise self.exceeded(f"it keeps {sum(storages.values()) / 2**20:.2f} MiB")
 
     def exceeded(self, detail: str) -> PkbLimitExceeded:
         return PkbLimitExceeded(self.what, "memory", f"the inputs of {self.what} need more than "
