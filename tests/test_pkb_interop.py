@@ -102,6 +102,12 @@ REFERENCES = {
         def solution(p):
             return p
         """,
+    "13_matmul": """
+        def solution(x):
+            y = x @ x
+            dist.all_reduce(y)
+            return y
+        """,
     "10_huge_matmul": """
         def solution(x):
             a = x.reshape(1, *x.shape).expand(1 << 20, *x.shape)  # 2**20 products of 64x64 blocks, no memory
@@ -187,6 +193,17 @@ def test_a_reference_beyond_the_flop_budget_is_inconclusive_before_it_computes(c
 def test_a_sparse_operand_is_not_counted_as_dense(capsys, checkout):
     res = screen(capsys, checkout, checkout / "reference" / "11_sparse_bmm.py")
     assert res["verdict"] == "pass", res["reasons"]
+
+
+def test_the_flop_budget_leaves_the_references_compute_trace_alone(checkout):
+    from pkbsim.screen.pkb_interop import register_pkb_tasks
+    from pkbsim.taskrun import Call, run_calls
+    from tasks.registry import get
+
+    task = get(register_pkb_tasks(str(checkout))[13])
+    run = run_calls(task, [Call(0)], 2, seed=1, record_compute=True)
+    for rank in run.calls[0].trace(task, "screen")["ranks"]:
+        assert [op["flops"] for op in rank["ops"] if op["kind"] == "compute" and op["flops"]] == [2 * 64 ** 3]
 
 
 def test_a_misnumbered_solution_is_paired_by_name(capsys, checkout, tmp_path):

@@ -9,7 +9,7 @@ PkbLimitExceeded: a limit of pkb (the screen is inconclusive), never the candida
 from __future__ import annotations
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 from torch.utils._pytree import tree_flatten, tree_map
 from torch.utils.flop_counter import flop_registry
 
@@ -96,13 +96,15 @@ def _flops(formula, func, args, kwargs) -> float:
     where the dense count is 2e10)."""
     if any(isinstance(x, torch.Tensor) and x.layout != torch.strided for x in tree_flatten((args, kwargs))[0]):
         return 0.0
+
     def meta(x):
         if isinstance(x, torch.Tensor):
             return torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device="meta")
         return x
     try:
-        margs, mkwargs = tree_map(meta, (args, kwargs))
-        return float(formula(*margs, **mkwargs, out_val=func(*margs, **mkwargs)))
+        with _disable_current_modes():  # the modes below (the rank's compute trace) must not see the meta call
+            margs, mkwargs = tree_map(meta, (args, kwargs))
+            return float(formula(*margs, **mkwargs, out_val=func(*margs, **mkwargs)))
     except Exception:  # noqa: BLE001 - no meta kernel or formula mismatch: the op is not counted
         return 0.0
 
