@@ -107,6 +107,18 @@ def test_parallelkernelbench_checkout_problems_become_tasks(tmp_path, capsys):
     assert main(["run", str(sols), "--pkb-root", str(tmp_path), "--db", str(tmp_path / "r.sqlite")]) == 2
 
 
+
+def test_pkb_run_feeds_the_dtype_it_is_given_and_keeps_each_dtypes_result(tmp_path, capsys):
+    sols = fake_pkb_checkout(tmp_path / "pkb")
+    only_bf16 = sols / "1_all_reduce_bf16_cuda.py"
+    only_bf16.write_text("import torch, torch.distributed as dist\ndef solution(x):\n"
+                         "    assert x.dtype == torch.bfloat16, 'a bf16-only kernel'\n"
+                         "    y = x.clone()\n    dist.all_reduce(y)\n    return y\n")
+    common = [str(only_bf16), "--pkb-root", str(tmp_path / "pkb"), "--world-size", "2",
+              "--db", str(tmp_path / "r.sqlite"), "--seed", "1"]
+    assert [r["verdict"] for r in run_json(capsys, *common)["results"]] == ["pass"]
+    assert [r["verdict"] for r in run_json(capsys, *common, "--pkb-dtype", "float32")["results"]] == ["reject"]
+
 def check_report(db: str, tmp_path, capsys) -> None:
     """The report's table, its JSON, one timeline, and the HTML page rendered by headless Chromium."""
     html = tmp_path / "report.html"

@@ -7,6 +7,7 @@ import os
 import sys
 
 from pkbsim.cli.errors import UsageError
+from pkbsim.cli.screen_cmd import add_pkb_arguments
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUILT_IN = [os.path.join(ROOT, "tasks", "solutions"), os.path.join(ROOT, "tests", "broken_candidates")]
@@ -35,7 +36,7 @@ def add_parser(sub) -> None:
                    help="local processes, or a Ray cluster (RAY_ADDRESS; `pip install 'pkb[ray]'`)")
     p.add_argument("--score", action="store_true",
                    help="score the candidates that pass or are inconclusive on this node (pkb score)")
-    p.add_argument("--pkb-root", metavar="DIR", help="a ParallelKernelBench checkout whose problems become tasks")
+    add_pkb_arguments(p)
     p.add_argument("--db", default=os.environ.get("PKB_DB", "pkb_results.sqlite"), help="SQLite results file")
     p.add_argument("--fresh", action="store_true", help="screen again even where the store has a result")
     p.add_argument("--json", action="store_true", help="print the batch's results as one JSON object")
@@ -44,7 +45,7 @@ def add_parser(sub) -> None:
 
 def plan(args) -> tuple[list[dict], list[str]]:
     """The screening jobs for the arguments, and the files that could not be paired with a task."""
-    from pkbsim.cli.screen_cmd import DEFAULT_TOPOLOGY, pick_world_size
+    from pkbsim.cli.screen_cmd import DEFAULT_TOPOLOGY, pick_world_size, pkb_tasks
     from pkbsim.cli.topo_cmd import load
     from pkbsim.screen.discover import candidate_files, pair
     from tasks.registry import all_tasks, get
@@ -56,16 +57,10 @@ def plan(args) -> tuple[list[dict], list[str]]:
     if not files:
         raise UsageError(f"no .py candidates in {', '.join(paths)}")
     tasks = {t.slug: t for t in all_tasks()}
-    pkb_ids = {}
-    if args.pkb_root:
-        from pkbsim.screen.pkb_interop import PkbCheckoutError, register_pkb_tasks
-        if args.score:
-            raise UsageError("--score with --pkb-root is not supported: score ParallelKernelBench problems with "
-                             "their own harness, or port them as tasks")
-        try:
-            pkb_ids = register_pkb_tasks(args.pkb_root, tasks)
-        except PkbCheckoutError as e:
-            raise UsageError(str(e)) from None
+    if args.pkb_root and args.score:
+        raise UsageError("--score with --pkb-root is not supported: score ParallelKernelBench problems with "
+                         "their own harness, or port them as tasks")
+    pkb_ids = pkb_tasks(args, tasks)
     only = None
     if args.tasks:
         only = [_known(s, tasks) for s in args.tasks]
@@ -85,7 +80,7 @@ def plan(args) -> tuple[list[dict], list[str]]:
         jobs.append({"task": task.slug, "candidate": j.candidate, "world_size": ws, "topology": topo.name,
                      "seed": seed, "margin": args.margin, "timeout": args.timeout,
                      "timeline": os.path.join(timelines, timeline_name(task.slug, j.candidate)),
-                     "pkb_root": args.pkb_root})
+                     "pkb_root": args.pkb_root, "pkb_dtype": args.pkb_dtype})
     return jobs, unknown
 
 
@@ -117,7 +112,8 @@ def run(args) -> int:
     store = ScreenStore(args.db)
     results, todo = {}, []
     for job in jobs:
-        job["sha"] = file_sha(job["candidate"])
+        # the inputs' dtype decides a ParallelKernelBench result as much as the file does
+        job["sha"] = file_sha(job["candidate"]) + (f":{job['pkb_dtype']}" if job["pkb_root"] else "")
         done = None if args.fresh else store.get(job["task"], job["sha"], job["world_size"], job["topology"])
         if done:  # the same content may have been screened under another name
             results[(job["task"], job["candidate"])] = dict(done, candidate=job["candidate"])

@@ -205,6 +205,9 @@ def extension_stand_in(ext: Session):
 
 
 _ids = itertools.count()
+# one rank imports at a time: CPython 3.11's parser is not thread-safe (source parsed at import time, e.g. by a
+# module-level @torch.jit.script, raised "SystemError: AST constructor recursion depth mismatch" on one rank)
+_importing = threading.Lock()
 
 
 def loader(session: Session, reference):
@@ -215,7 +218,8 @@ def loader(session: Session, reference):
         spec = importlib.util.spec_from_file_location(f"{CANDIDATE_MODULE}{next(_ids)}", path)
         module = importlib.util.module_from_spec(spec)
         try:
-            spec.loader.exec_module(module)
+            with _importing:
+                spec.loader.exec_module(module)
         except (CandidateError, NotSimulated):
             raise
         except SyntaxError as e:

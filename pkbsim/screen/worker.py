@@ -34,7 +34,7 @@ def screen_job(job: dict) -> dict:
 
     if job.get("pkb_root"):
         from pkbsim.screen.pkb_interop import register_pkb_tasks
-        register_pkb_tasks(job["pkb_root"])
+        register_pkb_tasks(job["pkb_root"], dtype=job.get("pkb_dtype", "bfloat16"))
     opts = ScreenOptions(job["world_size"], load_topology(job["topology"]), job["seed"], job["margin"],
                          timeout=job["timeout"], timeline=job.get("timeline"), cost=job.get("cost", True))
     try:
