@@ -42,6 +42,26 @@ def test_error_and_timeout_exit_codes(script, capsys):
     assert main(["check", "--nproc-per-node", "2", "--timeout", "1", script("while True:\n    pass\n")]) == 5
 
 
+
+NEEDS_GPUS = ('import sys, torch, torch.distributed as dist\n'
+              'if torch.accelerator.device_count() < {n}:\n    print("needs {n} GPUs")\n    sys.exit()\n'
+              'dist.init_process_group("gloo")\ndist.barrier()\n')
+
+
+def test_a_run_without_communication_is_not_ok_and_names_where_it_left(script, capsys):
+    assert main(["check", "--nproc-per-node", "2", "--json", script(NEEDS_GPUS.format(n=4))]) == 7
+    doc = json.loads(capsys.readouterr()[0])
+    assert doc["verdict"] == "nothing_checked" and doc["ops"] == 0
+    assert doc["findings"][0]["kind"] == "no_communication" and doc["findings"][0]["sites"] == ["s.py:4"]
+    assert main(["check", "--nproc-per-node", "2", "--json", script(NEEDS_GPUS.format(n=2))]) == 0
+
+
+def test_a_limit_of_pkb_is_inconclusive_not_the_programs_error(script, capsys):
+    graph = 'import torch, torch.distributed as dist\ndist.init_process_group("nccl")\ng = torch.cuda.CUDAGraph()\n'
+    assert main(["check", "--nproc-per-node", "2", "--json", script(graph)]) == 6
+    f = json.loads(capsys.readouterr()[0])["findings"][0]
+    assert f["kind"] == "not_simulated" and "torch.cuda.CUDAGraph" in f["message"] and f["sites"] == ["s.py:3"]
+
 def test_trace_file(script, tmp_path, capsys):
     trace = tmp_path / "t.json"
     src = OK + "x = torch.ones(8, 8).cuda() @ torch.ones(8, 8).cuda()\ndist.all_reduce(x)\n"

@@ -4,7 +4,7 @@ import torch
 
 
 def _ok(res, nproc=2, word="fine"):
-    assert res.verdict == "ok", [f.render() for f in res.findings]
+    assert res.verdict in ("ok", "nothing_checked"), [f.render() for f in res.findings]  # device-only programs
     assert res.output.count(word) == nproc
 
 
@@ -68,7 +68,7 @@ def test_torch_cuda_calls_without_a_stand_in_are_named_as_not_simulated(run_prog
     res = run_program("""
         g = torch.cuda.CUDAGraph()
     """)
-    assert res.verdict == "error"
+    assert res.verdict == "inconclusive"  # a limit of pkb, not the program's error
     assert "not simulated: torch.cuda.CUDAGraph" in res.findings[0].message
 
 

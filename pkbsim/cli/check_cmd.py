@@ -13,7 +13,8 @@ def add_parser(sub) -> None:
     p = sub.add_parser("check", help="run a torchrun script on N simulated ranks on the CPU",
                        description="Run an unmodified torchrun script on simulated ranks; report deadlocks, "
                                    "mismatches, protocol errors and exceptions. Exit: 0 ok, 3 deadlock/mismatch/"
-                                   "protocol, 4 the script raised, 5 timeout, 2 bad usage.")
+                                   "protocol, 4 the script raised, 5 timeout, 6 inconclusive (a limit of pkb, named), "
+                                   "7 nothing checked (no communication was simulated), 2 bad usage.")
     p.add_argument("--nproc-per-node", "--nproc_per_node", type=int, default=None, metavar="N",
                    help="ranks per node (default 4; 8 with --demo)")
     p.add_argument("--nnodes", type=int, default=1, help="simulated nodes (world size = nnodes * nproc)")
@@ -51,7 +52,7 @@ def parse(argv: list[str]):
 
 def _render(result, label: str) -> str:
     lines = [f.render() for f in result.findings]
-    head = (f"pkb check: {label}: {result.verdict.upper()} (exit {result.exit_code}) - {result.world_size} ranks, "
+    head = (f"pkb check: {label}: {result.verdict.upper().replace('_', ' ')} (exit {result.exit_code}) - {result.world_size} ranks, "
             f"{result.ops} communication ops, {result.wall_s:.2f} s")
     return "\n".join([*lines, head])
 

@@ -35,8 +35,18 @@ def check_script(path: str, argv: list[str], opts: RunOptions) -> RunResult:
                 "buffering_hazard",
                 f"passes only because {result.eager_sends} send(s) fit the {opts.p2p_buffer}-byte buffer; with "
                 f"rendezvous sends (messages above NCCL_BUFFSIZE) it deadlocks", dl.ranks, dl.sites, dl.details))
+    if result.verdict == "ok" and not result.ops:
+        result.findings.append(_nothing_checked(result))
     if result.verdict == "ok":
         hazard = cross_comm_order(result.traces, result.group_label)
         if hazard is not None:
             result.findings.append(hazard)
     return result
+
+
+def _nothing_checked(result: RunResult) -> Finding:
+    """A run without one simulated communication op is no evidence: say so, and where the program left."""
+    exits = sorted({t.exit_site for t in result.traces if t.exit_site})
+    where = f": the program exited at {', '.join(exits)} (sys.exit)" if exits else ""
+    return Finding("no_communication", f"no communication was simulated, so nothing was checked{where}",
+                   list(range(result.world_size)), exits)

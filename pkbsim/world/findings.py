@@ -4,7 +4,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 # verdict -> exit code of `pkb check` (documented in the README)
-EXIT_CODES = {"ok": 0, "deadlock": 3, "mismatch": 3, "protocol": 3, "error": 4, "timeout": 5}
+EXIT_CODES = {"ok": 0, "deadlock": 3, "mismatch": 3, "protocol": 3, "error": 4, "timeout": 5, "inconclusive": 6,
+              "nothing_checked": 7}
 
 # finding kind -> the verdict it implies (kinds not listed here are warnings)
 _VERDICT_OF_KIND = {
@@ -19,6 +20,8 @@ _VERDICT_OF_KIND = {
     "co_residency": "protocol",  # a kernel's program waits for a later program of the same launch
     "error": "error",
     "timeout": "timeout",
+    "not_simulated": "inconclusive",        # a limit of pkb, named: never the program's fault
+    "no_communication": "nothing_checked",  # the run ended without one simulated collective, p2p or symm op
 }
 
 
@@ -44,7 +47,7 @@ def is_fatal(finding: Finding) -> bool:
 
 
 # the root cause first: a mismatch or protocol error usually ends in a deadlock or an error
-_ROOT_CAUSE_ORDER = ("mismatch", "protocol", "deadlock", "error", "timeout")
+_ROOT_CAUSE_ORDER = ("mismatch", "protocol", "inconclusive", "deadlock", "error", "timeout", "nothing_checked")
 
 
 def verdict_of(findings: list[Finding]) -> str:

@@ -129,11 +129,18 @@ def simulated_process(nproc: int, output, topology: str = DEFAULT_TOPOLOGY):
         torch._C._distributed_c10d._set_thread_isolation_mode(False)
 
 
+def _program_frames(exc: BaseException) -> list:
+    return [f for f in traceback.extract_tb(exc.__traceback__) if "pkbsim" not in f.filename
+            and os.sep + "torch" + os.sep not in f.filename]
+
+
 def _error_finding(rank: int, exc: BaseException) -> Finding:
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if "pkbsim" not in f.filename
-              and os.sep + "torch" + os.sep not in f.filename]
+    frames = _program_frames(exc)
     site = f"{os.path.basename(frames[-1].filename)}:{frames[-1].lineno}" if frames else "?"
     details = [f"{os.path.basename(f.filename)}:{f.lineno} in {f.name}: {f.line}" for f in frames[-4:]]
+    if any(c.__name__ == "NotSimulated" and c.__module__.startswith("pkbsim.") for c in type(exc).__mro__):
+        return Finding("not_simulated", f"rank {rank}: {exc} (a limit of pkb, not the program's fault)", [rank],
+                       [site], details)
     return Finding("error", f"rank {rank} raised {type(exc).__name__}: {exc}", [rank], [site], details)
 
 
@@ -165,6 +172,8 @@ def _rank_main(world: World, engine: Engine, rank: int, body: Callable[[RankCont
     except SimAbort:
         status = "failed"
     except SystemExit as e:
+        frames = _program_frames(e)
+        trace.exit_site = f"{os.path.basename(frames[-1].filename)}:{frames[-1].lineno}" if frames else None
         if e.code not in (None, 0):
             status = "failed"
             world.fail(Finding("error", f"rank {rank} exited with status {e.code}", [rank]), unless_failed=True)

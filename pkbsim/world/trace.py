@@ -29,6 +29,7 @@ class RankTrace:
     def __init__(self, rank: int, t0: float, enabled: bool = True):
         self.rank, self.t0, self.enabled = rank, t0, enabled
         self.records: list[dict[str, Any]] = []
+        self.exit_site: str | None = None  # where the rank's program called sys.exit, if it did
 
     def record(self, kind: str, op: str, site: str, stream: int = 0, **fields) -> dict | None:
         if not self.enabled:
