@@ -79,6 +79,28 @@ def test_a_build_error_in_a_helper_module_names_the_candidates_own_line(tmp_path
     assert res.reasons[0].message.startswith("cuda_helper_mod.py:4: nvcc: error")
 
 
+
+@needs_nvcc
+def test_a_helper_that_kept_an_earlier_screens_builder_builds_for_the_current_candidate(tmp_path, monkeypatch):
+    """Screens in one worker: the helper imports `load_inline` by name during the first screen and keeps it;
+    the second candidate's build error must be its own, not the first candidate's."""
+    (tmp_path / "shared_builder.py").write_text(
+        "from torch.utils.cpp_extension import load_inline\n\n"
+        "def make(src):\n    return load_inline('shared_ext', cpp_sources='', cuda_sources=src)\n")
+    cands = []
+    for name in ("first", "second"):
+        c = tmp_path / f"all_reduce__{name}.py"
+        c.write_text(f"import shared_builder\n\next = shared_builder.make(r\"\"\"\n"
+                     f"__global__ void k(float* x) {{ x[0] = undefined_in_{name}; }}\n\"\"\")\n\n\n"
+                     "def solution(x):\n    return x\n")
+        cands.append(c)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(__import__("sys").modules, "shared_builder", raising=False)
+    for c, name in zip(cands, ("first", "second")):
+        res = run_screen(c)
+        assert res.reasons and f"undefined_in_{name}" in res.reasons[0].message, res.reasons
+        assert res.reasons[0].site.startswith(str(c))
+
 KERNEL = "__global__ void k(float* x) { x[0] = 1; }\n"
 HOST = "#include <torch/extension.h>\nvoid run(torch::Tensor t) { k<<<1, 1>>>(t.data_ptr<float>()); }\n"
 

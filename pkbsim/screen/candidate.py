@@ -175,32 +175,45 @@ def _sources(x) -> list[str]:
     return [x] if isinstance(x, str) else list(x)
 
 
+_screening: list[Session] = []  # the session of the screen under way (one at a time per process)
+
+
+def _load_inline(name, cpp_sources=None, cuda_sources=None, *args, **kwargs):
+    from pkbsim.cuda import extension
+    ext = _screening[-1]
+    origin = Origin.of_caller(ext.path)
+    return ext.build(name, _sources(cuda_sources), lambda: extension.load_inline(
+        name, cpp_sources, cuda_sources, *args, origin=origin.file, **kwargs), origin)
+
+
+def _load(name, sources, *args, **kwargs):
+    from pkbsim.cuda import extension
+    ext = _screening[-1]
+    texts = []
+    for p in _sources(sources):
+        if p.endswith((".cu", ".cuh")):
+            with open(p) as f:
+                texts.append(f.read())
+    return ext.build(name, texts, lambda: extension.load(name, sources, *args, **kwargs), Origin.of_caller(ext.path))
+
+
+_load_inline.pkb_stand_in = _load.pkb_stand_in = True
+
+
 @contextlib.contextmanager
 def extension_stand_in(ext: Session):
-    """Replace torch's extension builders for the duration of a screen."""
+    """Replace torch's extension builders for the duration of a screen. The stand-ins find the screen under
+    way when called, not when installed: a helper module that imported `load_inline` by name during an earlier
+    screen in the same worker (ParallelKernelBench's compile helper does) builds for the current candidate."""
     import torch.utils.cpp_extension as cpp
 
-    def load_inline(name, cpp_sources=None, cuda_sources=None, *args, **kwargs):
-        from pkbsim.cuda import extension
-        origin = Origin.of_caller(ext.path)
-        return ext.build(name, _sources(cuda_sources), lambda: extension.load_inline(
-            name, cpp_sources, cuda_sources, *args, origin=origin.file, **kwargs), origin)
-
-    def load(name, sources, *args, **kwargs):
-        from pkbsim.cuda import extension
-        texts = []
-        for p in _sources(sources):
-            if p.endswith((".cu", ".cuh")):
-                with open(p) as f:
-                    texts.append(f.read())
-        return ext.build(name, texts, lambda: extension.load(name, sources, *args, **kwargs), Origin.of_caller(ext.path))
-
-    load_inline.pkb_stand_in = load.pkb_stand_in = True
     saved = cpp.load_inline, cpp.load
-    cpp.load_inline, cpp.load = load_inline, load
+    cpp.load_inline, cpp.load = _load_inline, _load
+    _screening.append(ext)
     try:
         yield ext
     finally:
+        _screening.pop()
         cpp.load_inline, cpp.load = saved
 
 
