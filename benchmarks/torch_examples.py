@@ -30,7 +30,12 @@ EXAMPLES = (
     Example("ddp", "ddp", "example.py"),
     Example("ddp-tutorial multigpu_torchrun", "ddp-tutorial-series", "multigpu_torchrun.py", ("2", "1")),
     Example("ddp-tutorial multinode", "ddp-tutorial-series", "multinode.py", ("2", "1")),
-    Example("minGPT-ddp", "minGPT-ddp/mingpt", "main.py", ("trainer_config.max_epochs=1",)),
+    # the README's config downloads its data and trains a 8-layer model for 10 epochs: the bundled copy of the
+    # data and a small model for one epoch instead
+    Example("minGPT-ddp", "minGPT-ddp/mingpt", "main.py", (
+        "data_config.path=data/input.txt", "data_config.truncate=0.002", "trainer_config.max_epochs=1",
+        "trainer_config.batch_size=16", "trainer_config.data_loader_workers=0", "gpt_config.n_layer=2",
+        "gpt_config.n_embd=64", "gpt_config.n_head=4")),
     Example("tensor_parallel", "tensor_parallelism", "tensor_parallel_example.py"),
     Example("sequence_parallel", "tensor_parallelism", "sequence_parallel_example.py"),
     Example("fsdp_tp", "tensor_parallelism", "fsdp_tp_example.py"),

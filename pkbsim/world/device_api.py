@@ -9,6 +9,8 @@ import sys
 
 import torch
 import torch.serialization
+from torch.distributed.device_mesh import DeviceMesh
+from torch.nn.parallel import DistributedDataParallel
 
 from pkbsim.world import cuda_shim
 from pkbsim.world.context import current
@@ -47,6 +49,26 @@ def _restore_on_gpu(original):
     return restore
 
 
+def _mesh_on_simulated_gpus(original):
+    """A DeviceMesh of "cuda" is built as a CPU mesh: its tensors live on the CPU here, and DTensor and FSDP
+    move shards to the mesh's device type with torch's own code, which must see the CPU."""
+    def init(self, device_type, *args, **kwargs):
+        if current() is not None and str(device_type).startswith("cuda"):
+            device_type = "cpu"
+        return original(self, device_type, *args, **kwargs)
+    return init
+
+
+def _ddp_on_simulated_gpus(original):
+    """DDP(module, device_ids=[i]) of a module on a simulated GPU: torch sees a CPU module and refuses
+    device_ids for it, so they are dropped (a CPU module replicates the same way)."""
+    def init(self, module, device_ids=None, output_device=None, *args, **kwargs):
+        if current() is not None:
+            device_ids = output_device = None
+        return original(self, module, device_ids, output_device, *args, **kwargs)
+    return init
+
+
 def install_device_api(patches: Patches, local_world_size: int) -> None:
     acc = torch.accelerator
     stand_ins = {
@@ -63,5 +85,7 @@ def install_device_api(patches: Patches, local_world_size: int) -> None:
     if hasattr(acc, "device_index"):
         patches.set(acc, "device_index", cuda_shim.device)
     patches.set(torch.nn.Module, "to", _gpu_index_to_cpu(torch.nn.Module.to))
+    patches.set(DeviceMesh, "__init__", _mesh_on_simulated_gpus(DeviceMesh.__init__))
+    patches.set(DistributedDataParallel, "__init__", _ddp_on_simulated_gpus(DistributedDataParallel.__init__))
     patches.set(torch.serialization, "default_restore_location",
                 _restore_on_gpu(torch.serialization.default_restore_location))

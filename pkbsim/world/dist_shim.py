@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import torch.distributed as dist
+import torch.distributed.device_mesh as device_mesh
 import torch.distributed.distributed_c10d as c10d
 
 from pkbsim.world.comms import Batch
@@ -59,8 +60,10 @@ def install_dist(patches: Patches) -> None:
         finally:
             ctx.batch = None
 
-    for mod in (dist, c10d):
-        patches.set(mod, "init_process_group", init_process_group)
-        patches.set(mod, "new_group", new_group)
-        patches.set(mod, "batch_isend_irecv", batch_isend_irecv)
+    # device_mesh imports init_process_group and new_group by name: a mesh-only world must join the simulation
+    for mod in (dist, c10d, device_mesh):
+        for name, fn in (("init_process_group", init_process_group), ("new_group", new_group),
+                         ("batch_isend_irecv", batch_isend_irecv)):
+            if hasattr(mod, name):
+                patches.set(mod, name, fn)
     patches.set(dist, "is_nccl_available", lambda: True)

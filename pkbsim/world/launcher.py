@@ -96,6 +96,7 @@ def simulated_process(nproc: int, output, topology: str = DEFAULT_TOPOLOGY):
     from pkbsim.symm.ops import register_cpu_kernels
     from pkbsim.world.cuda_shim import install_torch_cuda
     from pkbsim.world.device_api import install_device_api
+    from pkbsim.world.rank_singletons import install_rank_singletons
     from pkbsim.world.device_identity import install_device_identity
     from pkbsim.world.dist_shim import install_dist
     from pkbsim.world.environ import install_environ
@@ -112,6 +113,7 @@ def simulated_process(nproc: int, output, topology: str = DEFAULT_TOPOLOGY):
         install_torch_cuda(patches, nproc, topology)
         install_device_identity(patches)
         install_device_api(patches, nproc)
+        install_rank_singletons(patches)
         install_dist(patches)
         install_symm_api(patches)
         install_device_support(patches)
