@@ -65,6 +65,9 @@ class Ctx:
         if where is not None:
             value = self.const(where + (int(parse_number(off)) if plus else 0), typ)
             return lambda g: value
+        if op == "WARP_SZ":  # PTX's built-in constant (nvcc emits it for warpSize)
+            value = self.const(32, typ)
+            return lambda g: value
         try:
             value = self.const(parse_number(op, typ), typ)
         except ValueError:

@@ -125,3 +125,15 @@ def test_a_device_functions_parameter_read_at_its_address_stays_its_own():
     out = torch.zeros(1, dtype=torch.int32)
     load_ptx(FUNC_PARAM_ADDRESS, "func.ptx").launch("call_twice", 1, 1, (21, out))
     assert int(out) == 42
+
+
+def test_warp_size_is_ptxs_built_in_constant():
+    """nvcc emits `warpSize` as PTX's WARP_SZ constant (was NotSimulated: operand 'WARP_SZ')."""
+    if find_nvcc() is None:
+        pytest.skip("nvcc not found")
+    m = compile_cuda('extern "C" __global__ void lanes(int* out) { out[threadIdx.x] = warpSize * 2 + threadIdx.x % warpSize; }\n',
+                     "warp_size.cu")
+    assert "WARP_SZ" in m.ptx
+    out = torch.zeros(64, dtype=torch.int32)
+    m.launch("lanes", 1, 64, (out,))
+    assert out.tolist() == [64 + t % 32 for t in range(64)]
