@@ -62,6 +62,15 @@ def test_a_limit_of_pkb_is_inconclusive_not_the_programs_error(script, capsys):
     f = json.loads(capsys.readouterr()[0])["findings"][0]
     assert f["kind"] == "not_simulated" and "torch.cuda.CUDAGraph" in f["message"] and f["sites"] == ["s.py:3"]
 
+def test_reports_show_the_scripts_frames_and_torchs_on_request(script, capsys):
+    bad = script('import torch\ntorch.split(torch.zeros(4), [1, 1])\n')
+    for flag, torch_frames in (([], False), (["--full-traceback"], True)):
+        assert main(["check", "--nproc-per-node", "2", "--json", *flag, bad]) == 4
+        f = json.loads(capsys.readouterr()[0])["findings"][0]
+        assert f["sites"] == ["s.py:2"] and f["details"][0].split(" in ")[0].endswith("s.py:2")
+        assert any("torch" + os.sep in d for d in f["details"]) == torch_frames, f["details"]
+
+
 def test_trace_file(script, tmp_path, capsys):
     trace = tmp_path / "t.json"
     src = OK + "x = torch.ones(8, 8).cuda() @ torch.ones(8, 8).cuda()\ndist.all_reduce(x)\n"

@@ -28,6 +28,8 @@ def add_parser(sub) -> None:
     p.add_argument("--shape-run", action="store_true",
                    help="run under FakeTensorMode: shapes and FLOPs only, no data (for cost prediction)")
     p.add_argument("--json", action="store_true", help="print one JSON object; the program's output goes to stderr")
+    p.add_argument("--full-traceback", action="store_true",
+                   help="an exception's report lists torch's frames too (default: the script's frames only)")
     p.add_argument("--demo", action="store_true",
                    help="check the bundled pipeline-parallel example and its fixed twin")
     p.add_argument("script", nargs="?", help="the torchrun script")
@@ -40,7 +42,8 @@ def run_options(args, nproc: int, output):
     from pkbsim.world.launcher import RunOptions
     return RunOptions(nproc=nproc * args.nnodes, nproc_per_node=nproc, timeout=args.timeout,
                       p2p_buffer=args.p2p_buffer, lazy_p2p_init=args.lazy_p2p_init,
-                      record_compute=bool(args.trace), shape_run=args.shape_run, output=output)
+                      record_compute=bool(args.trace), shape_run=args.shape_run, output=output,
+                      full_traceback=getattr(args, "full_traceback", False))
 
 
 def parse(argv: list[str]):

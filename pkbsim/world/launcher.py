@@ -54,6 +54,7 @@ class RunOptions:
     no_comm: bool = False  # communication completes without moving data (task validation)
     output: object = None  # where the program's own prints go (default: stdout)
     topology: str = DEFAULT_TOPOLOGY  # the machine whose GPU torch.cuda.get_device_properties describes
+    full_traceback: bool = False  # an exception's report keeps torch's frames too (the program's alone otherwise)
     # Rank threads share the GIL; on one core their hand-offs are ~2x cheaper than across cores
     # (benchmarks/world_overhead.py). None = let the OS place them.
     pin_core: int | None = field(default_factory=lambda: min(os.sched_getaffinity(0)))
@@ -136,10 +137,13 @@ def _program_frames(exc: BaseException) -> list:
             and os.sep + "torch" + os.sep not in f.filename]
 
 
-def _error_finding(rank: int, exc: BaseException) -> Finding:
+def _error_finding(rank: int, exc: BaseException, full_traceback: bool = False) -> Finding:
     frames = _program_frames(exc)
     site = f"{os.path.basename(frames[-1].filename)}:{frames[-1].lineno}" if frames else "?"
     details = [f"{os.path.basename(f.filename)}:{f.lineno} in {f.name}: {f.line}" for f in frames[-4:]]
+    if full_traceback:
+        details = [f"{f.filename}:{f.lineno} in {f.name}: {f.line}"
+                   for f in traceback.extract_tb(exc.__traceback__) if "pkbsim" not in f.filename]
     if any(c.__name__ == "NotSimulated" and c.__module__.startswith("pkbsim.") for c in type(exc).__mro__):
         return Finding("not_simulated", f"rank {rank}: {exc} (a limit of pkb, not the program's fault)", [rank],
                        [site], details)
@@ -181,7 +185,7 @@ def _rank_main(world: World, engine: Engine, rank: int, body: Callable[[RankCont
             world.fail(Finding("error", f"rank {rank} exited with status {e.code}", [rank]), unless_failed=True)
     except BaseException as e:  # noqa: BLE001 - a rank's exception is a finding, not a crash of pkb
         status = "failed"
-        world.fail(_error_finding(rank, e), unless_failed=True)
+        world.fail(_error_finding(rank, e, opts.full_traceback), unless_failed=True)
     finally:
         _drop_dispatch_modes()
         world.finish(rank, status)
