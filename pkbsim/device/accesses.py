@@ -5,19 +5,37 @@ from __future__ import annotations
 
 import ctypes
 
+import numpy as np
+
 from pkbsim.device.ir import Event
 from pkbsim.device.kernel_report import Traffic
 from pkbsim.device.protocol import device_state
 
 
+def byte_runs(starts, width: int) -> list[tuple[int, int]]:
+    """The byte ranges [lo, hi) that accesses of `width` bytes at `starts` cover, merged where they touch: a warp
+    or a Triton block that touches every k-th word (its own slots of an interleaved or column-sliced buffer)
+    must not be taken for one that also touches the words between, which other ranks may write."""
+    a = np.unique(np.asarray(starts).astype(np.int64))
+    cut = np.nonzero(np.diff(a) > width)[0]
+    return list(zip(np.concatenate((a[:1], a[cut + 1])).tolist(), (np.concatenate((a[cut], a[-1:])) + width).tolist()))
+
+
 class Access:
-    def __init__(self, ctx, lo: int, hi: int, nbytes: int, region):
+    def __init__(self, ctx, lo: int, hi: int, nbytes: int, region, runs: list[tuple[int, int]] | None = None):
         self.lo, self.hi, self.nbytes, self.region = lo, hi, nbytes, region
+        self.runs = runs  # the contiguous byte ranges within [lo, hi) it touches (None: all of it)
         self.rank, self.world_size = ctx.rank, ctx.world.size
 
     @classmethod
     def find(cls, ctx, lo: int, hi: int, nbytes: int) -> Access:
         return cls(ctx, lo, hi, nbytes, device_state(ctx.world).memory.find(lo, hi))
+
+    def data_events(self, kind: str, site: str, where: str) -> list[Event]:
+        """The race-checked get/put events of a data access of a symmetric buffer: one per contiguous run."""
+        r = self.region
+        return [Event(kind, self.rank, site, where, r.owner, lo - r.base, hi - r.base)
+                for lo, hi in (self.runs or [(self.lo, self.hi)])]
 
     def event(self, kind: str, site: str, where: str, **kw) -> Event:
         r = self.region

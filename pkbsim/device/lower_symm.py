@@ -6,8 +6,10 @@ handle itself moves the clocks of put/wait; these hooks record the events and ch
 """
 from __future__ import annotations
 
+import numpy as np
 import torch
 
+from pkbsim.device.accesses import byte_runs
 from pkbsim.device.ir import Event
 from pkbsim.device.protocol import device_state, emit
 
@@ -55,4 +57,21 @@ def on_host_access(ctx, reads: list[torch.Tensor], writes: list[torch.Tensor], w
         region = memory.find(base + lo, base + max(hi, lo + 1))
         if region is None or region.on_pad or hi <= lo:
             continue
-        emit(ctx.world, Event("put" if write else "get", ctx.rank, site, what, region.owner, lo, hi), region)
+        for a, b in _view_runs(t, lo, hi):
+            emit(ctx.world, Event("put" if write else "get", ctx.rank, site, what, region.owner, a, b), region)
+
+
+def _view_runs(t: torch.Tensor, lo: int, hi: int, limit: int = 1 << 16) -> list[tuple[int, int]]:
+    """The contiguous byte ranges of a view of a symmetric buffer (one per row of a column slice): ranks
+    that each write their own columns of a peer's buffer write disjoint bytes. Views with more than
+    `limit` pieces keep their whole extent [lo, hi)."""
+    dims = [(n, s) for n, s in zip(t.shape, t.stride()) if n != 1]
+    inner = 1  # elements of the innermost contiguous block
+    while dims and dims[-1][1] == inner:
+        inner *= dims.pop()[0]
+    if not dims or t.numel() // inner > limit:
+        return [(lo, hi)]
+    starts = np.zeros(1, dtype=np.int64)
+    for n, s in dims:
+        starts = (starts[:, None] + np.arange(n, dtype=np.int64) * s).reshape(-1)
+    return byte_runs(lo + starts * t.element_size(), inner * t.element_size())

@@ -18,7 +18,7 @@ import os
 
 import numpy as np
 
-from pkbsim.device.accesses import Access
+from pkbsim.device.accesses import Access, byte_runs
 from pkbsim.device.ir import Event
 from pkbsim.device.protocol import device_state, emit
 from pkbsim.device.spin import Poll
@@ -42,7 +42,8 @@ class KernelObserver:
         self.state = device_state(ctx.world)
 
     def _accesses(self, addrs: np.ndarray, width: int) -> list[Access]:
-        return [Access(self.ctx, int(sub.min()), int(sub.max()) + width, int(sub.size) * width, region)
+        return [Access(self.ctx, int(sub.min()), int(sub.max()) + width, int(sub.size) * width, region,
+                       byte_runs(sub, width) if region is not None else None)
                 for region, sub in self.state.memory.split(addrs, width)]
 
     def _words(self, addrs: np.ndarray, width: int) -> list[Access]:
@@ -87,7 +88,8 @@ class KernelObserver:
         polled = [a for a in accs if flag or (a.region is not None and a.region.on_pad)]
         for a in accs:
             if a not in polled and a.region is not None:
-                emit(world, a.event("get", site, where), a.region)
+                for ev in a.data_events("get", site, where):
+                    emit(world, ev, a.region)
         # a poll reports the value the load returned, not a peer's write landing after it
         with world.lock if polled else contextlib.nullcontext():
             out = perform()
@@ -106,7 +108,8 @@ class KernelObserver:
         signals = [a for a in accs if flag or (a.region is not None and a.region.on_pad)]
         for a in accs:
             if a.region is not None and a not in signals:
-                emit(world, a.event("put", site, where), a.region)
+                for ev in a.data_events("put", site, where):
+                    emit(world, ev, a.region)
         with world.lock:  # the flag's value and the clock released into it change together
             out = perform()
             sem = "release" if "release" in quals else "relaxed"
@@ -150,7 +153,8 @@ class KernelObserver:
         accs = [a for m in region.members for a in self._accesses(off + np.uint64(m.base), width)]
         for a in accs:
             if a.region is not None:
-                emit(self.ctx.world, a.event("put" if write else "get", site, where), a.region)
+                for ev in a.data_events("put" if write else "get", site, where):
+                    emit(self.ctx.world, ev, a.region)
         out = perform()
         for a in accs:
             a.count(self.run.traffic, write=write)

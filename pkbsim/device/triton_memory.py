@@ -14,7 +14,7 @@ import numpy as np
 from triton.runtime import interpreter as interp
 
 from pkbsim.device import spin
-from pkbsim.device.accesses import Access
+from pkbsim.device.accesses import Access, byte_runs
 from pkbsim.device.protocol import emit
 from pkbsim.device.triton_launch import current_launch
 from pkbsim.ptx.access import check_aligned
@@ -38,7 +38,10 @@ def _active(ptrs, mask) -> tuple[np.ndarray, int]:
 
 
 def _access(ctx, addrs: np.ndarray, itemsize: int) -> Access:
-    return Access.find(ctx, int(addrs.min()), int(addrs.max()) + itemsize, int(addrs.size) * itemsize)
+    acc = Access.find(ctx, int(addrs.min()), int(addrs.max()) + itemsize, int(addrs.size) * itemsize)
+    if acc.region is not None and not acc.region.on_pad:
+        acc.runs = byte_runs(addrs, itemsize)
+    return acc
 
 
 def _poll(ctx, launch, acc: Access, site: str, observed: bytes) -> None:
@@ -60,7 +63,8 @@ def masked_load(original):
         addrs, itemsize = _active(ptrs, mask)
         acc = _access(ctx, addrs, itemsize) if addrs.size else None
         if acc is not None and acc.region is not None and not acc.region.on_pad and not is_volatile:
-            emit(ctx.world, acc.event("get", user_site(), launch.where), acc.region)
+            for ev in acc.data_events("get", user_site(), launch.where):
+                emit(ctx.world, ev, acc.region)
         polling = acc is not None and (is_volatile or (acc.region is not None and acc.region.on_pad))
         with ctx.world.lock if polling else contextlib.nullcontext():  # a poll reports the value the load returned
             out = original(self, ptrs, mask, other, cache_modifier, eviction_policy, is_volatile)
@@ -88,7 +92,8 @@ def masked_store(original):
         site = user_site()
         if acc.region is None or not acc.region.on_pad:
             if acc.region is not None:
-                emit(ctx.world, acc.event("put", site, launch.where), acc.region)
+                for ev in acc.data_events("put", site, launch.where):
+                    emit(ctx.world, ev, acc.region)
             out = original(self, ptrs, value, mask, cache_modifier, eviction_policy)
         else:
             with ctx.world.lock:  # a plain store to a flag: relaxed, it releases nothing
