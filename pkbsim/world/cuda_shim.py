@@ -65,6 +65,8 @@ class DeviceMapMode(TorchFunctionMode):
         kwargs = dict(kwargs or {})
         if func is torch.Tensor.pin_memory:
             return args[0]
+        if kwargs.get("pin_memory"):  # torch.tensor/empty/zeros(..., pin_memory=True): a CPU build has no pinned
+            kwargs["pin_memory"] = False  # allocator; the simulated GPU reads host memory anyway
         asked = kwargs.get("device")  # the device the program names, if any
         if asked is not None and _is_cuda(asked):
             _note_explicit_device(asked)
