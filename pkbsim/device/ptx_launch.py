@@ -79,10 +79,14 @@ def _schedule(ctx, run: KernelRun, cooperative: bool, clocks):
             if progressed or launch.counters.stores != stores:
                 run.polls.clear()  # polls since the last progress: lanes set aside while spinning poll too
                 continue
-            if not run.polls:
+            if not any(p.repeats for p in run.polls.values()):
+                # no address was read twice to the same value yet: the lanes moved on from wait to wait (one
+                # thread waiting for each peer's flag in turn, each already set), which is progress, not a spin
+                # (the polls are kept: a re-read in the next round is one)
                 continue
             where = run.where(resident[0])
-            escaped = block_on(ctx, dict(run.polls), run.poll_site, where, lambda: bool(waiting))
+            spun_on = dict(sorted(run.polls.items(), key=lambda kv: kv[1].repeats == 0))  # re-read words named first
+            escaped = block_on(ctx, spun_on, run.poll_site, where, lambda: bool(waiting))
             run.polls.clear()
             for group in resident:  # memory changed: every spinning lane re-reads it
                 group.parked[:] = False

@@ -172,7 +172,9 @@ class KernelObserver:
                                    sem="acq_rel"))
 
     def _poll(self, a: Access, site: str, observed: bytes) -> None:
-        self.run.polls[(a.lo, a.hi)] = Poll(observed, 0, a.label(), a.writers())
+        prev = self.run.polls.get((a.lo, a.hi))
+        repeats = prev.repeats + 1 if prev is not None and prev.observed == observed else 0
+        self.run.polls[(a.lo, a.hi)] = Poll(observed, repeats, a.label(), a.writers())
         self.run.poll_site = site
 
     def _wrote(self) -> None:
