@@ -175,7 +175,7 @@ def test_rms_norm_is_one_kernel_and_metadata_queries_are_none(run_program, shape
         r = torch.ops.aten.rms_norm(x, [128], None, 1e-5)   # below F.rms_norm: decomposed, as on the CPU
         z = x * torch.rsqrt(x.square().mean(-1, keepdim=True) + 1e-5)
     """, nproc=1, record_compute=True, shape_run=shape_run)
-    assert res.verdict == "ok"
+    assert res.verdict == "nothing_checked"                            # one rank, torch ops only: no communication
     names = [op["op"] for op in _compute_ops(res)]
     fused = [op for op in _compute_ops(res) if op["op"] == "rms_norm"]
     assert len(fused) == 1 and fused[0]["bytes_read"] == fused[0]["bytes_written"] == 64 * 128 * 4

@@ -34,4 +34,4 @@ dist.destroy_process_group()
 @pytest.mark.parametrize("loaded", [True, False], ids=["loaded_bounds", "constexpr_bounds"])
 def test_range_over_bounds_loaded_from_memory(run_program, loaded):
     res = run_program(f"LOADED = {loaded}\n" + PROGRAM)
-    assert res.verdict in ("ok", "nothing_checked"), [f.render() for f in res.findings]
+    assert res.verdict == "ok", [f.render() for f in res.findings]   # a Triton launch is checked work

@@ -35,7 +35,7 @@ def check_script(path: str, argv: list[str], opts: RunOptions) -> RunResult:
                 "buffering_hazard",
                 f"passes only because {result.eager_sends} send(s) fit the {opts.p2p_buffer}-byte buffer; with "
                 f"rendezvous sends (messages above NCCL_BUFFSIZE) it deadlocks", dl.ranks, dl.sites, dl.details))
-    if result.verdict == "ok" and not result.ops:
+    if result.verdict == "ok" and not result.ops and not _device_kernels(result):
         result.findings.append(_nothing_checked(result))
     if result.verdict == "ok":
         hazard = cross_comm_order(result.traces, result.group_label)
@@ -44,9 +44,15 @@ def check_script(path: str, argv: list[str], opts: RunOptions) -> RunResult:
     return result
 
 
+def _device_kernels(result: RunResult) -> int:
+    """Launches an interpreter ran (PTX, Triton): checked for faults, races and co-residency even without
+    a collective."""
+    return sum(1 for t in result.traces for r in t.records if r["kind"] == "compute" and "kernel" in r)
+
+
 def _nothing_checked(result: RunResult) -> Finding:
     """A run without one simulated communication op is no evidence: say so, and where the program left."""
     exits = sorted({t.exit_site for t in result.traces if t.exit_site})
     where = f": the program exited at {', '.join(exits)} (sys.exit)" if exits else ""
-    return Finding("no_communication", f"no communication was simulated, so nothing was checked{where}",
+    return Finding("no_communication", f"no communication and no device kernel was simulated, so nothing was checked{where}",
                    list(range(result.world_size)), exits)
