@@ -100,6 +100,18 @@ def test_a_reference_that_fails_on_the_simulator_is_inconclusive():
 KITTENS = '#include "kittens.cuh"\n__global__ void k(float* x) { x[0] = 1; }\n'
 
 
+def test_a_torch_header_that_no_torch_has_rejects_but_a_cuda_only_one_is_a_limit():
+    """<ATen/core/Dispatch.h> (a misremembered <ATen/Dispatch.h>) fails on the GPU machine too; ATen/cuda/ and
+    c10/cuda/ headers exist only in torch's CUDA builds, so their absence here is pkb's limit."""
+    from pkbsim.cuda.toolchain import missing_header
+    log = "x.cu:12:10: fatal error: {}: No such file or directory\n"
+    assert missing_header(log.format("ATen/core/Dispatch.h")) is None
+    assert missing_header(log.format("ATen/Dispatch.h")) is not None      # here (so missing from an include path)
+    assert missing_header(log.format("ATen/cuda/CUDAContextLight.h")) is not None
+    assert missing_header(log.format("c10/cuda/CUDAStream.h")) is not None
+    assert missing_header(log.format("kittens.cuh")) == "missing header kittens.cuh (not installed here)"
+
+
 @pytest.mark.skipif(unavailable() is not None, reason=str(unavailable()))
 def test_a_missing_third_party_header_is_inconclusive_and_a_typo_rejects(tmp_path):
     assert cuda_check.compile_check(KITTENS).message == "missing header kittens.cuh (not installed here)"

@@ -60,11 +60,26 @@ def publish(tmp: str, out: str) -> None:
 _MISSING_HEADER = re.compile(r'cannot open source file "([^"]+)"|fatal error: ([^:\s]+): No such file')
 
 
+_TORCH_PREFIXES = ("ATen/", "c10/", "torch/", "caffe2/")
+_CUDA_ONLY = re.compile(r"cuda|cudnn|hip|miopen|nccl|cub/|mps|xpu", re.I)
+
+
 def missing_header(log: str) -> str | None:
     """'missing header X' when a compiler log says an #include is not installed here (a third-party library
-    such as ThunderKittens): a limit of this installation, not the candidate's fault."""
+    such as ThunderKittens): a limit of this installation, not the candidate's fault. A header named under
+    torch's own folders that no build of torch has (not a CUDA-only one, which this CPU build lacks) is the
+    candidate's error, as nvcc reports it on a GPU machine: None, so the build error names its line."""
     m = _MISSING_HEADER.search(log)
-    return f"missing header {m.group(1) or m.group(2)} (not installed here)" if m else None
+    if not m:
+        return None
+    header = m.group(1) or m.group(2)
+    return None if not_in_any_torch(header) else f"missing header {header} (not installed here)"
+
+
+def not_in_any_torch(header: str) -> bool:
+    """A torch header (ATen/, c10/, torch/) absent here that is not CUDA-specific: the CUDA build lacks it too."""
+    return (header.startswith(_TORCH_PREFIXES) and not _CUDA_ONLY.search(header)
+            and not any(os.path.exists(os.path.join(d, header)) for d in torch_dirs()[0]))
 
 
 NO_NVCC = f"inline CUDA is compiled to PTX to be simulated; {NVCC_MISSING}"
