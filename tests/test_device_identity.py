@@ -55,6 +55,22 @@ def test_device_properties_describe_the_modelled_gpu(run_program):
     _ok(res)
 
 
+def test_cudart_has_the_bindings_of_torch_and_no_others(run_program):
+    """torch.cuda.cudart() binds a few runtime calls; cudaMemcpyAsync is not one of them, on a GPU either."""
+    good = run_program("""
+        free, total = torch.cuda.cudart().cudaMemGetInfo(0)
+        assert free <= total and total >= 80 * 2**30
+        torch.cuda.cudart().cudaProfilerStop()
+        print("fine")
+    """)
+    _ok(good)
+    bad = run_program("""
+        x = torch.ones(4, device="cuda")
+        torch.cuda.cudart().cudaMemcpyAsync(x.data_ptr(), x.data_ptr(), 16, 3, 0)
+    """)
+    assert bad.verdict == "error" and "has no attribute 'cudaMemcpyAsync'" in bad.findings[0].message
+
+
 def test_device_properties_follow_the_topology(run_program):
     res = run_program("""
         p = torch.cuda.get_device_properties(0)

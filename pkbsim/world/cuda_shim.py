@@ -320,7 +320,15 @@ def _generator() -> torch.Generator:
 
 
 class _Cudart:
-    """torch.cuda.cudart(): profiler markers are no-ops; the rest of the runtime is not simulated."""
+    """torch.cuda.cudart(): the names torch's binding has (torch/csrc/cuda/shared/cudart.cpp), no others.
+    Profiler markers are no-ops and memory info is the modelled GPU's; a name the binding lacks (e.g.
+    cudaMemcpyAsync) raises AttributeError as on a GPU: the candidate's bug, not a limit of pkb."""
+
+    _BOUND = ("cudaGetErrorString", "cudaProfilerStart", "cudaProfilerStop", "cudaHostRegister",
+              "cudaHostUnregister", "cudaStreamCreate", "cudaStreamDestroy", "cudaMemGetInfo", "cudaError")
+
+    def __init__(self, props):
+        self._props = props
 
     def cudaProfilerStart(self) -> int:
         return 0
@@ -328,8 +336,14 @@ class _Cudart:
     def cudaProfilerStop(self) -> int:
         return 0
 
+    def cudaMemGetInfo(self, device=None) -> tuple[int, int]:
+        return self._props().total_memory, self._props().total_memory
+
     def __getattr__(self, name: str):
-        raise NotSimulated(f"not simulated: torch.cuda.cudart().{name}")
+        if name in self._BOUND:
+            raise NotSimulated(f"not simulated: torch.cuda.cudart().{name}")
+        raise AttributeError(f"module 'torch._C._cudart' has no attribute '{name}' (torch's cudart binding "
+                             f"has only {', '.join(self._BOUND)})")
 
 
 def _not_simulated(name: str, original):
@@ -369,7 +383,7 @@ def install_torch_cuda(patches: Patches, local_world_size: int, topology: str = 
         "reset_peak_memory_stats": noop, "reset_max_memory_allocated": noop, "reset_accumulated_memory_stats": noop,
         "empty_cache": noop, "ipc_collect": noop, "set_per_process_memory_fraction": noop,
         "mem_get_info": lambda *a, **k: (props().total_memory, props().total_memory),
-        "cudart": lambda: _Cudart(),
+        "cudart": lambda: _Cudart(props),
     }
     for name, fn in table.items():
         patches.set(cuda, name, fn)
