@@ -54,6 +54,8 @@ def main() -> int:
     sys.stdout = sys.stderr
     limit_memory(args.memory_gb)
     import torch._subclasses.fake_tensor  # noqa: F401 - the shape runs' machinery (several seconds to import)
+    import torch._dynamo  # noqa: F401 - torch 2.11 imports it lazily from 8 rank threads at once: "partially
+    #                       initialized module 'torch._dynamo'" failed ParallelKernelBench references 80-85
 
     import pkbsim.screen.pipeline  # noqa: F401 - import once per worker, not in the first candidate's time
     for line in sys.stdin:
