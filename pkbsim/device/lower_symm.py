@@ -12,6 +12,7 @@ import torch
 from pkbsim.device.accesses import byte_runs
 from pkbsim.device.ir import Event
 from pkbsim.device.protocol import device_state, emit
+from pkbsim.world.comms import is_fake
 
 
 def on_put_signal(ctx, dst: int, slot: int, site: str) -> None:
@@ -42,6 +43,8 @@ def on_host_access(ctx, reads: list[torch.Tensor], writes: list[torch.Tensor], w
     )
     from pkbsim.symm.handle import storage_key
 
+    if any(map(is_fake, reads)) or any(map(is_fake, writes)):
+        return  # a shape run: no data and no addresses, so nothing to order (the screen-size run checked it)
     by_storage = symm_state(ctx.world).by_storage
     hits = [(t, False) for t in reads if storage_key(t) in by_storage]
     hits += [(t, True) for t in writes if storage_key(t) in by_storage]

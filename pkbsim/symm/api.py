@@ -12,6 +12,7 @@ from pkbsim.symm.handle import (
     state,
     storage_key,
 )
+from pkbsim.world.comms import behind_the_program
 from pkbsim.world.context import current, require
 from pkbsim.world.findings import Finding
 from pkbsim.world.patching import Patches
@@ -24,7 +25,8 @@ def empty(*size, dtype: torch.dtype | None = None, device=None, **_) -> torch.Te
     if len(size) == 1 and isinstance(size[0], (tuple, list, torch.Size)):
         size = tuple(size[0])
     t = torch.empty(size, dtype=dtype or torch.get_default_dtype(), device="cpu")
-    pad = torch.zeros(SIGNAL_PAD_BYTES // 4, dtype=torch.int32)
+    with behind_the_program():  # real also in a shape run: the simulator polls it (put/wait_signal, barrier)
+        pad = torch.zeros(SIGNAL_PAD_BYTES // 4, dtype=torch.int32)
     alloc = Allocation(ctx.rank, t, pad)
     st = state(ctx.world)
     with ctx.world.lock:

@@ -15,7 +15,7 @@ import torch
 
 from pkbsim.device import lower_symm
 from pkbsim.world.clocks import happens_before
-from pkbsim.world.comms import behind_the_program
+from pkbsim.world.comms import behind_the_program, is_fake
 from pkbsim.world.context import require
 from pkbsim.world.findings import Finding
 from pkbsim.world.sites import user_site
@@ -46,9 +46,11 @@ class SymmState:
 
 
 def storage_key(t: torch.Tensor) -> int:
-    """Identity of a tensor's memory: its storage address (fake tensors of a shape run have none)."""
+    """Identity of a tensor's memory: its storage address; in a shape run, where every fake storage is at
+    address 0, the storage object itself (views made with set_ share it)."""
     try:
-        return t.untyped_storage().data_ptr()
+        st = t.untyped_storage()
+        return st._cdata if is_fake(t) else st.data_ptr()
     except (RuntimeError, NotImplementedError):
         return id(t)
 
@@ -156,7 +158,7 @@ class SimSymmetricMemory:
         slot = self._slot(channel, self.rank)
         ctx.world.block(ctx.rank, Wait(
             what=f"put_signal(dst_rank={dst_rank}, channel={channel})", site=site,
-            ready=lambda: int(alloc.pad[slot]) == 0,
+            ready=lambda: _get_slot(alloc.pad, slot) == 0,
             waits_for=lambda: {dst_global},
             explain=lambda: (f"rank {dst_global}'s signal pad slot {slot} (channel {channel}, from rank "
                              f"{ctx.rank}) is still set: the previous signal was never consumed by a wait_signal"),
@@ -178,7 +180,7 @@ class SimSymmetricMemory:
         slot = self._slot(channel, src_rank)
         ctx.world.block(ctx.rank, Wait(
             what=f"wait_signal(src_rank={src_rank}, channel={channel})", site=site,
-            ready=lambda: int(alloc.pad[slot]) != 0,
+            ready=lambda: _get_slot(alloc.pad, slot) != 0,
             waits_for=lambda: {src_global},
             explain=lambda: (f"its signal pad slot {slot} (channel {channel}, from rank {src_global}) is never set"),
             kind="protocol"))
@@ -206,6 +208,13 @@ class SimSymmetricMemory:
 
     def boxed(self):
         return self
+
+
+def _get_slot(pad: torch.Tensor, slot: int) -> int:
+    """The simulator's own poll of a pad: no kernel of the program (a `.item()` in the trace would put a
+    host read per poll on the candidate's critical path) and no data-dependent op in a shape run."""
+    with behind_the_program():
+        return int(pad[slot])
 
 
 def _set_slot(pad: torch.Tensor, slot: int, value: int) -> None:
