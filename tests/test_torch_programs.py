@@ -1,7 +1,16 @@
 """Patterns of public PyTorch programs (pytorch/examples' distributed scripts) on simulated ranks, each with
 a deadlocking twin: a world made by init_device_mesh alone, DDP with device_ids, DTensor on a "cuda" mesh,
-and a process-wide singleton (hydra) that each rank initialises."""
+tensor-parallel attention (F.scaled_dot_product_attention on DTensors), and a process-wide singleton (hydra)
+that each rank initialises."""
+import io
+import os
+
 import pytest
+
+from pkbsim.world.check import check_script
+from pkbsim.world.launcher import RunOptions
+
+PROGRAMS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "programs")
 
 MESH_ONLY = """
     import torch, torch.distributed as dist
@@ -68,3 +77,45 @@ def test_each_rank_initialises_its_own_hydra(run_program):
         print("done")
     """, timeout=60)
     assert res.verdict == "ok", [f.render() for f in res.findings]
+
+
+@pytest.mark.parametrize("argv, verdict", [([], "ok"), (["--rank0-checks-grads"], "deadlock"),
+                                           (["--backend", "gloo"], "error")])
+def test_tensor_parallel_attention_with_sdpa(argv, verdict):
+    """On a "cuda" mesh SDPA reaches the CPU flash kernel here, which DTensor shards like the GPU's kernels;
+    on a "cpu" mesh (gloo) torch itself has no strategy for it and the program fails as under torchrun."""
+    out = io.StringIO()
+    res = check_script(os.path.join(PROGRAMS, "tp_attention.py"), argv, RunOptions(nproc=2, output=out, timeout=60))
+    assert res.verdict == verdict, [f.render() for f in res.findings]
+    if verdict == "ok":
+        assert out.getvalue().count("tp attention matches") == 2
+    elif verdict == "deadlock":
+        assert res.findings[0].ranks == [0] and "all_gather" in res.findings[0].details[0]
+    else:
+        assert "_scaled_dot_product_flash_attention_for_cpu" in res.findings[0].message
+
+
+SDPA_MASK = """
+    import torch.nn.functional as F
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import distribute_tensor, Shard, Replicate
+    mesh = init_device_mesh("cuda", (world,))
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 4, 6, 8, requires_grad=True) for _ in range(3))
+    mask = torch.randn(2, 4, 6, 6)
+    dq, dk, dv = (distribute_tensor(t, mesh, [Shard(1)]) for t in (q, k, v))
+    o = F.scaled_dot_product_attention(dq, dk, dv, attn_mask=distribute_tensor(mask, mesh, [{mask}]))
+    o.sum().backward()
+    torch.testing.assert_close(o.full_tensor(), F.scaled_dot_product_attention(q, k, v, attn_mask=mask))
+    print("done")
+"""
+
+
+@pytest.mark.parametrize("mask, verdict", [("Shard(1)", "ok"), ("Replicate()", "inconclusive")])
+def test_sdpa_mask_on_a_cuda_mesh(run_program, mask, verdict):
+    """A mask placed like q's heads is taken as the GPU's kernels take it; one DTensor would have to
+    redistribute is not simulated (the CPU kernel's mask is a keyword argument), never computed otherwise."""
+    res = run_program(SDPA_MASK.format(mask=mask), timeout=60)
+    assert res.verdict == verdict, [f.render() for f in res.findings]
+    if verdict == "inconclusive":
+        assert "attention mask" in res.findings[0].message

@@ -15,6 +15,7 @@ from torch.nn.parallel import DistributedDataParallel
 from pkbsim.world import cuda_shim
 from pkbsim.world.context import current
 from pkbsim.world.device_identity import program_frame
+from pkbsim.world.dtensor_ops import on_gpu_mesh
 from pkbsim.world.patching import Patches
 
 _CUDA = torch.device("cuda")
@@ -53,8 +54,10 @@ def _mesh_on_simulated_gpus(original):
     """A DeviceMesh of "cuda" is built as a CPU mesh: its tensors live on the CPU here, and DTensor and FSDP
     move shards to the mesh's device type with torch's own code, which must see the CPU."""
     def init(self, device_type, *args, **kwargs):
-        if current() is not None and str(device_type).startswith("cuda"):
+        ctx = current()
+        if ctx is not None and str(device_type).startswith("cuda"):
             device_type = "cpu"
+            on_gpu_mesh(ctx)  # DTensor's strategies for the CPU kernels of GPU ops
         return original(self, device_type, *args, **kwargs)
     return init
 

@@ -100,6 +100,7 @@ def simulated_process(nproc: int, output, topology: str = DEFAULT_TOPOLOGY):
     from pkbsim.world.rank_singletons import install_rank_singletons
     from pkbsim.world.device_identity import install_device_identity
     from pkbsim.world.dist_shim import install_dist
+    from pkbsim.world.dtensor_ops import install_dtensor_ops
     from pkbsim.world.environ import install_environ
     from pkbsim.world.process_group import register
     from pkbsim.world.thread_world import install, uninstall
@@ -116,6 +117,7 @@ def simulated_process(nproc: int, output, topology: str = DEFAULT_TOPOLOGY):
         install_device_api(patches, nproc)
         install_rank_singletons(patches)
         install_dist(patches)
+        install_dtensor_ops(patches)
         install_symm_api(patches)
         install_device_support(patches)
         install_cuda_extensions(patches)
