@@ -44,7 +44,7 @@ def test_broken_candidate_is_judged_as_labelled(path):
             assert res.verdict == "pass" and res.correct and 0.9 < res.predicted.speedup < 1.1, res.reasons
         return
     assert (res.verdict, res.stage) == ("reject", want[0]), res.reasons
-    assert want[1] in [r.kind for r in res.reasons], res.reasons
+    assert set(want[1].split("|")) & {r.kind for r in res.reasons}, res.reasons  # a|b: either, by interleaving
 
 
 def test_static_stage_catches_tampering_but_not_configuration(tmp_path):

@@ -71,8 +71,9 @@ def predict(task: TaskSpec, session: Session, world_size: int, topo: Topology, s
     if any(map(session.mentions, ("symm_mem", "_symmetric_memory", "tasks.solutions._symm"))) or any(op["kind"] == "symm" or op.get("peer_bytes")
                                                      for r in cand["ranks"] for op in r["ops"]):
         uncertain = True
-        notes.append("the candidate uses symmetric memory, whose protocols the model times only approximately "
-                     "(fused symm ops without their FLOPs, peer copies as memory traffic): not a basis to reject")
+        notes.append("the candidate uses symmetric memory: peer accesses are timed as NVLink traffic and signals "
+                     "at link latency, a model not yet checked against multi-GPU measurements: not a basis to "
+                     "reject")
     for res, who in ((ref_res, "reference"), (cand_res, "candidate")):
         notes += [f"{who}: {n}" for n in res.notes]
         uncertain |= bool(res.unfinished)

@@ -21,8 +21,9 @@ _REDUCE = {"sum": RedOpType.SUM, "avg": RedOpType.AVG, "max": RedOpType.MAX, "mi
 _registered = False
 
 
-def _collective(name: str, group_name: str, signature: tuple, arg, compute, symm_inputs=()):
-    """Match one symm_mem op across the group and run `compute(args_by_group_rank)` once."""
+def _collective(name: str, group_name: str, signature: tuple, arg, compute, symm_inputs=(), moved=()):
+    """Match one symm_mem op across the group and run `compute(args_by_group_rank)` once. The trace's
+    bytes are those of the symmetric inputs, or of `moved` (what a fused op communicates)."""
     ctx = require()
     site = user_site()
     for t in symm_inputs:
@@ -39,8 +40,8 @@ def _collective(name: str, group_name: str, signature: tuple, arg, compute, symm
     op = ctx.engine.post_collective(comm, ctx.rank, f"symm_mem.{name}", signature, arg, execute,
                                     f"symm_mem.{name}", site)
     ctx.trace.record("symm", name, site, group=comm.name, seq=op.seq, group_ranks=comm.ranks,
-                     shapes=[list(t.shape) for t in symm_inputs], bytes=sum(t.numel() * t.element_size()
-                                                                              for t in symm_inputs))
+                     shapes=[list(t.shape) for t in symm_inputs or moved],
+                     bytes=sum(t.numel() * t.element_size() for t in symm_inputs or moved))
     ctx.engine.wait(ctx.rank, [op])
     return op.slot.result
 
@@ -84,7 +85,7 @@ def multimem_all_reduce_(input, reduce_op, group_name):
 
 def fused_all_gather_matmul(A, Bs, gather_dim, group_name, *, return_A=True):
     full = _collective("fused_all_gather_matmul", group_name, (tuple(A.shape), A.dtype, gather_dim), A,
-                       lambda args: torch.cat(list(args), dim=gather_dim)).clone()
+                       lambda args: torch.cat(list(args), dim=gather_dim), moved=[A]).clone()
     return (full if return_A else None), [torch.matmul(full, B) for B in Bs]
 
 
@@ -95,7 +96,8 @@ def fused_matmul_reduce_scatter(A, B, reduce_op, scatter_dim, group_name):
     comm = resolve_comm(ctx, group_name)
     chunks = _collective("fused_matmul_reduce_scatter", group_name,
                          (tuple(partial.shape), partial.dtype, reduce_op, scatter_dim), partial,
-                         lambda args: reduce_tensors(list(args), red).chunk(len(args), dim=scatter_dim))
+                         lambda args: reduce_tensors(list(args), red).chunk(len(args), dim=scatter_dim),
+                         moved=[partial])
     return chunks[comm.group_rank[ctx.rank]].clone()
 
 

@@ -91,8 +91,8 @@ def actions(ops: list[dict], notes: set[str]) -> list[Action]:
                 coll, factor, algo = SYMM[name]
                 out.append(Action("collective", op, stream, name, coll=_sized(op, coll, factor, algo)))
                 if algo is None:
-                    notes.add(f"{name}: modelled as its communication ({coll}) only; its matmul FLOPs are not in "
-                              f"the trace")
+                    notes.add(f"{name}: its communication ({coll}) and its matmul are timed one after the "
+                              f"other (the fused kernel's overlap is not modelled)")
             elif op.get("group_ranks"):
                 notes.add(f"symm op {name}: not modelled (no time)")
         elif kind == "device" and name == "untimed_kernel":

@@ -14,6 +14,7 @@ from torch.utils.flop_counter import flop_registry
 
 from pkbsim.device import lower_symm
 from pkbsim.symm.handle import on_pad_host_write, state, storage_key
+from pkbsim.world.comms import is_fake
 from pkbsim.world.findings import Finding
 from pkbsim.world.sites import user_site
 from pkbsim.world.streams import StreamOrder
@@ -24,6 +25,15 @@ _SKIP = {torch.ops.aten.detach.default, torch.ops.aten.lift_fresh.default, torch
          # queries of metadata: no kernel runs (a CPU decomposition asks prim.device of a whole tensor)
          torch.ops.prim.device.default, torch.ops.aten.is_same_size.default, torch.ops.aten.sym_size.int,
          torch.ops.aten.sym_stride.int, torch.ops.aten.sym_numel.default, torch.ops.aten.sym_storage_offset.default}
+
+
+# symm_mem's fused matmul ops -> their FLOPs from (args, out): the CPU build's flop counter has no formula
+_FUSED_MATMULS = {
+    "symm_mem::fused_all_gather_matmul":   # (A shard, [B...], gather_dim, group) -> (A?, [A_full @ B...])
+        lambda args, out: sum(2 * o.numel() * b.shape[0] for b, o in zip(args[1], out[1])),
+    "symm_mem::fused_matmul_reduce_scatter":  # (A, B, reduce_op, scatter_dim, group) -> scattered A @ B
+        lambda args, out: 2 * args[0].numel() * args[1].shape[-1],
+}
 
 
 def _is_view(func) -> bool:
@@ -93,6 +103,10 @@ class RankOpsMode(TorchDispatchMode):
 
     def _record(self, func, args, kwargs, out, reads, writes, symm) -> None:
         flops = 0
+        fused = _FUSED_MATMULS.get(func._schema.name)
+        if fused is not None:
+            self._record_fused_matmul(func._schema.name.split("::")[1], fused, args, out)
+            return
         formula = flop_registry.get(func._overloadpacket)
         if formula is not None:
             try:
@@ -104,6 +118,20 @@ class RankOpsMode(TorchDispatchMode):
             return
         outs = flat_tensors(out) if not writes else []
         self._emit(str(func.overloadpacket.__name__), flops, reads, writes + outs, symm)
+
+    def _record_fused_matmul(self, name: str, flops_of, args, out) -> None:
+        """symm_mem's fused all-gather+matmul / matmul+reduce-scatter: one kernel with the matmul's FLOPs. At
+        screen size the simulated op records its communication itself (symm/ops.py); a shape run only reaches
+        the op's meta kernel, so its communication is recorded here, with the sizes the CPU kernel records."""
+        tensors = flat_tensors(args)
+        self._emit(name, int(flops_of(args, out)), tensors, flat_tensors(out), state(self.ctx.world))
+        if any(map(is_fake, tensors)):
+            from pkbsim.symm.api import resolve_comm
+            comm = resolve_comm(self.ctx, args[-1] if name == "fused_matmul_reduce_scatter" else args[3])
+            sent = out if name == "fused_matmul_reduce_scatter" else args[0]
+            nbytes = sent.numel() * sent.element_size() * (len(comm.ranks) if sent is out else 1)
+            self.ctx.trace.record("symm", name, user_site(), stream=self.ctx.stream_id, group=comm.name,
+                                  group_ranks=comm.ranks, shapes=[list(sent.shape)], bytes=nbytes)
 
     def record_fused(self, name: str, flops: int, inputs, out) -> None:
         """One kernel for a call that the CPU build ran as several ops: it reads its inputs and writes its
@@ -138,3 +166,10 @@ def ensure_ops_mode(ctx) -> RankOpsMode:
         mode = ctx.extra["ops_mode"] = RankOpsMode(ctx)
         mode.__enter__()
     return mode
+
+
+def host_wait(ctx, stream: int | None = None) -> None:
+    """The rank's host waited for `stream` (None: every stream). Stream tracking starts here if it has not:
+    the writes so far are complete, so a stream created later may read them without waiting."""
+    so = ensure_ops_mode(ctx).track_streams()
+    so.synchronize() if stream is None else so.host_wait(stream)

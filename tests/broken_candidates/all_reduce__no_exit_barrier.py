@@ -1,4 +1,4 @@
-"""expect: functional wrong_output - a one-shot all-reduce over symmetric memory with no barrier at exit: called
+"""expect: functional wrong_output|race - a one-shot all-reduce over symmetric memory with no barrier at exit: called
 back to back (as a GPU timing loop calls it), a rank that finishes first copies its next input into its
 buffer while a slower peer still reads the previous one. The fixed twin is
 tests/fixed_candidates/all_reduce__exit_barrier.py."""
