@@ -38,8 +38,10 @@ def candidate(tmp_path, body: str) -> pathlib.Path:
 def test_back_to_back_calls_catch_a_missing_exit_barrier(world_size):
     bug = run_screen(NO_EXIT_BARRIER, world_size)
     assert (bug.verdict, bug.stage) == (Verdict.REJECT, "functional"), bug.reasons
-    assert bug.reasons[0].kind == "wrong_output" and "back to back" in bug.reasons[0].message
-    assert bug.reasons[0].site.startswith(str(NO_EXIT_BARRIER))
+    # the next call's copy-in races with a peer still reading: caught as the race itself, or as the wrong output
+    assert bug.reasons[0].kind in ("race", "wrong_output"), bug.reasons
+    assert bug.reasons[0].kind == "race" or "back to back" in bug.reasons[0].message
+    assert bug.reasons[0].site.split(":")[0] in (str(NO_EXIT_BARRIER), NO_EXIT_BARRIER.name)  # the candidate's line
     fixed = run_screen(EXIT_BARRIER, world_size)
     assert fixed.verdict == Verdict.PASS and fixed.correct, fixed.reasons
 
