@@ -12,7 +12,7 @@ mkdir -p .pkbruns
 for tree in "$@"; do
   name=$(basename "$tree")
   timeout "$secs" python3 benchmarks/pkb_corpus.py --pkb-root "$root" --pkb /tmp/pkb --out-dir .pkbruns \
-      --json ".pkbruns/$name.json" --workers "$workers" "$tree" > ".pkbruns/$name.log" 2>&1 &
+      --json ".pkbruns/$name.json" --workers="$workers" "$tree" > ".pkbruns/$name.log" 2>&1 &
 done
 wait
 nproc; uptime
