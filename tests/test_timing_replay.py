@@ -90,6 +90,19 @@ def test_signals_release_waits_in_order():
                                                                    (1, "wait_signal"), (1, "mm")]
 
 
+def test_a_symm_barrier_is_one_kernel_launch_not_one_per_signal():
+    """hdl.barrier() is one kernel on a GPU: its put/wait signals to every peer share one launch."""
+    def barrier(rank, ident):
+        sig = {"kind": "symm", "site": "", "stream": 0, "group": "0", "channel": 0}
+        extra = {} if ident is None else {"barrier": ident}
+        return ([{**sig, "op": "put_signal", "peer": p, **extra} for p in range(4)]
+                + [{**sig, "op": "wait_signal", "peer": p, **extra} for p in range(4)])
+    one = Replay(H100, doc([barrier(r, 1) for r in range(4)])).run()
+    eight = Replay(H100, doc([barrier(r, None) for r in range(4)])).run()   # 8 separate signal calls
+    assert one.makespan_us < LAUNCH + 8 * 1.0                               # one launch, then the signals
+    assert eight.makespan_us >= 8 * LAUNCH                                  # the host launched each signal
+
+
 def test_links_and_perfetto_timeline(tmp_path):
     res = Replay(H100, doc([[ar(0, 256 * MIB, list(range(4)))] for _ in range(4)])).run()
     assert res.links and all(0 < lk["utilisation"] <= 1 + 1e-9 for lk in res.links)

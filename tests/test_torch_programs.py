@@ -119,3 +119,25 @@ def test_sdpa_mask_on_a_cuda_mesh(run_program, mask, verdict):
     assert res.verdict == verdict, [f.render() for f in res.findings]
     if verdict == "inconclusive":
         assert "attention mask" in res.findings[0].message
+
+
+@pytest.mark.parametrize("body, named", [
+    ("""
+        import torch.multiprocessing as mp
+        def work(i):
+            print("worker", i)
+        if __name__ == "__main__":
+            mp.spawn(work, nprocs=2)
+     """, "torch.multiprocessing.spawn"),
+    ("""
+        import os, torch.distributed.rpc as rpc
+        rpc.init_rpc(f"worker{os.environ['RANK']}", rank=int(os.environ["RANK"]), world_size=2)
+        rpc.shutdown()
+     """, "torch.distributed.rpc.init_rpc"),
+])
+def test_own_processes_and_rpc_are_inconclusive(run_program, body, named):
+    """pytorch/examples' `python main.py` scripts (mp.spawn) and the rpc/ folder: no real process or RPC agent
+    may start under pkb, and the program is not blamed for what pkb does not simulate."""
+    res = run_program(body, prelude=False, timeout=60)
+    assert res.verdict == "inconclusive", [f.render() for f in res.findings]
+    assert named in res.findings[0].message

@@ -150,7 +150,7 @@ class SimSymmetricMemory:
             raise SimAbort(msg)
         return slot
 
-    def put_signal(self, dst_rank: int, channel: int = 0, timeout_ms: int = 0) -> None:
+    def put_signal(self, dst_rank: int, channel: int = 0, timeout_ms: int = 0, *, _barrier: int | None = None) -> None:
         ctx = require()
         site = user_site()
         dst_global = self._global(dst_rank)
@@ -169,10 +169,11 @@ class SimSymmetricMemory:
             _check_host_write_race(ctx.world, alloc, slot, clock, site, ctx.rank)
             _set_slot(alloc.pad, slot, 1)
             alloc.signals[slot] = (ctx.rank, self._comm.name, clock, site)
-            ctx.trace.record("symm", "put_signal", site, group=self._comm.name, peer=dst_global, channel=channel)
+            ctx.trace.record("symm", "put_signal", site, group=self._comm.name, peer=dst_global, channel=channel,
+                             **_barrier_field(_barrier))
             ctx.world.changed()
 
-    def wait_signal(self, src_rank: int, channel: int = 0, timeout_ms: int = 0) -> None:
+    def wait_signal(self, src_rank: int, channel: int = 0, timeout_ms: int = 0, *, _barrier: int | None = None) -> None:
         ctx = require()
         site = user_site()
         src_global = self._global(src_rank)
@@ -196,18 +197,26 @@ class SimSymmetricMemory:
                 ctx.world.clocks.acquire(ctx.rank, signaller[2])
             _set_slot(alloc.pad, slot, 0)
             lower_symm.on_wait_signal(ctx, slot, site)
-            ctx.trace.record("symm", "wait_signal", site, group=self._comm.name, peer=src_global, channel=channel)
+            ctx.trace.record("symm", "wait_signal", site, group=self._comm.name, peer=src_global, channel=channel,
+                             **_barrier_field(_barrier))
             ctx.world.changed()
 
     def barrier(self, channel: int = 0, timeout_ms: int = 0) -> None:
-        lower_symm.on_barrier(require(), channel, user_site())
+        """One kernel on a GPU: its signals and waits share one launch in the trace (`barrier` id)."""
+        ctx = require()
+        lower_symm.on_barrier(ctx, channel, user_site())
+        ident = ctx.extra["symm_barriers"] = ctx.extra.get("symm_barriers", 0) + 1
         for peer in range(self.world_size):
-            self.put_signal(peer, channel)
+            self.put_signal(peer, channel, _barrier=ident)
         for peer in range(self.world_size):
-            self.wait_signal(peer, channel)
+            self.wait_signal(peer, channel, _barrier=ident)
 
     def boxed(self):
         return self
+
+
+def _barrier_field(ident: int | None) -> dict:
+    return {} if ident is None else {"barrier": ident}
 
 
 def _get_slot(pad: torch.Tensor, slot: int) -> int:

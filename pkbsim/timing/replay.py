@@ -95,6 +95,7 @@ class Replay:
 
     def _host(self, rank: int, acts):
         last: dict[int, Kernel] = {}
+        in_barrier = None
         for a in acts:
             if a.kind in ("sync", "host_sync"):
                 pending = [k for s, k in last.items() if (a.kind == "sync" or s == a.stream) and not k.done.triggered]
@@ -114,7 +115,10 @@ class Replay:
                 if a.kind == "record":
                     self._events[(rank, a.op.get("event"))] = k
                 continue
-            yield self.env.timeout(self.launch_us)
+            barrier = a.op.get("barrier")   # the signals and waits of one symm barrier are one kernel launch
+            if barrier is None or barrier != in_barrier:
+                yield self.env.timeout(self.launch_us)
+            in_barrier = barrier
             last[a.stream] = self._enqueue(rank, a.stream, a.kind, a, [])
         self._host_end[rank] = self.env.now
 

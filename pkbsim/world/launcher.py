@@ -101,6 +101,7 @@ def simulated_process(nproc: int, output, topology: str = DEFAULT_TOPOLOGY):
     from pkbsim.world.device_identity import install_device_identity
     from pkbsim.world.dist_shim import install_dist
     from pkbsim.world.dtensor_ops import install_dtensor_ops
+    from pkbsim.world.unsimulated import install_unsimulated
     from pkbsim.world.environ import install_environ
     from pkbsim.world.process_group import register
     from pkbsim.world.thread_world import install, uninstall
@@ -118,6 +119,7 @@ def simulated_process(nproc: int, output, topology: str = DEFAULT_TOPOLOGY):
         install_rank_singletons(patches)
         install_dist(patches)
         install_dtensor_ops(patches)
+        install_unsimulated(patches)
         install_symm_api(patches)
         install_device_support(patches)
         install_cuda_extensions(patches)

@@ -36,6 +36,15 @@ _FUSED_MATMULS = {
 }
 
 
+# symm_mem all-reduces (input, reduce_op, group_name[, out]) -> their output, for shape runs (no meta kernel)
+_SYMM_ALL_REDUCES = {
+    "symm_mem::one_shot_all_reduce": lambda args: torch.empty_like(args[0]),
+    "symm_mem::one_shot_all_reduce_out": lambda args: args[3],
+    "symm_mem::two_shot_all_reduce_": lambda args: args[0],
+    "symm_mem::multimem_all_reduce_": lambda args: args[0],
+}
+
+
 def _is_view(func) -> bool:
     return any(r.alias_info is not None and not r.alias_info.is_write for r in func._schema.returns)
 
@@ -62,6 +71,9 @@ class RankOpsMode(TorchDispatchMode):
                                                                   func._schema.arguments[len(args):]]):
             for t in flat_tensors(val):
                 (writes if arg.alias_info is not None and arg.alias_info.is_write else reads).append(t)
+        shape_only = _SYMM_ALL_REDUCES.get(func._schema.name)
+        if shape_only is not None and is_fake(args[0]):
+            return self._shape_run_all_reduce(func._schema.name, shape_only, args)
         symm = state(self.ctx.world)
         if symm.by_storage and (reads or writes):
             # checked before the op touches memory: a peer's concurrent read must not see the new data
@@ -118,6 +130,17 @@ class RankOpsMode(TorchDispatchMode):
             return
         outs = flat_tensors(out) if not writes else []
         self._emit(str(func.overloadpacket.__name__), flops, reads, writes + outs, symm)
+
+    def _shape_run_all_reduce(self, name: str, result, args):
+        """A symm_mem all-reduce in a shape run, which has no meta kernel for it: the collective goes on the
+        trace as the CPU kernel records it at screen size, and the output is the input's shape."""
+        from pkbsim.symm.api import resolve_comm
+        comm = resolve_comm(self.ctx, args[2])
+        x = args[0]
+        self.ctx.trace.record("symm", name.split("::")[1].replace("_out", ""), user_site(),
+                              stream=self.ctx.stream_id, group=comm.name, group_ranks=comm.ranks,
+                              shapes=[list(x.shape)], bytes=x.numel() * x.element_size())
+        return result(args)
 
     def _record_fused_matmul(self, name: str, flops_of, args, out) -> None:
         """symm_mem's fused all-gather+matmul / matmul+reduce-scatter: one kernel with the matmul's FLOPs. At

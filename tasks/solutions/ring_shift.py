@@ -6,9 +6,10 @@ waits for rank r-1's signal before copying its own buffer out. The only all-rank
 a barrier at the start, which keeps r from overwriting r+1's buffer before r+1 has copied out the
 previous call's tensor; the hand-over itself is point-to-point.
 Bytes over the links per rank: one tensor out and one in, as with NCCL send/recv. At the full size
-(128 MiB) both are link-bound (~0.33-0.37 ms at ~350-400 GB/s), and the copy-out costs ~30 us of HBM
-time, so expect parity (0.95-1.05x); for small tensors NCCL's send/recv rendezvous (~15-20 us) is
-replaced by one signal (~2-3 us), ~2-4x.
+(128 MiB) both are link-bound (~0.33-0.37 ms at ~350-400 GB/s), but the copy-out reads and writes
+128 MiB each (256 MiB of HBM traffic, ~80-100 us at 2.7-3.3 TB/s), so expect ~0.75-0.8x (pkb predicts
+0.76x); for small tensors NCCL's send/recv rendezvous (~15-20 us) is replaced by one signal (~2-3 us),
+~2-4x.
 """
 import torch.distributed as dist
 

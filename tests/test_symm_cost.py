@@ -1,0 +1,32 @@
+"""The cost stage on symmetric-memory solutions: full-size shape runs, the simulator's own polls kept off the
+timeline, symm_mem's fused ops with their matmul FLOPs and its all-reduces without meta kernels."""
+import pathlib
+
+import pytest
+
+from pkbsim.screen.pipeline import ScreenOptions, screen
+from pkbsim.timing.topology import load_topology
+from tasks.registry import get
+
+SOLUTIONS = pathlib.Path(__file__).parent.parent / "tasks" / "solutions"
+
+
+def _predict(task: str):
+    res = screen(get(task), str(SOLUTIONS / f"{task}.py"), ScreenOptions(4, load_topology("hgx-h100"), seed=5))
+    assert res.verdict.value == "pass", res.reasons
+    return res.predicted
+
+
+@pytest.mark.parametrize("task", ["all_gather", "ring_shift", "gemm_allreduce_row_parallel",
+                                  "allgather_gemm_column_parallel"])
+def test_symmetric_memory_candidates_are_predicted_at_full_size(task):
+    p = _predict(task)
+    assert not any("shape run failed" in n for n in p.notes), p.notes
+    assert not any(k["name"] == "_local_scalar_dense" for k in p.critical_path), p.critical_path
+
+
+def test_fused_all_gather_matmul_is_timed_with_its_matmul():
+    """The reference all-gathers then multiplies; the fused op does both: neither side may skip the GEMM."""
+    p = _predict("allgather_gemm_column_parallel")
+    assert 0.5 < p.speedup < 2.0, (p.reference_us, p.candidate_us)
+    assert p.bottleneck == "compute-bound"
