@@ -37,6 +37,18 @@ def screen_tree(pkb: str, root: str, tree: str, files: list[str], db: str, extra
     return json.loads(proc.stdout)["results"], wall
 
 
+def stored_rows(db: str, files: list[str]) -> tuple[list[dict], float]:
+    """The rows a tree's store holds for these files (no wall time: the batch is not timed here)."""
+    import sqlite3
+    if not os.path.exists(db):
+        return [], 0.0
+    wanted = {os.path.abspath(f) for f in files}
+    with sqlite3.connect(db) as con:
+        rows = [json.loads(r) for (c, r) in con.execute("select candidate, result from screens")
+                if os.path.abspath(c) in wanted]
+    return rows, 0.0
+
+
 def reason_key(row: dict) -> str:
     """The reason a row is grouped by: the first reason's kind, and for inconclusive rows its named limit."""
     reasons = row.get("reasons") or []
@@ -60,12 +72,12 @@ def summarise(tree: str, rows: list[dict], files: int, wall: float) -> dict:
 
 
 def print_table(summaries: list[dict]) -> None:
-    head = f"{'tree':58} {'files':>5} {'pass':>5} {'reject':>6} {'inconc':>6} {'median s':>8} {'wall s':>7}"
+    head = f"{'tree':58} {'files':>7} {'pass':>5} {'reject':>6} {'inconc':>6} {'median s':>8} {'wall s':>7}"
     print(head)
     print("-" * len(head))
     for s in summaries:
         c = s["counts"]
-        print(f"{s['tree'][:58]:58} {s['screened']:>5} {c.get('pass', 0):>5} {c.get('reject', 0):>6} "
+        print(f"{s['tree'][:58]:58} {str(s['screened']) + '/' + str(s['files']):>7} {c.get('pass', 0):>5} {c.get('reject', 0):>6} "
               f"{c.get('inconclusive', 0):>6} {s['median_s'] or 0:>8} {s['wall_s']:>7}")
     for s in summaries:
         for verdict, reasons in s["reasons"].items():
@@ -81,13 +93,16 @@ def main() -> None:
     ap.add_argument("--out-dir", default="pkb_corpus_runs", help="results stores (one per tree) go here")
     ap.add_argument("--json", metavar="OUT", help="also write the summaries and rows as JSON")
     ap.add_argument("--pkb", default=os.path.join(os.path.dirname(sys.executable), "pkb"), help="the pkb command")
+    ap.add_argument("--stored", action="store_true",
+                    help="screen nothing: summarise the rows the stores already hold (a run still going or stopped)")
     args, extra = ap.parse_known_args()  # anything else (--workers, --world-size, --fresh...) goes to pkb run
     os.makedirs(args.out_dir, exist_ok=True)
     summaries, all_rows = [], {}
     for tree in args.trees:
         files = tree_files(tree, max(1, args.sample))
         db = os.path.join(os.path.abspath(args.out_dir), os.path.basename(os.path.normpath(tree)) + ".sqlite")
-        rows, wall = screen_tree(args.pkb, args.pkb_root, tree, files, db, extra)
+        rows, wall = stored_rows(db, files) if args.stored else screen_tree(args.pkb, args.pkb_root, tree, files,
+                                                                             db, extra)
         summaries.append(summarise(tree, rows, len(files), wall))
         all_rows[tree] = rows
         print(f"pkb_corpus: {tree}: {len(rows)} rows in {wall:.0f} s", file=sys.stderr)
