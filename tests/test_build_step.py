@@ -64,6 +64,30 @@ def test_extensions_are_built_by_the_build_step_and_found_cached_by_the_ranks(tm
     assert again.verdict == "pass" and built_on == ["pkb-prebuild"]
 
 
+@pytest.mark.slow
+@needs_nvcc
+def test_an_extension_built_on_the_first_call_counts_as_build_time(tmp_path, monkeypatch):
+    """A candidate that builds lazily (inside solution, as PKB's compile_cuda_extension helpers are used) is
+    built on a rank, with the world's watchdog paused: that time is reported as build, not functional."""
+    monkeypatch.setenv("PKB_CACHE_DIR", str(tmp_path))
+    built_on = []
+    real = build._compile
+
+    def slow_compile(*args, **kwargs):
+        built_on.append(threading.current_thread().name)
+        time.sleep(3.0)  # a build this long at least
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(build, "_compile", slow_compile)
+    lazy = tmp_path / "all_reduce.py"
+    lazy.write_text(COPY.read_text().replace('ext = load_inline("pkb_copy"', 'def ext_():\n    return load_inline("pkb_copy"')
+                    .replace("out = ext.copy(x)", "out = ext_().copy(x)"))
+    res = run_screen(lazy)
+    assert res.verdict == "pass" and res.correct, res.reasons
+    assert built_on and "pkb-prebuild" not in built_on       # built by a rank, on its first call
+    assert res.seconds["build"] >= 3.0, res.seconds
+
+
 @needs_nvcc
 def test_a_build_error_in_a_helper_module_names_the_candidates_own_line(tmp_path, monkeypatch):
     (tmp_path / "cuda_helper_mod.py").write_text(

@@ -18,6 +18,7 @@ import torch
 
 from pkbsim.cuda import launch, rewrite
 from pkbsim.cuda.build import build
+from pkbsim.cuda.build_clock import BUILD_CLOCK
 from pkbsim.world.context import current
 from pkbsim.world.sites import _is_plumbing, user_site
 
@@ -55,10 +56,12 @@ def _listed(x) -> list[str]:
     return [] if x is None else [x] if isinstance(x, str) else list(x)
 
 
+@contextlib.contextmanager
 def _building():
     """Building is not the program's run time: the world's watchdog pauses meanwhile."""
     ctx = current()
-    return ctx.world.watchdog_paused() if ctx is not None else contextlib.nullcontext()
+    with BUILD_CLOCK.running(), (ctx.world.watchdog_paused() if ctx is not None else contextlib.nullcontext()):
+        yield
 
 
 def load_inline(name, cpp_sources=None, cuda_sources=None, functions=None, extra_cflags=None,
