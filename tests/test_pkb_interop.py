@@ -108,6 +108,12 @@ REFERENCES = {
             dist.all_reduce(y)
             return y
         """,
+    "14_data_dependent": """
+        def solution(x):
+            y = x.clone()
+            dist.all_reduce(y)
+            return y[: int((y > 0).sum())]  # a data-dependent shape: the full-size shape run cannot carry it
+        """,
     "10_huge_matmul": """
         def solution(x):
             a = x.reshape(1, *x.shape).expand(1 << 20, *x.shape)  # 2**20 products of 64x64 blocks, no memory
@@ -232,3 +238,23 @@ def test_number_wins_when_the_solution_takes_that_references_parameters(checkout
     sol = write(tmp_path, "8_bf16_sum_cuda.py", "def solution(x, block):\n    return x\n")
     with pytest.warns(PairingWarning, match="takes that reference's parameters"):
         assert pkb_task_for(str(sol), register_pkb_tasks(str(checkout))) == "pkb8_blocks"
+
+
+def test_a_failed_shape_run_is_timed_from_the_functional_stages_traces(capsys, checkout, monkeypatch):
+    import pkbsim.screen.cost as cost
+
+    presets = []
+    real = cost.run_calls
+
+    def counted(task, calls, world_size, **kw):
+        presets.append(kw.get("preset"))
+        return real(task, calls, world_size, **kw)
+
+    monkeypatch.setattr(cost, "run_calls", counted)
+    main(["screen", str(checkout / "reference" / "14_data_dependent.py"), "--pkb-root", str(checkout),
+          "--world-size", "2", "--seed", "3", "--json"])
+    res = json.loads(capsys.readouterr().out)
+    assert res["verdict"] == "pass" and res["stage"] == "cost", res["reasons"]
+    assert any("shape run failed" in n for n in res["predicted"]["notes"]), res["predicted"]["notes"]
+    assert presets == ["full"]  # not the world run again at screen size for its traces
+    assert res["predicted"]["reference_us"] > 0 and res["predicted"]["candidate_us"] > 0

@@ -2,8 +2,10 @@
 
 Both run again, in one run of the world, as full-size shape runs (FakeTensorMode: shapes, FLOPs and bytes,
 no data) and the timing engine replays both traces on the topology. A program that needs real values at full size (`.item()`,
-data-dependent shapes) or that the shape run cannot carry falls back to its screen-size trace: such a
-prediction is marked uncertain, and an uncertain prediction never rejects on its own.
+data-dependent shapes) or that the shape run cannot carry falls back to the screen-size traces the functional
+stage recorded (running the world again for them took as long as the functional stage: a fixed-size
+ParallelKernelBench problem's whole screen ran twice): such a prediction is marked uncertain, and an
+uncertain prediction never rejects on its own.
 """
 from __future__ import annotations
 
@@ -32,12 +34,6 @@ def traces(task: TaskSpec, load, world_size: int, seed: int, preset: str, timeou
         f = run.result.findings
         return None, None, f[0].message if f else run.result.verdict
     return run.calls[1].trace(task, preset), run.calls[3].trace(task, preset), ""
-
-
-def screen_traces_wanted(session: Session) -> bool:
-    """Whether the candidate may launch kernels that a shape run cannot execute (Triton, inline CUDA): then
-    the functional stage keeps its screen-size traces for `predict`."""
-    return any(map(session.mentions, ("triton.jit", "load_inline", "cpp_extension")))
 
 
 def predict(task: TaskSpec, session: Session, world_size: int, topo: Topology, seed: int, timeout: float,

@@ -9,9 +9,9 @@ come out wrong. Every call's outputs are checked.
 
 Protocol findings (deadlock, mismatch, signal errors), exceptions raised in the candidate's own code and
 wrong outputs reject. pkb's own limits (limits.py) and a timeout while the simulator was still working
-(hang.py) make the run inconclusive instead. With `record`, the second candidate call (after the warm-up,
-as timing does) is kept as a trace: the cost stage times candidates whose kernels a shape run cannot
-execute from these instead of running the world again.
+(hang.py) make the run inconclusive instead. With `record`, the second reference and candidate calls (after
+the warm-up, as timing does) are kept as traces: the cost stage times candidates whose kernels a shape run
+cannot execute, or whose shape run fails, from these instead of running the world again.
 """
 from __future__ import annotations
 
