@@ -111,11 +111,14 @@ def run_task(task: TaskSpec, fn: Callable | None, world_size: int, *, seed: int 
 
 
 def run_calls(task: TaskSpec, calls: list[Call], world_size: int, *, seed: int = 0, preset: str = "screen",
-              no_comm: bool = False, timeout: float = 120.0, output=None, record_compute: bool = False) -> TaskRun:
+              no_comm: bool = False, timeout: float = 120.0, output=None, record_compute: bool = False,
+              keep_inputs: bool = True) -> TaskRun:
     """Several calls in one run of the simulated world (a world's start-up costs more than a screen-size
     call), separated by barriers so that a call starts only once every rank has finished the previous
     one, except before a call with `sync=False`. A candidate file is imported once per rank (`Call.load`), so no module state is shared between
-    ranks. Each call's trace records are kept apart, and the trace covers the calls only, as timing does."""
+    ranks. Each call's trace records are kept apart, and the trace covers the calls only, as timing does.
+    With `keep_inputs=False` no copy of the inputs is kept (CallResult.inputs stays None): a caller that
+    compares outputs only saves a copy of every call's inputs, all ranks', for the whole run."""
     results = [CallResult([None] * world_size, [None] * world_size, [None] * world_size) for _ in calls]
     raised: list[Raised] = []
 
@@ -137,7 +140,8 @@ def run_calls(task: TaskSpec, calls: list[Call], world_size: int, *, seed: int =
                 tctx = TaskContext(ctx.rank, world_size, seed, c.trial, preset, dict(task.sizes[preset]),
                                    torch.device("cuda", local))
                 args = task.make_inputs(tctx)
-                results[i].inputs[ctx.rank] = _copy(args)
+                if keep_inputs:
+                    results[i].inputs[ctx.rank] = _copy(args)
                 ctx.trace.enabled = recording
                 with PoisonEmpty() if no_comm or c.poison else contextlib.nullcontext():
                     out = fn(*args)

@@ -258,3 +258,20 @@ def test_a_failed_shape_run_is_timed_from_the_functional_stages_traces(capsys, c
     assert any("shape run failed" in n for n in res["predicted"]["notes"]), res["predicted"]["notes"]
     assert presets == ["full"]  # not the world run again at screen size for its traces
     assert res["predicted"]["reference_us"] > 0 and res["predicted"]["candidate_us"] > 0
+
+
+def test_the_screen_keeps_no_copy_of_the_inputs(capsys, checkout, monkeypatch):
+    import pkbsim.screen.functional as functional
+
+    runs = []
+    real = functional.run_calls
+
+    def kept(*a, **kw):
+        runs.append(real(*a, **kw))
+        return runs[-1]
+
+    monkeypatch.setattr(functional, "run_calls", kept)
+    assert screen(capsys, checkout, checkout / "reference" / "7_bf16_sum.py")["verdict"] == "pass"
+    (run,) = runs
+    assert all(c.complete for c in run.calls) and len(run.calls) == 7
+    assert all(x is None for c in run.calls for x in c.inputs)  # only outputs are compared

@@ -29,7 +29,8 @@ def traces(task: TaskSpec, load, world_size: int, seed: int, preset: str, timeou
     """(reference trace, candidate trace, why not) from one run of the world that calls both, each after a
     warm-up call (as hardware timing does: buffers a candidate caches are allocated before the timed call)."""
     calls = [Call(1), Call(0), Call(1, load=load), Call(0, load=load)]
-    run = run_calls(task, calls, world_size, seed=seed, preset=preset, timeout=timeout, record_compute=True)
+    run = run_calls(task, calls, world_size, seed=seed, preset=preset, timeout=timeout, record_compute=True,
+                    keep_inputs=False)
     if run.result.verdict != "ok" or not all(c.complete for c in run.calls):
         f = run.result.findings
         return None, None, f[0].message if f else run.result.verdict

@@ -54,7 +54,7 @@ def functional(task: TaskSpec, session: Session, world_size: int, seed: int, tim
     cand_calls = candidate_calls(loader(session, task.reference))
     with Watch() as watch:
         run = run_calls(task, [Call(t) for t in range(TRIALS)] + cand_calls, world_size, seed=seed, timeout=timeout,
-                        record_compute=record)
+                        record_compute=record, keep_inputs=False)
     refs, cands = run.calls[:TRIALS], run.calls[TRIALS:]
     out.findings = [f.to_json() for f in run.result.findings]
     # the session's own NotSimulated is recorded where it is raised
