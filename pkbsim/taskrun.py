@@ -17,6 +17,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from pkbsim.world.comms import behind_the_program
 from pkbsim.world.launcher import RunOptions, RunResult, run_ranks
+from pkbsim.world.ops_mode import ensure_ops_mode
 from pkbsim.world.trace import records_doc
 from tasks.api import TaskContext, as_outputs, compare
 from tasks.registry import TaskSpec
@@ -143,7 +144,12 @@ def run_calls(task: TaskSpec, calls: list[Call], world_size: int, *, seed: int =
                 if keep_inputs:
                     results[i].inputs[ctx.rank] = _copy(args)
                 ctx.trace.enabled = recording
-                with PoisonEmpty() if no_comm or c.poison else contextlib.nullcontext():
+                poison = no_comm or c.poison
+                if poison:
+                    # the rank's ops mode must sit under the call's PoisonEmpty: pushed during the call (at a first
+                    # side stream or symm_mem allocation), it was popped by PoisonEmpty's exit, unseen
+                    ensure_ops_mode(ctx)
+                with PoisonEmpty() if poison else contextlib.nullcontext():
                     out = fn(*args)
             except Exception as e:
                 raised.append(Raised(i, ctx.rank, e))

@@ -301,11 +301,10 @@ def synchronize(device=None) -> None:
     """Host waits for all of the rank's device work: every stream is ordered after it, every async
     operation counts as waited."""
     _record("stream", "device_synchronize")
-    so = _stream_order()
-    if so is not None:
-        so.synchronize()
     ctx = current()
     if ctx is not None:
+        from pkbsim.world.ops_mode import host_wait
+        host_wait(ctx)
         ctx.extra.get("unwaited", {}).clear()
 
 

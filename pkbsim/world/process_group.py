@@ -33,6 +33,7 @@ class SimWork(dist.distributed_c10d.Work):
         super().__init__()
         self._rank, self._ops, self._batch, self._result, self._stream = ctx.rank, ops, ctx.batch, result, stream
         self._site = site
+        self._host_waits = False
         ctx.extra.setdefault("unwaited", {})[id(self)] = self
 
     def _pending(self) -> list[Op]:
@@ -47,6 +48,9 @@ class SimWork(dist.distributed_c10d.Work):
         mode = ctx.extra.get("ops_mode")
         if mode is not None and mode.streams is not None:
             mode.streams.wait_stream(ctx.stream_id, self._stream)
+        if self._host_waits:  # NCCL's barrier blocks the host on the current stream (WorkNCCL::synchronize)
+            from pkbsim.world.ops_mode import host_wait
+            host_wait(ctx, ctx.stream_id)
         return True
 
     def is_completed(self) -> bool:
@@ -366,7 +370,9 @@ class SimProcessGroup(dist.ProcessGroup):
                           output_tensors)
 
     def barrier(self, opts=None):
-        return self._coll("barrier", (), None, lambda args: None, [])
+        work = self._coll("barrier", (), None, lambda args: None, [])
+        work._host_waits = True
+        return work
 
     # ---- point-to-point ----------------------------------------------------------------------------
     def _p2p(self, kind: str, tensor: torch.Tensor, group_peer: int) -> SimWork:

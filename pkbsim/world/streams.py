@@ -2,8 +2,10 @@
 
 All streams run synchronously on the CPU, so a missing `wait_stream` never corrupts data here; it is
 found instead: a read on stream S of a buffer last written on stream W is a race unless S waited for
-W (wait_stream, an event recorded on W after the write, a synchronize) since that write. Tracking starts
-when a rank first creates a second stream; buffers written before that count as written on the default
+W (wait_stream, an event recorded on W after the write) since that write, or the host waited for W
+after it (a synchronize, dist.barrier()): work enqueued after a host wait, on any stream, also on one
+created later, runs after everything that the waited-for stream held. Tracking starts when a rank first
+creates a second stream or waits on the host; buffers written before that count as written on the default
 stream just then.
 """
 from __future__ import annotations
@@ -18,6 +20,7 @@ class StreamOrder:
         self.synced: dict[int, dict[int, int]] = defaultdict(dict)
         self.last_write: dict[int, tuple[int, int, str]] = {}
         self.events: dict[int, tuple[int, int]] = {}
+        self.host: dict[int, int] = {}  # per stream: the position up to which the host has waited for it
 
     def write(self, key: int, stream: int, site: str) -> None:
         self.pos[stream] += 1
@@ -26,7 +29,7 @@ class StreamOrder:
     def race(self, key: int, stream: int) -> tuple[int, int, str] | None:
         """The unsynchronised write this read on `stream` races with, if any."""
         w = self.last_write.get(key, (0, 1, "before the side stream existed"))
-        if w[0] == stream or self.synced[stream].get(w[0], 0) >= w[1]:
+        if w[0] == stream or max(self.synced[stream].get(w[0], 0), self.host.get(w[0], 0)) >= w[1]:
             return None
         return w
 
@@ -40,7 +43,10 @@ class StreamOrder:
         s, p = self.events.get(event, (0, 0))
         self.synced[waiter][s] = max(self.synced[waiter].get(s, 0), p)
 
+    def host_wait(self, stream: int) -> None:
+        """The host waited until `stream`'s work so far completed (stream.synchronize(), dist.barrier())."""
+        self.host[stream] = self.pos[stream]
+
     def synchronize(self) -> None:
-        for waiter in list(self.pos):
-            for other, p in self.pos.items():
-                self.synced[waiter][other] = p
+        for stream in list(self.pos):
+            self.host_wait(stream)
