@@ -27,6 +27,7 @@ from pkbsim.ptx.compile import NVCC_MISSING, cache_root, find_nvcc
 
 ERROR_LINE = re.compile(r"\((\d+)\): (?:catastrophic )?error:? (.*)")
 ARCH = "sm_90a"
+VERSION = 2  # of how nvcc's log is judged: part of the cache key, so that a change re-checks stored results
 
 
 @dataclass
@@ -53,7 +54,7 @@ def compile_check(source: str) -> CompileReport:
     nvcc = find_nvcc()
     if nvcc is None:
         return CompileReport("unavailable", f"{NVCC_MISSING}; CUDA sources were not compile-checked")
-    key = hashlib.sha256(f"{ARCH}\0{source}".encode()).hexdigest()
+    key = hashlib.sha256(f"{ARCH}\0{VERSION}\0{source}".encode()).hexdigest()
     cached = os.path.join(cache_dir(), key + ".json")
     if os.path.exists(cached):
         with open(cached) as f:
@@ -86,15 +87,18 @@ def _run_nvcc(nvcc: str, source: str) -> CompileReport:
         return CompileReport("ok", kernels=parse_resources(log), seconds=seconds)
     if missing := missing_header(log):
         return CompileReport("missing", missing, seconds=seconds)
-    for ln in log.splitlines():
-        m = ERROR_LINE.search(ln)
-        if m:
-            line, msg = int(m.group(1)), m.group(2).strip()
-            undefined = "undefined" in msg or "not declared" in msg or "is not a template" in msg
-            if undefined and blanked:
-                return CompileReport("inconclusive", f"line {line}: {msg} (the name may live in host code that "
-                                                     f"the device-only check leaves out)", line, seconds=seconds)
-            return CompileReport("error", msg, line, seconds=seconds)
+    errors = [(int(m.group(1)), m.group(2).strip()) for m in map(ERROR_LINE.search, log.splitlines()) if m]
+    # a name the cut took away is often not nvcc's first error: `void f(uint32_t* p)` without the blanked
+    # torch headers (which bring <cstdint>) is first "an inline __device__ variable must have internal linkage"
+    undefined = [(line, msg) for line, msg in errors
+                 if "undefined" in msg or "not declared" in msg or "is not a template" in msg]
+    if undefined and blanked:
+        line, msg = undefined[0]
+        return CompileReport("inconclusive", f"line {line}: {msg} (the name may live in host code that "
+                                             f"the device-only check leaves out)", line, seconds=seconds)
+    if errors:
+        line, msg = errors[0]
+        return CompileReport("error", msg, line, seconds=seconds)
     return CompileReport("inconclusive", log.strip().splitlines()[-1] if log.strip() else "nvcc failed",
                          seconds=seconds)
 
