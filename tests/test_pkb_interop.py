@@ -15,9 +15,17 @@ BUILDER = """
 import torch
 import torch.distributed as dist
 
+BUILT = []  # (problem, rank, trial) of every build
+
+
 def create_input_tensor(rank, world_size, problem_id, base_shape, dtype, trial=0, device=None):
+    BUILT.append((problem_id, rank, trial))
     torch.manual_seed(42 + problem_id * 1000 + rank + trial * 1_000_003)
     x = torch.randn(base_shape, dtype=dtype, device=device)
+    if problem_id == 15:
+        return (x, [x.sum(0), {"scale": 2.0}], dist.new_group(list(range(world_size))))
+    if problem_id == 16:
+        return (x[:, :32], x[:, 32:])  # views into one storage: a copy would not reproduce them
     if problem_id == 5:
         return (torch.randn((rank + 1, 3), dtype=dtype, device=device),)
     if problem_id == 8:
@@ -113,6 +121,20 @@ REFERENCES = {
             y = x.clone()
             dist.all_reduce(y)
             return y[: int((y > 0).sum())]  # a data-dependent shape: the full-size shape run cannot carry it
+        """,
+    "15_draws_after_its_inputs": """
+        def solution(x, extra, group):
+            y = x * extra[1]["scale"] + torch.randn(x.shape, dtype=x.dtype)  # the generator, where the build left it
+            x.mul_(0)  # on its own input: a later call on the same trial must not see it
+            extra[0].add_(1)
+            dist.all_reduce(y, group=group)
+            return y, extra[0]
+        """,
+    "16_views": """
+        def solution(a, b):
+            y = torch.cat([a, b], 1)
+            dist.all_reduce(y)
+            return y
         """,
     "10_huge_matmul": """
         def solution(x):
@@ -275,3 +297,17 @@ def test_the_screen_keeps_no_copy_of_the_inputs(capsys, checkout, monkeypatch):
     (run,) = runs
     assert all(c.complete for c in run.calls) and len(run.calls) == 7
     assert all(x is None for c in run.calls for x in c.inputs)  # only outputs are compared
+
+
+@pytest.mark.parametrize("stem, builds", [("15_draws_after_its_inputs", 3), ("16_views", 7)])
+def test_a_rank_builds_each_trials_inputs_once_per_run(capsys, checkout, stem, builds):
+    from pkbsim.screen.pkb_interop import register_pkb_tasks
+    from tasks.registry import get
+
+    pid = int(stem.split("_")[0])
+    built = get(register_pkb_tasks(str(checkout))[pid]).make_inputs.builder.BUILT
+    built.clear()
+    res = screen(capsys, checkout, checkout / "reference" / f"{stem}.py")
+    assert res["verdict"] == "pass", res["reasons"]  # same inputs and generator state on every call of a trial
+    for rank in (0, 1):  # 3 reference calls (trials 0-2), 4 candidate calls (0, 1, 2, 0)
+        assert len([b for b in built if b[:2] == (pid, rank)]) == builds

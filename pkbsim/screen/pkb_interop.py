@@ -25,6 +25,7 @@ import torch
 from pkbsim.screen.pkb_compare import ATOL, RTOL, pkb_mismatch
 from pkbsim.screen.pkb_limits import FlopBudget, InputBudget, PkbLimitExceeded  # noqa: F401 - named for the screen
 from pkbsim.world.context import current
+from pkbsim.world.device_identity import tag, tagged
 from tasks.api import Output, WorldSizes
 from tasks.registry import TaskSpec, register_external
 
@@ -106,13 +107,37 @@ class InputBuilder:
     """A problem's inputs from the checkout's builder, at the preset's base shape in PKB's dtype.
 
     At screen size a power-of-two integer input larger than the base shape is taken as a block size the
-    shape must hold (problem 19 quantises 128-wide blocks): the base grows to it, up to the full size."""
+    shape must hold (problem 19 quantises 128-wide blocks): the base grows to it, up to the full size.
+
+    A rank builds each trial's inputs once per run of the world: PKB's builder seeds the rank's generator
+    from (problem, rank, trial) alone, so a later call on the same trial (the screen calls the candidate on
+    trials 0, 1, 2, 0 after the reference's 0, 1, 2) gets a fresh copy of the same values, with the
+    generator where the build left it, instead of building them again (problem 60 draws and FFTs a
+    2x10x720x1440 field on every rank, problem 62 fills an index tensor one element at a time). Inputs
+    a copy could not reproduce exactly (modules, autograd history, views into a larger or shared storage,
+    other objects than tensors, numbers, strings, dtypes, devices, sizes and process groups) are built
+    again every time."""
     builder: object
     pid: int
     slug: str
     dtype: torch.dtype
 
     def __call__(self, ctx) -> tuple:
+        rank = current()
+        if rank is None or _shapes_only():
+            return self.fresh(ctx)
+        kept = rank.extra.setdefault("pkb_inputs", {})
+        key = (self.pid, ctx.preset, ctx.trial, ctx.size["m"], ctx.size["n"], ctx.world_size)
+        if key in kept:
+            args, state = kept[key]
+            rank.extra["generator"].set_state(state)
+            return _copy_inputs(args)
+        args = self.fresh(ctx)
+        if _reusable(args, set()):
+            kept[key] = (_copy_inputs(args), rank.extra["generator"].get_state())
+        return args
+
+    def fresh(self, ctx) -> tuple:
         m, n = ctx.size["m"], ctx.size["n"]
         args = self.build(ctx, m, n)
         block = max([v for v in args if _is_block(v)], default=0) if ctx.preset == "screen" else 0
@@ -133,6 +158,49 @@ class InputBuilder:
         out = self.builder.create_input_tensor(ctx.rank, ctx.world_size, self.pid, (m, n), self.dtype, ctx.trial,
                                                ctx.device)
         return tuple(out) if isinstance(out, (tuple, list)) else (out,)
+
+
+_PLAIN = (int, float, complex, str, type(None), torch.dtype, torch.device, torch.Size, torch.distributed.ProcessGroup)
+
+
+def _reusable(x, storages: set) -> bool:
+    """Whether _copy_inputs reproduces x exactly: tensors that own their whole storage (no view, no
+    expand, no storage shared with another input) or are sparse, without autograd history, in plain
+    lists, tuples and dicts, beside values that cannot change."""
+    if type(x) is torch.Tensor:
+        if x.grad_fn is not None or x.is_conj() or x.is_neg():
+            return False
+        if x.layout == torch.sparse_coo:
+            return True
+        if x.layout != torch.strided:
+            return False
+        st = x.untyped_storage()
+        if x.storage_offset() or st.nbytes() != x.numel() * x.element_size() or st.data_ptr() in storages:
+            return False
+        if st.data_ptr():
+            storages.add(st.data_ptr())
+        return True
+    if type(x) in (list, tuple):
+        return all(_reusable(y, storages) for y in x)
+    if type(x) is dict:
+        return all(type(k) in (int, str) and _reusable(v, storages) for k, v in x.items())
+    return isinstance(x, _PLAIN)
+
+
+def _copy_inputs(x):
+    """A fresh copy of reusable inputs: new tensors (same strides, dtype, requires_grad and the device the
+    program sees), new containers, the same process groups."""
+    if isinstance(x, torch.Tensor):
+        c = x.detach().clone().requires_grad_(x.requires_grad)
+        dev = tagged(x)
+        if dev is not None:
+            tag(c, dev)
+        return c
+    if type(x) in (list, tuple):
+        return type(x)(_copy_inputs(y) for y in x)
+    if type(x) is dict:
+        return {k: _copy_inputs(v) for k, v in x.items()}
+    return x
 
 
 def _is_block(v) -> bool:
