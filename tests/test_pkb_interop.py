@@ -33,7 +33,9 @@ def create_input_tensor(rank, world_size, problem_id, base_shape, dtype, trial=0
     if problem_id == 9:
         return (torch.empty((1 << 30,), dtype=dtype, device=device),)
     if problem_id == 12:
-        return (torch.eye(8200, dtype=torch.float32, device=device),)  # 269 MB, from a factory with no size
+        return (torch.eye(12000, dtype=torch.float32, device=device),)  # 549 MiB, from a factory with no size
+    if problem_id == 17:  # as problem 63: 8 blocks of a 1024 x 1024 float64 covariance, 64 MiB per rank
+        return ([torch.eye(1024, dtype=torch.float64, device=device) for _ in range(8)],)
     return (x,)
 """
 
@@ -136,6 +138,13 @@ REFERENCES = {
             dist.all_reduce(y)
             return y
         """,
+    "17_covariance_blocks": """
+        def solution(P):
+            out = [p * 2 for p in P]
+            for p in out:
+                dist.all_reduce(p)
+            return out
+        """,
     "10_huge_matmul": """
         def solution(x):
             a = x.reshape(1, *x.shape).expand(1 << 20, *x.shape)  # 2**20 products of 64x64 blocks, no memory
@@ -205,11 +214,30 @@ def test_a_block_size_among_the_inputs_sets_the_screen_size(capsys, checkout):
     assert screen(capsys, checkout, checkout / "reference" / "8_blocks.py")["verdict"] == "pass"
 
 
+@pytest.fixture
+def memory(monkeypatch):
+    """Sets the memory the screen has (a worker's --memory-gb), in GiB."""
+    from pkbsim.screen import pkb_limits
+
+    def set_to(gib: float) -> None:
+        monkeypatch.setattr(pkb_limits, "memory_limit", lambda: int(gib * 2**30))
+    set_to(12)
+    return set_to
+
+
 @pytest.mark.parametrize("stem", ["9_huge_inputs", "12_huge_identity"])
-def test_inputs_beyond_the_memory_budget_are_inconclusive(capsys, checkout, stem):
+def test_inputs_beyond_the_memory_budget_are_inconclusive(capsys, checkout, stem, memory):
     res = screen(capsys, checkout, checkout / "reference" / f"{stem}.py")
     assert res["verdict"] == "inconclusive"
     assert "PkbLimitExceeded" in res["reasons"][0]["message"] and "memory" in res["reasons"][0]["message"]
+    assert "(12 GiB, 12 times one call's inputs held at once)" in res["reasons"][0]["message"]
+
+
+@pytest.mark.parametrize("gib, verdict", [(12, "pass"), (3, "inconclusive")])
+def test_the_input_budget_follows_the_memory_the_screen_has(capsys, checkout, memory, gib, verdict):
+    memory(gib)  # 2 ranks x 64 MiB of inputs: within 12 GiB's budget (426 MiB per rank), beyond 3 GiB's (42.7 MiB)
+    res = screen(capsys, checkout, checkout / "reference" / "17_covariance_blocks.py")
+    assert res["verdict"] == verdict, res["reasons"]
 
 
 def test_a_reference_beyond_the_flop_budget_is_inconclusive_before_it_computes(capsys, checkout):

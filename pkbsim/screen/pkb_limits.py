@@ -5,8 +5,16 @@ table, 76 a large Conv3d, 77 a 10,800-token attention): at any screen size they 
 many minutes per rank. Inputs are built under a byte budget and the reference runs under a FLOP budget;
 both are checked before an operation runs, so nothing large is allocated or computed. Going over raises
 PkbLimitExceeded: a limit of pkb (the screen is inconclusive), never the candidate's fault.
+
+The input budget follows the memory the screen has: the process's address-space limit (a screen worker's
+--memory-gb) or, without one, the machine's physical memory, less what the interpreter, torch and the
+ranks' threads take before any input, shared among what the screen holds at once in units of one call's
+inputs (HELD). At the default 12 GB per worker that is 0.83 GiB for all ranks' inputs of a call.
 """
 from __future__ import annotations
+
+import os
+import resource
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
@@ -14,8 +22,23 @@ from torch.utils._pytree import tree_flatten, tree_map
 from torch.utils.flop_counter import flop_registry
 
 # Both budgets are for all ranks together, which share one process and the CPU's cores: a rank gets its share
-INPUT_BYTES = 2**29  # inputs of one call: the screen keeps every call's inputs and outputs (7 calls: ~14x this)
+BASELINE = 2 * 2**30  # address space of a screen before any input: interpreter, torch, rank threads, malloc arenas
+HELD = 12  # one call's inputs, a copy of each of the 3 trials' (reused by later calls), 7 calls' outputs (often
+#            as large as the inputs), and the call's temporaries
 FLOPS = 200e9        # one reference call (the screen makes several; about 40 GFLOP/s on a core)
+
+
+def memory_limit() -> int:
+    """Bytes this process may use: its address-space limit, else the machine's physical memory."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    if soft != resource.RLIM_INFINITY:
+        return soft
+    return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+def input_budget() -> int:
+    """Bytes all ranks' inputs of one call may take."""
+    return max(0, memory_limit() - BASELINE) // HELD
 
 # the CPU's attention kernel has no formula of its own in torch.utils.flop_counter; it counts as flash attention
 _FORMULAS = {**flop_registry, torch.ops.aten._scaled_dot_product_flash_attention_for_cpu:
@@ -36,8 +59,9 @@ class InputBudget(TorchDispatchMode):
     together (a temporary the builder frees is fine), and on `check` if the inputs a rank keeps hold more
     than its share (this also counts factories without a size argument, such as eye)."""
 
-    def __init__(self, what: str, world_size: int, budget: int = INPUT_BYTES):
+    def __init__(self, what: str, world_size: int, budget: int | None = None):
         super().__init__()
+        budget = input_budget() if budget is None else budget
         self.what, self.total, self.budget = what, budget, budget // world_size
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -58,8 +82,9 @@ class InputBudget(TorchDispatchMode):
 
     def exceeded(self, detail: str) -> PkbLimitExceeded:
         return PkbLimitExceeded(self.what, "memory", f"the inputs of {self.what} need more than "
-                                f"{_gib(self.budget)} per rank ({detail}): beyond the simulator's memory limit "
-                                f"at any screen size")
+                                f"{_gib(self.budget)} per rank ({detail}): beyond the screen's memory "
+                                f"({_gib(memory_limit())}, {HELD} times one call's inputs held at once) at any "
+                                f"screen size")
 
 
 class FlopBudget(TorchDispatchMode):
@@ -117,4 +142,4 @@ def _numel(size) -> int:
 
 
 def _gib(n: int) -> str:
-    return f"{n / 2**30:g} GiB" if n >= 2**30 else f"{n / 2**20:g} MiB"
+    return f"{n / 2**30:.3g} GiB" if n >= 2**30 else f"{n / 2**20:.3g} MiB"
