@@ -30,6 +30,7 @@ from pkbsim.world.comms import Engine
 from pkbsim.world.context import RankContext
 from pkbsim.world.findings import EXIT_CODES, Finding, verdict_of
 from pkbsim.world.gpu_model import DEFAULT_TOPOLOGY
+from pkbsim.world.machine_load import OthersClock
 from pkbsim.world.patching import Patches
 from pkbsim.world.sites import user_stack
 from pkbsim.world.trace import RankTrace
@@ -46,7 +47,7 @@ class ScriptError(Exception):
 class RunOptions:
     nproc: int  # world size
     nproc_per_node: int | None = None  # ranks per simulated node (default: all on one node)
-    timeout: float = 120.0
+    timeout: float = 120.0  # wall seconds, less those other processes took from the run's cores (machine_load.py)
     p2p_buffer: int = 0
     lazy_p2p_init: bool = False
     record_compute: bool = False
@@ -286,11 +287,13 @@ def run_ranks(body: Callable[[RankContext], None], opts: RunOptions) -> RunResul
         with simulated_process(world.nproc_per_node, opts.output, opts.topology):
             for th in threads:
                 th.start()
-            deadline = t0 + opts.timeout
+            deadline, others = t0 + opts.timeout, OthersClock()
             while any(th.is_alive() for th in threads):
                 for th in threads:
                     th.join(timeout=0.05)
-                if not world.pauses and time.perf_counter() > deadline + world.excluded_s:
+                now = time.perf_counter()
+                if (not world.pauses and now > deadline + world.excluded_s
+                        and now > deadline + world.excluded_s + others.taken(now - t0)):
                     world.fail(_timeout_finding(world, threads, opts.timeout))
                     for th in threads:
                         if th.is_alive():

@@ -1,0 +1,54 @@
+"""The watchdog of a run does not count the wall time other processes took from its cores: a run that
+others slow down finishes instead of timing out, a run on an idle machine times out as before, and the
+discount never stretches a run beyond MAX_STRETCH times its --timeout."""
+import io
+import itertools
+import subprocess
+import sys
+import time
+
+import pytest
+
+from pkbsim.world import machine_load
+from pkbsim.world.launcher import RunOptions, run_ranks
+from pkbsim.world.machine_load import MAX_STRETCH, OthersClock
+
+
+def spin(seconds: float):
+    """A rank body that computes for `seconds` of wall time, outside any simulated wait."""
+    def body(ctx):
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            sum(range(1000))
+    return body
+
+
+@pytest.mark.parametrize("others_share, verdict", [(0.0, "timeout"), (0.7, "ok")])
+def test_the_time_others_took_is_not_counted(monkeypatch, others_share, verdict):
+    # 2.5 s of work against a 1.5 s limit: over it on a machine of its own, within it when others took 70%
+    monkeypatch.setattr(OthersClock, "taken", lambda self, elapsed: others_share * elapsed)
+    res = run_ranks(spin(2.5), RunOptions(nproc=2, timeout=1.5, output=io.StringIO()))
+    assert res.verdict == verdict, [f.message for f in res.findings]
+
+
+def test_a_run_never_gets_more_than_max_stretch_times_its_timeout(monkeypatch):
+    busy = itertools.count(0, 1e6)  # every core busy with others a million seconds between two readings
+    monkeypatch.setattr(machine_load, "_busy_seconds", lambda cores: next(busy))
+    clock = OthersClock()
+    assert clock.taken(10.0) == pytest.approx(10.0 * (1 - 1 / MAX_STRETCH))
+    res = run_ranks(spin(60), RunOptions(nproc=2, timeout=0.5, output=io.StringIO()))
+    assert res.verdict == "timeout" and res.wall_s < 0.5 * MAX_STRETCH + 10
+
+
+def test_cpu_another_process_burns_is_counted_as_taken():
+    clock = OthersClock()
+    t0 = time.perf_counter()
+    burn = ("import os, time\nt = time.process_time()\nwhile time.process_time() - t < 1.0: pass\n"
+            "print(os.times().user + os.times().system)")
+    procs = [subprocess.Popen([sys.executable, "-c", burn], stdout=subprocess.PIPE, text=True)
+             for _ in clock.cores]
+    burned = sum(float(p.communicate()[0]) for p in procs)
+    taken = clock.taken(time.perf_counter() - t0)
+    # at least what the burners used (others may have used more), spread over the cores
+    assert taken >= 0.9 * burned / len(clock.cores)
+    assert OthersClock().taken(0.0) == 0.0  # nothing elapsed, nothing taken
