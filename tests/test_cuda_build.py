@@ -53,3 +53,14 @@ def test_lanes_in_several_buffers_split_by_region_and_a_wild_lane_faults():
                                                                         ("b", [False, True, False], [8])]
     with pytest.raises(MemoryFault, match="outside every mapped buffer"):
         space.split(np.array([ra.base, 16], dtype=np.uint64), 4)
+
+
+def test_a_cuda_device_with_an_index_becomes_the_cpu_device_without_one():
+    """`Device(kCUDA, rank)` for from_blob over a peer pointer: `cpu:5` is no device of a CPU pointer ("Specified
+    device cpu:5 does not match device of data cpu", a PKB Triton-tree candidate rejected for it)."""
+    src = ("auto o = torch::TensorOptions().device(torch::Device(torch::kCUDA, idx));\n"
+           "c10::Device d(c10::DeviceType::CUDA, x.get_device());\n")
+    out = rewrite(src)
+    assert out == ("auto o = torch::TensorOptions().device(torch::Device(c10::kCPU));\n"
+                   "c10::Device d(c10::kCPU);\n")
+    assert out.count("\n") == src.count("\n")   # no line added or removed: nvcc's lines stay the candidate's

@@ -11,6 +11,9 @@ RULES = [
     (re.compile(r"\.(\s*)is_cuda(\s*)\(\s*\)"), r".\1is_cpu\2()"),
     (re.compile(r"\bkCUDA\b"), "kCPU"),
     (re.compile(r"\bDeviceType\s*::\s*CUDA\b"), "DeviceType::CPU"),
+    # a CUDA device's index has no CPU twin: `cpu:5` is rejected by from_blob ("does not match device of data")
+    (re.compile(r"\bDevice(\s+[A-Za-z_]\w*)?\s*\(\s*(?:(?:torch|at|c10)\s*::\s*)?(?:kCPU|DeviceType::CPU)\s*,"
+                r"(?:[^()\n]|\((?:[^()\n]|\([^()\n]*\))*\))*\)"), r"Device\1(c10::kCPU)"),
     (re.compile(r"\b(Optional)?CUDAGuard\b(?!\.h)"), r"Sim\1CUDAGuard"),
     (re.compile(r"\b([A-Za-z_]\w*)\s*\.\s*get_device\s*\(\s*\)"), r"::sim_get_device(\1)"),
 ]
