@@ -5,6 +5,11 @@ is inconclusive for `time_limit` (the simulator's own checks report hangs long b
 slowness). A worker that dies (a crash in native code, the memory limit) is replaced and its candidate
 tried once more in the fresh worker, then inconclusive for `worker_crash`: pkb's limits, never the
 candidate's fault. Results are handed to `on_result` as they arrive, in completion order.
+
+Each worker runs on a core of its own (round robin over this process's affinity mask when there are more
+workers than cores): a world pins its rank threads to the lowest core it may use (launcher.py, cheaper GIL
+hand-offs), so workers that could all use every core pinned all their ranks to the same one and left the
+others idle (a 2-core machine screened ParallelKernelBench's references on one core).
 """
 from __future__ import annotations
 
@@ -22,10 +27,15 @@ from pkbsim.screen.worker import inconclusive
 
 
 class _Worker:
-    def __init__(self, memory_gb: float):
-        self.proc = subprocess.Popen([sys.executable, "-m", "pkbsim.screen.worker", "--memory-gb", str(memory_gb)],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+    def __init__(self, memory_gb: float, core: int | None = None):
+        cmd = [sys.executable, "-m", "pkbsim.screen.worker", "--memory-gb", str(memory_gb)]
+        self.core = core
+        if core is not None:
+            cmd += ["--core", str(core)]
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                      text=True, start_new_session=True)
+        if core is not None:  # at once, while the worker is still starting (it sets it again itself)
+            os.sched_setaffinity(self.proc.pid, {core})
         self.job: dict | None = None
         self.deadline = 0.0
 
@@ -42,6 +52,15 @@ class _Worker:
         self.proc.wait()
 
 
+def _free_core(taken: list[int | None]) -> int | None:
+    """The core of this process's affinity mask that the fewest workers run on (the lowest on a tie)."""
+    try:
+        cores = sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return None
+    return min(cores, key=lambda c: (taken.count(c), c))
+
+
 def run_local(jobs: list[dict], workers: int, time_limit: float, memory_gb: float,
               on_result: Callable[[dict], None]) -> None:
     queue = deque(jobs)
@@ -50,7 +69,7 @@ def run_local(jobs: list[dict], workers: int, time_limit: float, memory_gb: floa
     pool: list[_Worker] = []
 
     def start() -> _Worker:
-        w = _Worker(memory_gb)
+        w = _Worker(memory_gb, _free_core([w.core for w in pool]))
         sel.register(w.proc.stdout, selectors.EVENT_READ, w)
         pool.append(w)
         return w

@@ -1,4 +1,4 @@
-"""A screening worker process: `python -m pkbsim.screen.worker --memory-gb G`.
+"""A screening worker process: `python -m pkbsim.screen.worker --memory-gb G [--core C]`.
 
 Reads one job per line (JSON) on stdin and answers one result per line on the protocol pipe. The
 candidate's own prints cannot corrupt the protocol: fd 1 is pointed at stderr once the pipe is saved.
@@ -48,7 +48,10 @@ def screen_job(job: dict) -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--memory-gb", type=float, default=0)
+    ap.add_argument("--core", type=int, default=None, help="run on this core alone (the pool gives each worker one)")
     args = ap.parse_args()
+    if args.core is not None:
+        os.sched_setaffinity(0, {args.core})  # before any thread starts: torch's and the ranks' inherit it
     proto = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
     sys.stdout = sys.stderr
