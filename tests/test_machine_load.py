@@ -52,3 +52,18 @@ def test_cpu_another_process_burns_is_counted_as_taken():
     # at least what the burners used (others may have used more), spread over the cores
     assert taken >= 0.9 * burned / len(clock.cores)
     assert OthersClock().taken(0.0) == 0.0  # nothing elapsed, nothing taken
+
+
+def test_the_cores_counted_are_those_the_ranks_are_pinned_to(monkeypatch):
+    seen = []
+    real = OthersClock.__init__
+
+    def init(self, cores=None):
+        real(self, cores)
+        seen.append(self.cores)
+
+    monkeypatch.setattr(OthersClock, "__init__", init)
+    last = max(OthersClock().cores)
+    run_ranks(spin(0.1), RunOptions(nproc=2, timeout=30, output=io.StringIO(), pin_core=last))
+    run_ranks(spin(0.1), RunOptions(nproc=2, timeout=30, output=io.StringIO(), pin_core=None))
+    assert seen[1:] == [{last}, OthersClock().cores]

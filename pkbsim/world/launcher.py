@@ -287,7 +287,8 @@ def run_ranks(body: Callable[[RankContext], None], opts: RunOptions) -> RunResul
         with simulated_process(world.nproc_per_node, opts.output, opts.topology):
             for th in threads:
                 th.start()
-            deadline, others = t0 + opts.timeout, OthersClock()
+            deadline = t0 + opts.timeout
+            others = OthersClock({opts.pin_core} if opts.pin_core is not None else None)
             while any(th.is_alive() for th in threads):
                 for th in threads:
                     th.join(timeout=0.05)

@@ -3,9 +3,10 @@ count it, so that --timeout means seconds of this machine as if the run had it a
 
 On a machine that others load, a wall-clock limit made verdicts depend on the load: a ParallelKernelBench
 reference that passed in 60 s on its own timed out at 120 s when a second batch ran beside it. The CPU
-time of the cores this process may run on (/proc/stat, the cores in its affinity mask) less this
-process's own CPU time is what others took; spread over those cores, it is the wall time they took from
-the run. An idle machine discounts nothing, so a loop that never ends is caught after --timeout as before.
+time of the cores the run's ranks run on (/proc/stat: the core they are pinned to, else the process's
+affinity mask) less this process's own CPU time is what others took; spread over those cores, it is the
+wall time they took from the run. An idle machine discounts nothing, so a loop that never ends is caught
+after --timeout as before.
 The discount is at most (MAX_STRETCH - 1) / MAX_STRETCH of the elapsed time: a run never gets more than
 MAX_STRETCH times --timeout of wall time (a container whose /proc/stat shows busy host cores the process
 does not get stays bounded).
@@ -48,10 +49,12 @@ def _own_seconds() -> float:
 
 
 class OthersClock:
-    """Wall seconds other processes took from this run's cores since it was made."""
+    """Wall seconds other processes took from this run's cores since it was made: the cores its rank threads
+    are pinned to, else those the process may use (others busy on a core the ranks never run on take
+    nothing from them)."""
 
-    def __init__(self):
-        self.cores = _cores()
+    def __init__(self, cores: set[int] | None = None):
+        self.cores = cores or _cores()
         self.busy0, self.own0 = _busy_seconds(self.cores), _own_seconds()
 
     def taken(self, elapsed: float) -> float:
