@@ -21,6 +21,8 @@ import torch
 import torch.cuda.nccl
 from torch.overrides import TorchFunctionMode
 
+from pkbsim.world.unsimulated import refuse_on_ranks
+
 from pkbsim.world.context import current
 from pkbsim.world.device_identity import bound_device  # noqa: F401 - process_group imports it from here
 from pkbsim.world.device_identity import program_frame, seen_device, tag, target_device
@@ -347,11 +349,7 @@ class _Cudart:
 
 def _not_simulated(name: str, original):
     """A torch.cuda entry with no stand-in: on a rank it ends the run as not simulated, naming the call."""
-    def call(*args, **kwargs):
-        if current() is None:
-            return original(*args, **kwargs)
-        raise NotSimulated(f"not simulated: torch.cuda.{name}")
-    return call
+    return refuse_on_ranks(f"torch.cuda.{name}", original)
 
 
 def install_torch_cuda(patches: Patches, local_world_size: int, topology: str = DEFAULT_TOPOLOGY) -> None:

@@ -26,11 +26,12 @@ _WHY = {
 }
 
 
-def _refuse(name: str, original):
+def refuse_on_ranks(name: str, original, why: str = ""):
+    """`original` off the simulated ranks; on a rank, the run ends as not simulated, naming the call."""
     def call(*args, **kwargs):
         if current() is None:
             return original(*args, **kwargs)
-        raise NotSimulated(f"not simulated: {name}: {_WHY[name]}")
+        raise NotSimulated(f"not simulated: {name}" + (f": {why}" if why else ""))
     return call
 
 
@@ -39,4 +40,4 @@ def install_unsimulated(patches: Patches) -> None:
                                (mp, "start_processes", "torch.multiprocessing.start_processes"),
                                (rpc, "init_rpc", "torch.distributed.rpc.init_rpc")):
         if hasattr(module, attr):
-            patches.set(module, attr, _refuse(name, getattr(module, attr)))
+            patches.set(module, attr, refuse_on_ranks(name, getattr(module, attr), _WHY[name]))
