@@ -306,36 +306,55 @@ def test_a_failed_shape_run_is_timed_from_the_functional_stages_traces(capsys, c
     res = json.loads(capsys.readouterr().out)
     assert res["verdict"] == "pass" and res["stage"] == "cost", res["reasons"]
     assert any("shape run failed" in n for n in res["predicted"]["notes"]), res["predicted"]["notes"]
-    assert presets == ["full"]  # not the world run again at screen size for its traces
+    # the candidate's shape run failed in its own process: this one runs no world for the cost stage (neither
+    # the reference's shape run, useless alone, nor both sides again at screen size for their traces)
+    assert presets == []
     assert res["predicted"]["reference_us"] > 0 and res["predicted"]["candidate_us"] > 0
 
 
 def test_the_screen_keeps_no_copy_of_the_inputs(capsys, checkout, monkeypatch):
+    import pkbsim.screen.candidate_side as side
     import pkbsim.screen.functional as functional
+    from pkbsim.screen.pkb_interop import register_pkb_tasks
+    from tasks.registry import get
 
     runs = []
-    real = functional.run_calls
 
-    def kept(*a, **kw):
-        runs.append(real(*a, **kw))
-        return runs[-1]
+    def kept(real):
+        def run(*a, **kw):
+            runs.append(real(*a, **kw))
+            return runs[-1]
+        return run
 
-    monkeypatch.setattr(functional, "run_calls", kept)
+    monkeypatch.setattr(functional, "run_calls", kept(functional.run_calls))
+    monkeypatch.setattr(side, "run_calls", kept(side.run_calls))
     assert screen(capsys, checkout, checkout / "reference" / "7_bf16_sum.py")["verdict"] == "pass"
-    (run,) = runs
-    assert all(c.complete for c in run.calls) and len(run.calls) == 7
-    assert all(x is None for c in run.calls for x in c.inputs)  # only outputs are compared
+    (ref_run,) = runs  # the candidate's calls ran in its own process
+    path = str(checkout / "reference" / "7_bf16_sum.py")
+    slug = register_pkb_tasks(str(checkout))[7]
+    side.candidate_side(get(slug), side.CandidateJob(slug, path, 2, 3, 60.0, 60.0, False))  # its side, here
+    ref_run, cand_run = runs
+    assert [len(ref_run.calls), len(cand_run.calls)] == [functional.TRIALS, 1 + functional.BACK_TO_BACK]
+    assert all(c.complete for r in runs for c in r.calls)
+    assert all(x is None for r in runs for c in r.calls for x in c.inputs)  # only outputs are compared
 
 
-@pytest.mark.parametrize("stem, builds", [("15_draws_after_its_inputs", 3), ("16_views", 7)])
-def test_a_rank_builds_each_trials_inputs_once_per_run(capsys, checkout, stem, builds):
+@pytest.mark.parametrize("stem, ref_builds, cand_builds", [("15_draws_after_its_inputs", 3, 3), ("16_views", 3, 4)])
+def test_a_rank_builds_each_trials_inputs_once_per_run(capsys, checkout, stem, ref_builds, cand_builds):
+    import pkbsim.screen.candidate_side as side
     from pkbsim.screen.pkb_interop import register_pkb_tasks
     from tasks.registry import get
 
     pid = int(stem.split("_")[0])
-    built = get(register_pkb_tasks(str(checkout))[pid]).make_inputs.builder.BUILT
+    slug = register_pkb_tasks(str(checkout))[pid]
+    built = get(slug).make_inputs.builder.BUILT
     built.clear()
     res = screen(capsys, checkout, checkout / "reference" / f"{stem}.py")
     assert res["verdict"] == "pass", res["reasons"]  # same inputs and generator state on every call of a trial
-    for rank in (0, 1):  # 3 reference calls (trials 0-2), 4 candidate calls (0, 1, 2, 0)
-        assert len([b for b in built if b[:2] == (pid, rank)]) == builds
+    for rank in (0, 1):  # here, the reference's 3 calls (trials 0-2)
+        assert len([b for b in built if b[:2] == (pid, rank)]) == ref_builds
+    built.clear()  # the candidate's 4 calls (trials 0, 1, 2, 0), its side run in this process
+    side.candidate_side(get(slug), side.CandidateJob(slug, str(checkout / "reference" / f"{stem}.py"), 2, 3, 60.0,
+                                                     60.0, False))
+    for rank in (0, 1):
+        assert len([b for b in built if b[:2] == (pid, rank)]) == cand_builds

@@ -1,7 +1,8 @@
 """Stage 3: predicted time of reference and candidate on a modelled machine.
 
-Both run again, in one run of the world, as full-size shape runs (FakeTensorMode: shapes, FLOPs and bytes,
-no data) and the timing engine replays both traces on the topology. A program that needs real values at full size (`.item()`,
+Both run again as full-size shape runs (FakeTensorMode: shapes, FLOPs and bytes, no data), the candidate in
+its own process (candidate_side.py), the reference here, and the timing engine replays both traces on the
+topology. A program that needs real values at full size (`.item()`,
 data-dependent shapes) or that the shape run cannot carry falls back to the screen-size traces the functional
 stage recorded (running the world again for them took as long as the functional stage: a fixed-size
 ParallelKernelBench problem's whole screen ran twice): such a prediction is marked uncertain, and an
@@ -10,8 +11,9 @@ uncertain prediction never rejects on its own.
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import TYPE_CHECKING
 
-from pkbsim.screen.candidate import Session, loader
+from pkbsim.screen.candidate import Session
 from pkbsim.screen.result import Prediction
 from pkbsim.taskrun import Call, run_calls
 from pkbsim.timing import chrome_trace
@@ -19,54 +21,60 @@ from pkbsim.timing.replay import Replay
 from pkbsim.timing.topology import Topology
 from tasks.registry import TaskSpec
 
+if TYPE_CHECKING:
+    from pkbsim.screen.candidate_side import CandidateReport
+
 SHAPE_RUN_SECONDS = 60.0  # shape runs move no data: one that takes longer is stuck, not slow
 LATENCY_BYTES = 256 << 10  # communication kernels moving less than this are latency-, not link-bound
 LABELS = {"compute": "compute-bound", "link": "link-bound", "latency": "latency/launch-bound",
           "launch": "latency/launch-bound", "waits": "serialised waits"}
 
 
-def traces(task: TaskSpec, load, world_size: int, seed: int, preset: str, timeout: float):
-    """(reference trace, candidate trace, why not) from one run of the world that calls both, each after a
-    warm-up call (as hardware timing does: buffers a candidate caches are allocated before the timed call)."""
-    calls = [Call(1), Call(0), Call(1, load=load), Call(0, load=load)]
+def shape_trace(task: TaskSpec, load, world_size: int, seed: int, preset: str, timeout: float):
+    """(trace, why not) of one side (`load` None: the reference) from one run of the world: a warm-up call,
+    then the timed one (as hardware timing does: buffers a candidate caches are allocated before it)."""
+    calls = [Call(1, load=load), Call(0, load=load)]
     run = run_calls(task, calls, world_size, seed=seed, preset=preset, timeout=timeout, record_compute=True,
                     keep_inputs=False)
     if run.result.verdict != "ok" or not all(c.complete for c in run.calls):
         f = run.result.findings
-        return None, None, f[0].message if f else run.result.verdict
-    return run.calls[1].trace(task, preset), run.calls[3].trace(task, preset), ""
+        return None, f[0].message if f else run.result.verdict
+    return run.calls[1].trace(task, preset), ""
 
 
-def predict(task: TaskSpec, session: Session, world_size: int, topo: Topology, seed: int, timeout: float,
-            timeline: str | None = None, screen_traces: tuple[dict, dict] | None = None) -> Prediction:
-    load = loader(session, task.reference)
+def predict(task: TaskSpec, source: Session, cand: CandidateReport, ref_screen_trace: dict | None, world_size: int,
+            topo: Topology, seed: int, timeout: float, timeline: str | None = None) -> Prediction:
+    """Runs in the screening process: the reference's full-size trace is taken here; the candidate's traces
+    come from its own process (`cand`)."""
     notes: list[str] = []
     uncertain = True
-    if session.mentions("triton.jit"):
+    if source.mentions("triton.jit"):
         notes.append("the candidate launches Triton kernels, which a shape run cannot execute (no data); predicted "
                      "at screen size instead")
-    elif session.reports:
+    elif cand.compile:
         notes.append("the candidate launches inline-CUDA kernels, which a shape run cannot execute (no data); "
                      "predicted at screen size from the bytes they move")
+    elif cand.shape_trace is None:
+        notes.append(f"the full-size shape run failed ({cand.shape_why}); predicted at screen size instead")
     else:
-        ref, cand, why = traces(task, load, world_size, seed, "full", min(timeout, SHAPE_RUN_SECONDS))
+        ref, why = shape_trace(task, None, world_size, seed, "full", min(timeout, SHAPE_RUN_SECONDS))
         uncertain = ref is None
         if uncertain:
-            notes.append(f"the full-size shape run failed ({why}); predicted at screen size instead")
-    if uncertain and screen_traces is not None:
-        ref, cand = screen_traces
-    elif uncertain:
-        ref, cand, why = traces(task, load, world_size, seed, "screen", timeout)
-        if ref is None:
-            raise RuntimeError(f"no trace to time: {why}")
+            notes.append(f"the reference's full-size shape run failed ({why}); predicted at screen size instead")
+        else:
+            cand_trace = cand.shape_trace
+    if uncertain:
+        ref, cand_trace = ref_screen_trace, cand.screen_trace
+        if ref is None or cand_trace is None:
+            raise RuntimeError("no trace to time: the functional stage recorded none")
+    cand_res = Replay(topo, cand_trace).run()
     ref_res = Replay(topo, ref).run()
-    cand_res = Replay(topo, cand).run()
-    untimed = sorted({op["kernel"] for r in cand["ranks"] for op in r["ops"] if op["kind"] == "device"})
+    untimed = sorted({op["kernel"] for r in cand_trace["ranks"] for op in r["ops"] if op["kind"] == "device"})
     if untimed:
         uncertain = True
         notes.append(f"device kernels {', '.join(untimed)} are not timed by the model; the prediction leaves them out")
-    if any(map(session.mentions, ("symm_mem", "_symmetric_memory", "tasks.solutions._symm"))) or any(op["kind"] == "symm" or op.get("peer_bytes")
-                                                     for r in cand["ranks"] for op in r["ops"]):
+    if any(map(source.mentions, ("symm_mem", "_symmetric_memory", "tasks.solutions._symm"))) or any(
+            op["kind"] == "symm" or op.get("peer_bytes") for r in cand_trace["ranks"] for op in r["ops"]):
         uncertain = True
         notes.append("the candidate uses symmetric memory: peer accesses are timed as NVLink traffic and signals "
                      "at link latency, a model not yet checked against multi-GPU measurements: not a basis to "

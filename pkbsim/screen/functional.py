@@ -1,11 +1,12 @@
 """Stage 2: reference and candidate on the simulated world at `screen` size, same inputs.
 
-All calls share one run of the world (reference trials first), since a world's start-up costs more than
-a screen-size call. The candidate is called once after a harness barrier (warm-up, and the import), then
-BACK_TO_BACK times in a row, the first after a barrier and the rest straight after the previous call with
-no harness synchronisation, as a GPU timing loop calls it: a candidate without an exit barrier lets a
-fast rank's next call overwrite a symmetric buffer a slower peer still reads, and that call's outputs
-come out wrong. Every call's outputs are checked.
+The candidate runs in a process of its own (candidate_side.py, isolation.py): it is called once (warm-up,
+and the import), then BACK_TO_BACK times in a row, the first after a harness barrier and the rest straight
+after the previous call with no harness synchronisation, as a GPU timing loop calls it: a candidate
+without an exit barrier lets a fast rank's next call overwrite a symmetric buffer a slower peer still
+reads, and that call's outputs come out wrong. Meanwhile this process runs the reference's trials, then
+checks every call's outputs against them (`judge`): the reference's outputs and the comparison never
+enter the candidate's process.
 
 Protocol findings (deadlock, mismatch, signal errors), exceptions raised in the candidate's own code and
 wrong outputs reject. pkb's own limits (limits.py) and a timeout while the simulator was still working
@@ -17,12 +18,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from pkbsim.screen.candidate import NotSimulated, Session, loader
-from pkbsim.screen.hang import Watch, site
-from pkbsim.screen.limits import limit_of, own_site
+from pkbsim.screen.candidate import Session
+from pkbsim.screen.hang import Watch
+from pkbsim.screen.isolation import plain
+from pkbsim.screen.limits import limit_of
 from pkbsim.screen.result import Reason
 from pkbsim.taskrun import Call, TaskRun, mismatches, run_calls
-from pkbsim.world.findings import is_fatal
 from tasks.registry import TaskSpec
 
 TRIALS = 3        # reference trials (inputs differ per trial)
@@ -34,12 +35,17 @@ class ReferenceFailed(Exception):
 
 
 @dataclass
+class ReferenceRun:
+    """The reference's trials, run in the screening (parent) process."""
+    outputs: list = field(default_factory=list)  # per trial, per rank (plain data, as the candidate's)
+    limit: Reason | None = None                  # pkb's limit that kept the reference from finishing
+    trace: dict | None = None                    # trial 1 at screen size, with `record`
+
+
+@dataclass
 class Functional:
     reasons: list[Reason] = field(default_factory=list)  # the candidate's faults
-    limit: Reason | None = None                            # pkb's limit that left the run inconclusive
-    findings: list[dict] = field(default_factory=list)
     correct: bool | None = None
-    traces: tuple[dict, dict] | None = None  # (reference, candidate) at screen size, with `record`
 
 
 def candidate_calls(load) -> list[Call]:
@@ -48,52 +54,32 @@ def candidate_calls(load) -> list[Call]:
     return [Call(t, load=load, poison=True, sync=i <= 1) for i, t in enumerate(trials)]
 
 
-def functional(task: TaskSpec, session: Session, world_size: int, seed: int, timeout: float,
-               record: bool = False) -> Functional:
-    out = Functional()
-    cand_calls = candidate_calls(loader(session, task.reference))
+def reference_run(task: TaskSpec, world_size: int, seed: int, timeout: float, record: bool = False) -> ReferenceRun:
     with Watch() as watch:
-        run = run_calls(task, [Call(t) for t in range(TRIALS)] + cand_calls, world_size, seed=seed, timeout=timeout,
+        run = run_calls(task, [Call(t) for t in range(TRIALS)], world_size, seed=seed, timeout=timeout,
                         record_compute=record, keep_inputs=False)
-    refs, cands = run.calls[:TRIALS], run.calls[TRIALS:]
-    out.findings = [f.to_json() for f in run.result.findings]
-    # the session's own NotSimulated is recorded where it is raised
-    limits = [limit_of(r.error) for r in run.raised if not isinstance(r.error, NotSimulated)]
-    if not all(r.complete for r in refs):
-        out.limit = next((Reason("limit", lim) for lim in limits if lim), None) or _slow(run, watch, session, timeout)
+    out = ReferenceRun()
+    if not all(c.complete for c in run.calls):
+        limits = [limit_of(r.error) for r in run.raised]
+        out.limit = next((Reason("limit", lim) for lim in limits if lim), None) or slow(run, watch, None, timeout)
         if out.limit is None:
             f = run.result.findings
             raise ReferenceFailed(f"the reference of {task.slug} fails on the simulated world at {world_size} ranks: "
                                   f"{f[0].message if f else run.result.verdict}")
         return out
-    for lim in filter(None, limits):
-        session.limit(lim)
-    if session.problems or session.not_simulated:
-        return out
-    if run.result.verdict == "timeout":
-        out.limit = _slow(run, watch, session, timeout)
-        if out.limit is None:
-            spot = watch.candidate_loop(session.path)
-            out.reasons = [Reason("timeout", f"no result after {timeout:g} s: the candidate's code loops outside "
-                                             f"any simulated wait", site(spot) if spot else "")]
-        return out
-    if run.result.verdict == "error":
-        out.reasons, out.limit = _errors(run, session)
-        return out
-    if run.result.verdict != "ok":
-        out.reasons = [Reason(f.kind, f.message, f.sites[0] if f.sites else "")
-                       for f in run.result.findings if is_fatal(f)][:3]
-        return out
-    for i, cand in enumerate(cands):
-        wrong = mismatches(task, cand.outputs, refs[cand_calls[i].trial].outputs)
-        if wrong:
-            out.correct = False
-            out.reasons = [Reason("wrong_output", f"{_which(i)}: {m}", session.solution_site) for m in wrong[:3]]
-            return out
-    out.correct = True
+    out.outputs = [[plain(o) for o in c.outputs] for c in run.calls]
     if record:
-        out.traces = (refs[1].trace(task, "screen"), cands[1].trace(task, "screen"))
+        out.trace = run.calls[1].trace(task, "screen")
     return out
+
+
+def judge(task: TaskSpec, ref: ReferenceRun, cand_outputs: list, solution_site: str) -> Functional:
+    """Every candidate call's outputs against the reference trial whose inputs it had."""
+    for i, outs in enumerate(cand_outputs):
+        wrong = mismatches(task, outs, ref.outputs[i % TRIALS])
+        if wrong:
+            return Functional([Reason("wrong_output", f"{_which(i)}: {m}", solution_site) for m in wrong[:3]], False)
+    return Functional(correct=True)
 
 
 def _which(i: int) -> str:
@@ -103,23 +89,10 @@ def _which(i: int) -> str:
             f"makes them: does a rank return, and reuse its buffers, before its peers have read them?)")
 
 
-def _slow(run: TaskRun, watch: Watch, session: Session, timeout: float) -> Reason | None:
+def slow(run: TaskRun, watch: Watch, session: Session | None, timeout: float) -> Reason | None:
     """The run's timeout as pkb's limit when the simulator was still working at it (None: no timeout, or the
     candidate's own code was looping)."""
-    if run.result.verdict != "timeout" or watch.candidate_loop(session.path) is not None:
+    if run.result.verdict != "timeout" or (session and watch.candidate_loop(session.path) is not None):
         return None
     return Reason("time_limit", f"the simulation did not finish within --timeout {timeout:g} s while the ranks were "
                                 f"still working (slow simulation, not a hang)")
-
-
-def _errors(run: TaskRun, session: Session) -> tuple[list[Reason], Reason | None]:
-    """Reasons for ranks that raised: the candidate's when its own code is on the traceback, else pkb's."""
-    first = next((r for r in run.raised if r.call >= TRIALS), None)
-    errors = [f for f in run.result.findings if f.kind == "error"]
-    if first is None:
-        return [Reason(f.kind, f.message, f.sites[0] if f.sites else "") for f in errors[:3]], None
-    where = own_site(session.path, first.error)
-    message = f"rank {first.rank} raised {type(first.error).__name__}: {first.error}"
-    if where is None:
-        return [], Reason("pkb_error", f"{message} (outside the candidate's code: a bug or gap of pkb)")
-    return [Reason("error", message, where)], None

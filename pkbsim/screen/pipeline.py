@@ -6,17 +6,19 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
-from pkbsim.cuda.build_clock import BUILD_CLOCK
-from pkbsim.screen.candidate import Session, extension_stand_in
-from pkbsim.screen.cost import predict
-from pkbsim.screen.functional import ReferenceFailed, functional
-from pkbsim.screen.prebuild import prebuild
+from pkbsim.screen.candidate import Session
+from pkbsim.screen.candidate_side import CandidateJob, CandidateReport
+from pkbsim.screen.cost import SHAPE_RUN_SECONDS, predict
+from pkbsim.screen.functional import ReferenceFailed, judge, reference_run
+from pkbsim.screen.isolation import ChildExit, Fork
 from pkbsim.screen.result import Reason, ScreenResult
 from pkbsim.screen.static import static_reasons
 from pkbsim.timing.topology import Topology
 from tasks.registry import TaskSpec
+
+CHILD_SLACK_S = 60.0  # beyond its build, functional and shape-run limits, before a candidate's process is killed
 
 
 @dataclass
@@ -29,52 +31,72 @@ class ScreenOptions:
     timeline: str | None = None  # where to write the candidate's simulated timeline (Chrome trace JSON)
     cost: bool = True
     build_timeout: float = 600.0  # for building the candidate's CUDA extensions, before the runs (off their clock)
+    pkb_root: str | None = None   # the ParallelKernelBench checkout the task comes from (a zygote's child
+    pkb_dtype: str = "bfloat16"   # registers its problems again)
 
 
-def screen(task: TaskSpec, path: str, opts: ScreenOptions) -> ScreenResult:
-    res = ScreenResult(task.slug, os.path.abspath(path), opts.world_size, opts.topology.name, opts.seed)
+def screen(task: TaskSpec, path: str, opts: ScreenOptions, spawner=None) -> ScreenResult:
+    """`spawner` starts the candidate's process (isolation.py): a pool worker's Zygote, else a fork of this
+    process, which must not yet have run the reference."""
+    path = os.path.abspath(path)
+    res = ScreenResult(task.slug, path, opts.world_size, opts.topology.name, opts.seed)
     t0 = time.perf_counter()
     problems = static_reasons(path)
     res.seconds["static"] = round(time.perf_counter() - t0, 3)
     if problems:
         return res.reject("static", problems)
-    session = Session(os.path.abspath(path))
-    with extension_stand_in(session):
-        t0 = time.perf_counter()
-        prebuild(session, task.reference, opts.build_timeout)
-        res.seconds["build"] = round(time.perf_counter() - t0, 3)
-        t0, built0 = time.perf_counter(), BUILD_CLOCK.total
-        try:
-            fn = functional(task, session, opts.world_size, opts.seed, opts.timeout,
-                            record=opts.cost)
-        except ReferenceFailed as e:
-            return res.inconclusive("functional", Reason("reference", f"{e} (a bug of the task or of pkb)"))
-        finally:
-            # extensions built lazily (on the first call, not at import) are built inside the world, with
-            # its watchdog paused: their time is build time, not the functional stage's
-            built = BUILD_CLOCK.total - built0
-            res.seconds["build"] = round(res.seconds["build"] + built, 3)
-            res.seconds["functional"] = round(time.perf_counter() - t0 - built, 3)
-        res.findings, res.correct = fn.findings, fn.correct
-        res.compile = {name: r.to_json() for name, r in session.reports.items()} or None
-        if session.problems:
-            return res.reject("static", [Reason(p.kind, str(p), p.site) for p in session.problems])
-        res.checked.append("static")
-        if session.not_simulated:
-            res.not_simulated = sorted(session.not_simulated)
-            return res.inconclusive("functional", Reason("not_simulated", "; ".join(res.not_simulated)))
-        if fn.limit:
-            return res.inconclusive("functional", fn.limit)
-        if fn.reasons:
-            return res.reject("functional", fn.reasons)
-        res.checked.append("functional")
-        res.stage = "functional"
-        if not opts.cost:
-            return res
-        t0 = time.perf_counter()
-        res.predicted = predict(task, session, opts.world_size, opts.topology, opts.seed, opts.timeout, opts.timeline,
-                                fn.traces)
-        res.seconds["cost"] = round(time.perf_counter() - t0, 3)
+    job = CandidateJob(task.slug, path, opts.world_size, opts.seed, opts.timeout, opts.build_timeout, opts.cost,
+                       opts.pkb_root, opts.pkb_dtype)
+    t0 = time.perf_counter()
+    child = (spawner or Fork()).start(asdict(job))
+    try:
+        ref = reference_run(task, opts.world_size, opts.seed, opts.timeout, record=opts.cost)
+    except ReferenceFailed as e:
+        child.kill()
+        res.seconds["functional"] = round(time.perf_counter() - t0, 3)
+        return res.inconclusive("functional", Reason("reference", f"{e} (a bug of the task or of pkb)"))
+    except BaseException:
+        child.kill()
+        raise
+    if ref.limit:
+        child.kill()
+        res.seconds["functional"] = round(time.perf_counter() - t0, 3)
+        return res.inconclusive("functional", ref.limit)
+    payload, ended = child.result(opts.build_timeout + 2 * opts.timeout + SHAPE_RUN_SECONDS + CHILD_SLACK_S)
+    wall = time.perf_counter() - t0
+    res.seconds["functional"] = round(wall, 3)
+    if payload is None:
+        return _ended(res, ended)
+    if "pkb_error" in payload:
+        last = str(payload["pkb_error"]).strip().splitlines()[-1:]
+        return res.inconclusive("functional", Reason("pkb_error", f"pkb failed in the candidate's process: "
+                                                                  f"{last[0] if last else '?'}"))
+    rep = CandidateReport.from_payload(payload)
+    res.seconds["build"] = rep.seconds.get("build", 0.0)
+    res.seconds["functional"] = round(wall - res.seconds["build"] - rep.seconds.get("shape", 0.0), 3)
+    res.findings, res.compile = rep.findings, rep.compile or None
+    if rep.problems:
+        return res.reject("static", rep.problems)
+    res.checked.append("static")
+    if rep.not_simulated:
+        res.not_simulated = rep.not_simulated
+        return res.inconclusive("functional", Reason("not_simulated", "; ".join(rep.not_simulated)))
+    if rep.limit:
+        return res.inconclusive("functional", rep.limit)
+    if rep.reasons:
+        return res.reject("functional", rep.reasons)
+    fn = judge(task, ref, rep.outputs, rep.solution_site)
+    res.correct = fn.correct
+    if fn.reasons:
+        return res.reject("functional", fn.reasons)
+    res.checked.append("functional")
+    res.stage = "functional"
+    if not opts.cost:
+        return res
+    t0 = time.perf_counter()
+    res.predicted = predict(task, Session(path), rep, ref.trace, opts.world_size, opts.topology, opts.seed,
+                            opts.timeout, opts.timeline)
+    res.seconds["cost"] = round(time.perf_counter() - t0 + rep.seconds.get("shape", 0.0), 3)
     res.timeline, res.stage = opts.timeline, "cost"
     res.checked.append("cost")
     p = res.predicted
@@ -83,3 +105,15 @@ def screen(task: TaskSpec, path: str, opts: ScreenOptions) -> ScreenResult:
                                                     f"{opts.margin:g}x ({p.bottleneck}: candidate "
                                                     f"{p.candidate_us:.1f} us vs reference {p.reference_us:.1f} us)")])
     return res
+
+
+def _ended(res: ScreenResult, ended: ChildExit) -> ScreenResult:
+    """The verdict on a candidate whose process handed back nothing. An exit is the candidate's doing (the
+    simulator never exits a process; `os._exit` ends a rank's process on a GPU too); a signal, a time
+    limit or an unreadable result pkb cannot pin on the candidate: inconclusive, so it goes to GPU scoring."""
+    what = f"the candidate's process {ended.describe()}"
+    if ended.code is not None and not ended.unreadable:
+        return res.reject("functional", [Reason("crash", f"{what} (os._exit, sys.exit from a thread, or exit in "
+                                                         f"native code: a process that ends mid-call)", res.candidate)])
+    kind = "time_limit" if ended.timed_out else "worker_crash"
+    return res.inconclusive("functional", Reason(kind, f"{what}: pkb cannot tell whose fault it is"))

@@ -1,8 +1,9 @@
 """A screening worker process: `python -m pkbsim.screen.worker --memory-gb G [--core C]`.
 
-Reads one job per line (JSON) on stdin and answers one result per line on the protocol pipe. The
+Reads one job per line (JSON) on stdin and answers one result per line on the protocol pipe. No candidate
+runs in this process: each runs in a child forked for it alone by the worker's zygote (isolation.py), so
+nothing a candidate patches outlives it or reaches the comparison, the verdict or the next candidate. The
 candidate's own prints cannot corrupt the protocol: fd 1 is pointed at stderr once the pipe is saved.
-Reference runs and traces stay cached in the process across jobs of the same task.
 """
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ def inconclusive(job: dict, kind: str, message: str) -> dict:
     return res.inconclusive(kind, Reason(kind, message)).to_json()
 
 
-def screen_job(job: dict) -> dict:
+def screen_job(job: dict, spawner=None) -> dict:
     from pkbsim.screen.pipeline import ScreenOptions, screen
     from pkbsim.timing.topology import load_topology
     from tasks.registry import get
@@ -36,9 +37,10 @@ def screen_job(job: dict) -> dict:
         from pkbsim.screen.pkb_interop import register_pkb_tasks
         register_pkb_tasks(job["pkb_root"], dtype=job.get("pkb_dtype", "bfloat16"))
     opts = ScreenOptions(job["world_size"], load_topology(job["topology"]), job["seed"], job["margin"],
-                         timeout=job["timeout"], timeline=job.get("timeline"), cost=job.get("cost", True))
+                         timeout=job["timeout"], timeline=job.get("timeline"), cost=job.get("cost", True),
+                         pkb_root=job.get("pkb_root"), pkb_dtype=job.get("pkb_dtype", "bfloat16"))
     try:
-        return screen(get(job["task"]), job["candidate"], opts).to_json()
+        return screen(get(job["task"]), job["candidate"], opts, spawner).to_json()
     except MemoryError:
         return inconclusive(job, "memory_limit", "the screen ran out of its memory limit (--memory-gb)")
     except Exception as e:  # noqa: BLE001 - a bug of pkb ends this candidate's screen, not the batch
@@ -61,9 +63,11 @@ def main() -> int:
     #                       initialized module 'torch._dynamo'" failed ParallelKernelBench references 80-85
 
     import pkbsim.screen.pipeline  # noqa: F401 - import once per worker, not in the first candidate's time
+    from pkbsim.screen.isolation import Zygote
+    zygote = Zygote()  # forked now, before any job: each candidate's process is a fresh fork of it
     for line in sys.stdin:
         job = json.loads(line)
-        proto.write(json.dumps(screen_job(job)) + "\n")
+        proto.write(json.dumps(screen_job(job, zygote)) + "\n")
     return 0
 
 

@@ -1,0 +1,158 @@
+"""What runs in the candidate's own process (isolation.py): its build, its calls on the simulated world and
+its full-size shape run.
+
+Everything a candidate can tamper with lives here and dies with the process. What leaves is a
+`CandidateReport` of plain data: every call's outputs, the simulator's findings, what the run showed about
+the candidate's own code (an exception raised in it, a loop, a fatal protocol finding), the limits of pkb
+it met, and its traces. The reference's outputs never enter this process; the comparison and the verdict
+are the parent's (pipeline.py), so a candidate that patches them patches a copy nobody reads.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+
+from pkbsim.cuda.build_clock import BUILD_CLOCK
+from pkbsim.screen.candidate import NotSimulated, Session, extension_stand_in, loader
+from pkbsim.screen.cost import SHAPE_RUN_SECONDS, shape_trace
+from pkbsim.screen.functional import candidate_calls, slow
+from pkbsim.screen.hang import Watch, site
+from pkbsim.screen.isolation import plain
+from pkbsim.screen.limits import limit_of, own_site
+from pkbsim.screen.prebuild import prebuild
+from pkbsim.screen.result import Reason
+from pkbsim.taskrun import TaskRun, run_calls
+from pkbsim.world.findings import is_fatal
+from tasks.registry import TaskSpec
+
+
+@dataclass
+class CandidateJob:
+    """What the child needs to screen one candidate (JSON: it crosses to a pool worker's zygote)."""
+    task: str
+    candidate: str  # absolute path
+    world_size: int
+    seed: int
+    timeout: float
+    build_timeout: float
+    cost: bool
+    pkb_root: str | None = None  # a ParallelKernelBench checkout whose problems the task may be one of
+    pkb_dtype: str = "bfloat16"
+
+
+@dataclass
+class CandidateReport:
+    outputs: list = field(default_factory=list)         # per call, per rank: outputs (None: did not return)
+    findings: list = field(default_factory=list)        # the simulator's findings (JSON)
+    reasons: list = field(default_factory=list)         # Reasons: the candidate's faults the run showed
+    limit: Reason | None = None                         # pkb's limit that left the run inconclusive
+    problems: list = field(default_factory=list)        # Reasons: the file cannot become a candidate
+    not_simulated: list = field(default_factory=list)   # pkb's limits met while loading or calling
+    compile: dict = field(default_factory=dict)         # nvcc report per inline-CUDA extension
+    solution_site: str = ""
+    screen_trace: dict | None = None  # the first call after the warm-up, at screen size (with `cost`)
+    shape_trace: dict | None = None   # the same at full size, from a shape run, when one could run
+    shape_why: str = ""               # why there is no shape_trace
+    seconds: dict = field(default_factory=dict)  # build, functional, shape
+
+    def to_payload(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_payload(cls, d: dict) -> CandidateReport:
+        d = dict(d)
+        d["reasons"] = [Reason(**r) for r in d.get("reasons", [])]
+        d["problems"] = [Reason(**r) for r in d.get("problems", [])]
+        d["limit"] = Reason(**d["limit"]) if d.get("limit") else None
+        return cls(**d)
+
+
+def prepare(job_json: dict) -> None:
+    """Make the job's task known in this process (a zygote does it before it forks: once per checkout)."""
+    if job_json.get("pkb_root"):
+        from pkbsim.screen.pkb_interop import register_pkb_tasks
+        register_pkb_tasks(job_json["pkb_root"], dtype=job_json.get("pkb_dtype", "bfloat16"))
+
+
+def run_job(job_json: dict) -> dict:
+    """The child's entry: screen the candidate's side of one job; its report as a payload."""
+    from tasks.registry import get
+
+    prepare(job_json)
+    job = CandidateJob(**job_json)
+    return candidate_side(get(job.task), job).to_payload()
+
+
+def candidate_side(task: TaskSpec, job: CandidateJob) -> CandidateReport:
+    rep = CandidateReport()
+    session = Session(job.candidate)
+    with extension_stand_in(session):
+        t0 = time.perf_counter()
+        prebuild(session, task.reference, job.build_timeout)
+        rep.seconds["build"] = round(time.perf_counter() - t0, 3)
+        t0, built0 = time.perf_counter(), BUILD_CLOCK.total
+        load = loader(session, task.reference)
+        try:
+            _calls(task, session, job, load, rep)
+        finally:
+            # extensions built lazily (on the first call) are built with the world's watchdog paused: their
+            # time is build time, not the functional stage's
+            built = BUILD_CLOCK.total - built0
+            rep.seconds["build"] = round(rep.seconds["build"] + built, 3)
+            rep.seconds["functional"] = round(time.perf_counter() - t0 - built, 3)
+        rep.compile = {name: r.to_json() for name, r in session.reports.items()}
+        rep.problems = [Reason(p.kind, str(p), p.site) for p in session.problems]
+        rep.not_simulated = sorted(session.not_simulated)
+        rep.solution_site = session.solution_site
+        if job.cost and not (rep.problems or rep.not_simulated or rep.limit or rep.reasons):
+            t0 = time.perf_counter()
+            if session.mentions("triton.jit"):
+                rep.shape_why = "the candidate launches Triton kernels"
+            elif session.reports:
+                rep.shape_why = "the candidate launches inline-CUDA kernels"
+            else:
+                rep.shape_trace, rep.shape_why = shape_trace(task, load, job.world_size, job.seed, "full",
+                                                             min(job.timeout, SHAPE_RUN_SECONDS))
+            rep.seconds["shape"] = round(time.perf_counter() - t0, 3)
+    return rep
+
+
+def _calls(task: TaskSpec, session: Session, job: CandidateJob, load, rep: CandidateReport) -> None:
+    """The candidate's calls at screen size (functional.candidate_calls); what they showed, into `rep`."""
+    calls = candidate_calls(load)
+    with Watch() as watch:
+        run = run_calls(task, calls, job.world_size, seed=job.seed, timeout=job.timeout, record_compute=job.cost,
+                        keep_inputs=False)
+    rep.findings = [f.to_json() for f in run.result.findings]
+    rep.outputs = [[plain(o) for o in c.outputs] for c in run.calls]
+    # the session's own NotSimulated is recorded where it is raised
+    for lim in filter(None, (limit_of(r.error) for r in run.raised if not isinstance(r.error, NotSimulated))):
+        session.limit(lim)
+    if session.problems or session.not_simulated:
+        return
+    if run.result.verdict == "timeout":
+        rep.limit = slow(run, watch, session, job.timeout)
+        if rep.limit is None:
+            spot = watch.candidate_loop(session.path)
+            rep.reasons = [Reason("timeout", f"no result after {job.timeout:g} s: the candidate's code loops outside "
+                                             f"any simulated wait", site(spot) if spot else "")]
+    elif run.result.verdict == "error":
+        rep.reasons, rep.limit = _errors(run, session)
+    elif run.result.verdict != "ok":
+        rep.reasons = [Reason(f.kind, f.message, f.sites[0] if f.sites else "")
+                       for f in run.result.findings if is_fatal(f)][:3]
+    elif job.cost and len(run.calls) > 1:
+        rep.screen_trace = run.calls[1].trace(task, "screen")
+
+
+def _errors(run: TaskRun, session: Session) -> tuple[list[Reason], Reason | None]:
+    """Reasons for ranks that raised: the candidate's when its own code is on the traceback, else pkb's."""
+    errors = [f for f in run.result.findings if f.kind == "error"]
+    if not run.raised:
+        return [Reason(f.kind, f.message, f.sites[0] if f.sites else "") for f in errors[:3]], None
+    first = run.raised[0]
+    where = own_site(session.path, first.error)
+    message = f"rank {first.rank} raised {type(first.error).__name__}: {first.error}"
+    if where is None:
+        return [], Reason("pkb_error", f"{message} (outside the candidate's code: a bug or gap of pkb)")
+    return [Reason("error", message, where)], None

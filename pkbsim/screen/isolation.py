@@ -1,0 +1,229 @@
+"""The candidate runs in a process of its own, forked for it alone; what it hands back crosses as data.
+
+A candidate's code can patch anything in the process it runs in: the comparison, the verdict, `json`, the
+result pipe, `os._exit`. So the screen forks a child for every candidate (candidate_side.py) and keeps the
+reference's outputs, the comparison and the verdict in the parent. The child writes one file with
+`torch.save`; the parent reads it with `weights_only=True` (tensors, numbers, strings, containers: no
+object of the child's choosing is ever built in the parent). A child that ends without writing it (an
+exit, a signal, the time limit) is reported as such, never read as a result.
+
+The process a child is forked from must hold nothing the candidate may not see (reference outputs,
+another candidate's state): `pkb screen` forks itself before it runs the reference (`Fork`); a pool
+worker, which screens many candidates, keeps a `Zygote`, forked once right after its imports, which forks
+one child per candidate and has run nothing else.
+"""
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+@dataclass
+class ChildExit:
+    """How a candidate's process ended, when it handed back nothing."""
+    code: int | None = None    # its exit status
+    signal: int | None = None  # the signal that killed it
+    timed_out: bool = False    # killed by the parent at its time limit
+    unreadable: bool = False   # it wrote a result the parent cannot read as plain data
+
+    def describe(self) -> str:
+        if self.timed_out:
+            return "was killed at its time limit"
+        if self.unreadable:
+            return "handed back a result that is not plain data (tensors, numbers, strings, containers)"
+        if self.signal is not None:
+            return f"died of {signal.Signals(self.signal).name}"
+        return f"exited with status {self.code} before it handed back its results"
+
+
+def plain(x):
+    """`x` as data that crosses processes as itself (tensors, None, numbers, strings, torch.Size, dtypes and
+    containers of them); any other object becomes its type's name. Applied to the reference's outputs too,
+    so that both sides are compared alike."""
+    if isinstance(x, torch.Tensor):
+        t = x.detach()
+        return t if type(t) is torch.Tensor else f"<{type(x).__name__}>"
+    if x is None or isinstance(x, (bool, int, float, str, torch.Size, torch.dtype)):
+        return x
+    if isinstance(x, (list, tuple)):
+        return type(x)(plain(y) for y in x) if type(x) in (list, tuple) else [plain(y) for y in x]
+    if isinstance(x, dict):
+        return {k: plain(v) for k, v in x.items()} if all(isinstance(k, (str, int)) for k in x) \
+            else f"<{type(x).__name__}>"
+    return f"<{type(x).__name__}>"
+
+
+def _child(job: dict, path: str) -> None:
+    """In the forked child: run the job, write its payload to `path` (atomically), and leave at once."""
+    code = 0
+    try:
+        os.dup2(2, 1)  # the candidate's own writes to fd 1 must never reach the parent's stdout (--json)
+        from pkbsim.screen.candidate_side import run_job
+        payload = run_job(job)
+        torch.save(payload, path + ".part")
+        os.replace(path + ".part", path)
+    except BaseException:  # noqa: BLE001 - a bug of pkb in the child: handed back as such, named
+        try:
+            torch.save({"pkb_error": traceback.format_exc(limit=8)}, path + ".part")
+            os.replace(path + ".part", path)
+        except BaseException:  # noqa: BLE001
+            code = 70
+    finally:
+        sys.stdout.flush() if sys.stdout else None
+        os._exit(code)
+
+
+def _status(raw: int) -> ChildExit:
+    if os.WIFSIGNALED(raw):
+        return ChildExit(signal=os.WTERMSIG(raw))
+    return ChildExit(code=os.WEXITSTATUS(raw))
+
+
+class Child:
+    """A running candidate process: `result()` waits for it and reads what it handed back."""
+
+    def __init__(self, pid: int, workdir: str, wait: Callable[[float], ChildExit]):
+        self.pid, self.workdir, self._wait = pid, workdir, wait
+        self.path = os.path.join(workdir, "result.pt")
+
+    def result(self, timeout: float) -> tuple[dict | None, ChildExit]:
+        """(payload, how it ended); payload is None when the child wrote none."""
+        ended = self._wait(timeout)
+        try:
+            if ended.timed_out or not os.path.exists(self.path):
+                return None, ended
+            try:
+                payload = torch.load(self.path, weights_only=True)
+            except Exception:  # noqa: BLE001 - not plain data (a child that forged or tore it): nothing handed back
+                return None, ChildExit(code=ended.code, signal=ended.signal, unreadable=True)
+            return (payload if isinstance(payload, dict) else None), ended
+        finally:
+            _remove(self.workdir)
+
+    def kill(self) -> None:
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self._wait(0)
+        _remove(self.workdir)
+
+
+def _remove(workdir: str) -> None:
+    for name in os.listdir(workdir) if os.path.isdir(workdir) else ():
+        try:
+            os.unlink(os.path.join(workdir, name))
+        except OSError:
+            pass
+    try:
+        os.rmdir(workdir)
+    except OSError:
+        pass
+
+
+class Fork:
+    """Forks the calling process itself: for a process that screens one candidate and has not yet run its
+    reference (`pkb screen`)."""
+
+    def start(self, job: dict) -> Child:
+        workdir = tempfile.mkdtemp(prefix="pkb-candidate-")
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            _child(job, os.path.join(workdir, "result.pt"))
+
+        def wait(timeout: float) -> ChildExit:
+            deadline = time.monotonic() + timeout
+            while True:
+                done, raw = os.waitpid(pid, os.WNOHANG)
+                if done:
+                    return _status(raw)
+                if time.monotonic() >= deadline:
+                    os.kill(pid, signal.SIGKILL)
+                    os.waitpid(pid, 0)
+                    return ChildExit(timed_out=True)
+                time.sleep(0.02)
+        return Child(pid, workdir, wait)
+
+
+class Zygote:
+    """A process forked once, before any job ran, that forks one child per candidate on request.
+
+    Protocol on two pipes: the parent writes a job (one JSON line with its result path); the zygote answers
+    the child's pid, then, once the child has ended, its raw wait status (one line each)."""
+
+    def __init__(self):
+        to_z, from_p = os.pipe()
+        to_p, from_z = os.pipe()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            os.close(from_p)
+            os.close(to_p)
+            self._serve(os.fdopen(to_z, "r"), os.fdopen(from_z, "w", buffering=1))
+        os.close(to_z)
+        os.close(from_z)
+        self.pid = pid
+        self._requests = os.fdopen(from_p, "w", buffering=1)
+        self._answers = to_p  # read a byte at a time: a buffered reader would hide a line from select()
+
+    def _answer(self) -> int:
+        line = b""
+        while not line.endswith(b"\n"):
+            byte = os.read(self._answers, 1)
+            if not byte:
+                raise RuntimeError("the screening worker's zygote process is gone")
+            line += byte
+        return int(line)
+
+    @staticmethod
+    def _serve(requests, answers) -> None:
+        code = 0
+        try:
+            from pkbsim.screen.candidate_side import prepare
+            for line in requests:
+                msg = json.loads(line)
+                try:
+                    prepare(msg["job"])  # the task's code, never a candidate's: cached here for the next forks
+                except Exception:  # noqa: BLE001 - the child meets it again and reports it
+                    pass
+                child = os.fork()
+                if child == 0:
+                    requests.close()
+                    answers.close()
+                    _child(msg["job"], msg["path"])
+                answers.write(f"{child}\n")
+                _, raw = os.waitpid(child, 0)
+                answers.write(f"{raw}\n")
+        except BaseException:  # noqa: BLE001 - the parent sees the pipe close and reports it
+            code = 1
+        finally:
+            os._exit(code)
+
+    def start(self, job: dict) -> Child:
+        workdir = tempfile.mkdtemp(prefix="pkb-candidate-")
+        self._requests.write(json.dumps({"job": job, "path": os.path.join(workdir, "result.pt")}) + "\n")
+        pid = self._answer()
+
+        def wait(timeout: float) -> ChildExit:
+            ready, _, _ = select.select([self._answers], [], [], max(0.0, timeout))
+            timed_out = not ready
+            if timed_out:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            raw = self._answer()
+            return ChildExit(timed_out=True) if timed_out else _status(raw)
+        return Child(pid, workdir, wait)
