@@ -7,6 +7,7 @@ import os
 import sys
 
 from pkbsim.world.findings import EXIT_CODES
+from pkbsim.cli._sandbox import add_sandbox_argument
 
 
 def add_parser(sub) -> None:
@@ -34,6 +35,7 @@ def add_parser(sub) -> None:
                    help="check the bundled pipeline-parallel example and its fixed twin")
     p.add_argument("script", nargs="?", help="the torchrun script")
     p.add_argument("script_args", nargs=argparse.REMAINDER, help="arguments for the script")
+    add_sandbox_argument(p, opt_in=True)
     p.set_defaults(run=run)
 
 

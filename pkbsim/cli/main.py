@@ -13,6 +13,7 @@ import os
 import sys
 
 import pkbsim.cli as cli_pkg
+from pkbsim.cli._sandbox import run_wrapped
 from pkbsim.cli.errors import UsageError
 
 
@@ -26,6 +27,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    inside = run_wrapped(argv)  # screen (check --sandbox) re-run inside the candidate sandbox
+    if inside is not None:
+        return inside
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "run", None):

@@ -6,6 +6,7 @@ import json
 import os
 import sys
 
+from pkbsim.cli._sandbox import add_sandbox_argument, sandbox_ready
 from pkbsim.cli.errors import UsageError
 from pkbsim.cli.screen_cmd import add_pkb_arguments
 
@@ -40,6 +41,7 @@ def add_parser(sub) -> None:
     p.add_argument("--db", default=os.environ.get("PKB_DB", "pkb_results.sqlite"), help="SQLite results file")
     p.add_argument("--fresh", action="store_true", help="screen again even where the store has a result")
     p.add_argument("--json", action="store_true", help="print the batch's results as one JSON object")
+    add_sandbox_argument(p)
     p.set_defaults(run=run)
 
 
@@ -132,7 +134,7 @@ def run(args) -> int:
         run_ray(todo, args.time_limit, args.memory_gb, on_result)
     else:
         from pkbsim.screen.pool import run_local
-        run_local(todo, args.workers, args.time_limit, args.memory_gb, on_result)
+        run_local(todo, args.workers, args.time_limit, args.memory_gb, on_result, sandboxed=sandbox_ready(args))
     progress.close()
     rows = [results[(j["task"], j["candidate"])] for j in jobs if (j["task"], j["candidate"]) in results]
     scores = _score(rows, args) if args.score else {}

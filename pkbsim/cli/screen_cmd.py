@@ -7,6 +7,7 @@ import sys
 import tempfile
 
 from pkbsim.cli.errors import UsageError
+from pkbsim.cli._sandbox import add_sandbox_argument
 
 DEFAULT_TOPOLOGY = "hgx-h100"
 
@@ -34,6 +35,7 @@ def add_parser(sub) -> None:
                    help="short structured output for refinement loops: first failing stage, site, bottleneck")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     add_pkb_arguments(p)
+    add_sandbox_argument(p)
     p.set_defaults(run=run)
 
 

@@ -27,8 +27,8 @@ from pkbsim.screen.worker import inconclusive
 
 
 class _Worker:
-    def __init__(self, memory_gb: float, core: int | None = None):
-        cmd = [sys.executable, "-m", "pkbsim.screen.worker", "--memory-gb", str(memory_gb)]
+    def __init__(self, memory_gb: float, core: int | None = None, sandbox: list[str] = ()):
+        cmd = [*sandbox, sys.executable, "-m", "pkbsim.screen.worker", "--memory-gb", str(memory_gb)]
         self.core = core
         if core is not None:
             cmd += ["--core", str(core)]
@@ -61,15 +61,27 @@ def _free_core(taken: list[int | None]) -> int | None:
     return min(cores, key=lambda c: (taken.count(c), c))
 
 
+def sandbox_prefix(jobs: list[dict]) -> list[str]:
+    """The bwrap command line the workers of these jobs start under: their candidates' folders and the
+    ParallelKernelBench checkouts readable, their timeline folders writable."""
+    from pkbsim import sandbox
+
+    readable = {os.path.dirname(j["candidate"]) for j in jobs} | {j["pkb_root"] for j in jobs if j.get("pkb_root")}
+    writable = {os.path.dirname(j["timeline"]) for j in jobs if j.get("timeline")}
+    return sandbox.prefix(sorted(writable), sorted(readable))
+
+
 def run_local(jobs: list[dict], workers: int, time_limit: float, memory_gb: float,
-              on_result: Callable[[dict], None]) -> None:
+              on_result: Callable[[dict], None], sandboxed: bool = True) -> None:
+    """`sandboxed`: each worker inside bwrap (sandbox.py; the caller has checked that it can start)."""
     queue = deque(jobs)
+    prefix = sandbox_prefix(jobs) if sandboxed and jobs else []
     retried: set[int] = set()  # ids of jobs whose worker died once
     sel = selectors.DefaultSelector()
     pool: list[_Worker] = []
 
     def start() -> _Worker:
-        w = _Worker(memory_gb, _free_core([w.core for w in pool]))
+        w = _Worker(memory_gb, _free_core([w.core for w in pool]), prefix)
         sel.register(w.proc.stdout, selectors.EVENT_READ, w)
         pool.append(w)
         return w

@@ -1,0 +1,57 @@
+"""The commands' side of the candidate sandbox (pkbsim/sandbox.py): its flags, and `pkb screen` / `pkb check
+--sandbox` re-run inside it before anything heavy is imported (the outer process only relays)."""
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+
+from pkbsim import sandbox
+from pkbsim.cli.errors import UsageError
+
+WRAPPED = {"screen": False, "check": True}  # command -> whether the sandbox is opt-in (--sandbox) for it
+OUTPUT_OPTIONS = ("--timeline", "--trace")  # their value is a file the command writes
+
+
+def add_sandbox_argument(p, opt_in: bool = False) -> None:
+    if opt_in:
+        p.add_argument("--sandbox", action="store_true",
+                       help="run the script inside the candidate sandbox (bubblewrap: no network, read-only system)")
+    p.add_argument("--no-sandbox", action="store_true",
+                   help="run candidates without the bubblewrap sandbox (no isolation from this machine)")
+
+
+def sandbox_ready(args) -> bool:
+    """Whether the command's candidate processes go into the sandbox; a one-line error when they should
+    and cannot."""
+    if getattr(args, "no_sandbox", False) or not sandbox.wanted():
+        return False
+    try:
+        sandbox.check()
+    except sandbox.SandboxUnavailable as e:
+        raise UsageError(str(e)) from None
+    return True
+
+
+def run_wrapped(argv: list[str]) -> int | None:
+    """`pkb ARGV` run inside the sandbox when the command is one that runs a candidate in its own process;
+    None when it runs here (another command, help, --no-sandbox, already inside, not opted in)."""
+    cmd = argv[0] if argv else ""
+    if cmd not in WRAPPED or not sandbox.wanted() or {"-h", "--help", "--no-sandbox"} & set(argv):
+        return None
+    if WRAPPED[cmd] and "--sandbox" not in argv:
+        return None
+    readable, writable = set(), set()
+    if cmd == "screen":
+        writable.add(os.path.join(tempfile.gettempdir(), "pkb-timelines"))  # the default timeline's folder
+    for i, arg in enumerate(argv[1:], 1):
+        value = arg.split("=", 1)[1] if arg.startswith("--") and "=" in arg else arg
+        if argv[i - 1] in OUTPUT_OPTIONS or arg.split("=", 1)[0] in OUTPUT_OPTIONS:
+            writable.add(os.path.dirname(os.path.abspath(value)))
+        elif os.path.exists(value):
+            readable.add(value if os.path.isdir(value) else os.path.dirname(os.path.abspath(value)))
+    try:
+        return sandbox.run_inside(argv, sorted(writable), sorted(readable))
+    except sandbox.SandboxUnavailable as e:
+        print(f"pkb {cmd}: error: {e}", file=sys.stderr)
+        return 2

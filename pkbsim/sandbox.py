@@ -1,0 +1,99 @@
+"""Candidates run inside a bubblewrap sandbox: no network, no other process in view, a read-only system.
+
+A process fork keeps a candidate away from the verdict (screen/isolation.py) but not from the machine: it
+could read the user's files, write to their home, open connections, or signal the screening process. So
+the processes that run candidates (`pkb screen`, `pkb run`'s workers, `pkb check --sandbox`) start inside
+`bwrap` with new user, PID, network (loopback only), IPC and UTS namespaces, every capability dropped, the
+whole file system read-only except a private /tmp and the folders pkb must write (its build cache and the
+output paths the user named), and die with their parent. GPU device nodes are passed through where they
+exist. Without bwrap a command that needs it stops with one line naming the package; `--no-sandbox` (or
+PKB_NO_SANDBOX=1) runs without it, by the user's explicit choice.
+"""
+from __future__ import annotations
+
+import functools
+import glob
+import os
+import shutil
+import subprocess
+import sys
+
+INSIDE = "PKB_SANDBOXED"       # set inside the sandbox: a command never wraps itself twice
+DISABLE = "PKB_NO_SANDBOX"     # "1": run without the sandbox (what --no-sandbox sets)
+MISSING = ("the candidate sandbox needs bubblewrap (bwrap), which is not installed: apt-get install bubblewrap "
+           "(or dnf/pacman install bubblewrap), or pass --no-sandbox to run candidates unconfined")
+
+
+class SandboxUnavailable(Exception):
+    """bwrap is missing or cannot create namespaces here; the message names the fix."""
+
+
+def wanted() -> bool:
+    """Whether this process should start candidate processes in a sandbox (not already inside one, not
+    disabled by the user)."""
+    return os.environ.get(INSIDE) != "1" and os.environ.get(DISABLE) != "1"
+
+
+def bwrap() -> str:
+    path = os.environ.get("PKB_BWRAP") or shutil.which("bwrap")
+    if not path:
+        raise SandboxUnavailable(MISSING)
+    return path
+
+
+def prefix(writable: list[str] = (), readable: list[str] = ()) -> list[str]:
+    """The bwrap command line that runs a command inside the sandbox. `writable` folders (created if
+    missing) stay writable; `readable` ones stay visible although under /tmp (the private /tmp hides the
+    machine's own)."""
+    from pkbsim.ptx.compile import cache_root
+
+    args = [bwrap(), "--die-with-parent", "--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc",
+            "--unshare-uts", "--cap-drop", "ALL", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+            "--tmpfs", "/tmp", "--tmpfs", "/dev/shm"]
+    for node in sorted(glob.glob("/dev/nvidia*")) + sorted(glob.glob("/dev/dri")):
+        args += ["--dev-bind", node, node]
+    for path in [os.getcwd(), *readable]:
+        path = os.path.abspath(path)
+        if os.path.exists(path):
+            args += ["--ro-bind", path, path]
+    for path in [cache_root(), *writable]:
+        path = os.path.abspath(path)
+        os.makedirs(path, exist_ok=True)
+        args += ["--bind", path, path]
+    args += ["--setenv", INSIDE, "1", "--setenv", "TRITON_CACHE_DIR", "/tmp/triton-cache", "--chdir", os.getcwd(),
+             "--"]
+    return args
+
+
+@functools.cache
+def check() -> None:
+    """Raise SandboxUnavailable, naming the fix, when a sandbox cannot start on this machine."""
+    cmd = [*prefix(), sys.executable, "-c", "pass"]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    except OSError as e:
+        raise SandboxUnavailable(f"bwrap cannot run ({e}); pass --no-sandbox to run candidates unconfined") from None
+    if proc.returncode != 0:
+        why = (proc.stderr.strip().splitlines() or ["no message"])[-1]
+        hint = (" (allow unprivileged user namespaces: sysctl kernel.unprivileged_userns_clone=1)"
+                if "namespace" in why.lower() or "permission" in why.lower() else "")
+        raise SandboxUnavailable(f"bwrap cannot start the sandbox here: {why}{hint}; or pass --no-sandbox")
+
+
+def run_inside(argv: list[str], writable: list[str], readable: list[str]) -> int:
+    """Run `pkb ARGV` inside the sandbox, relaying its output (line by line) and its exit code."""
+    check()
+    cmd = [*prefix(writable, readable), sys.executable, "-c",
+           "import sys; from pkbsim.cli.main import main; sys.exit(main())", *argv]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    import threading
+
+    def relay(src, dst) -> None:
+        for line in src:
+            dst.write(line)
+            dst.flush()
+    err = threading.Thread(target=relay, args=(proc.stderr, sys.stderr), daemon=True)
+    err.start()
+    relay(proc.stdout, sys.stdout)
+    err.join()
+    return proc.wait()
