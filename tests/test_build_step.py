@@ -19,6 +19,20 @@ COPY = HERE / "broken_candidates" / "all_reduce__inline_cuda.py"
 needs_nvcc = pytest.mark.skipif(unavailable() is not None, reason=str(unavailable()))
 
 
+def noting_builds(tmp_path, then=lambda: None):
+    """A stand-in for build._compile that notes the thread it runs on in a file (the candidate's side of the
+    screen runs in a process of its own, where a list of this process's would not see it), and the notes."""
+    notes = tmp_path / "built_on.txt"
+    real = build._compile
+
+    def compile_and_note(*args, **kwargs):
+        with open(notes, "a") as f:
+            f.write(threading.current_thread().name + "\n")
+        then()
+        return real(*args, **kwargs)
+    return compile_and_note, lambda: notes.read_text().split() if notes.exists() else []
+
+
 def run_screen(path, world_size=2):
     return screen(get("all_reduce"), str(path), ScreenOptions(world_size, load_topology("hgx-h100"), seed=1,
                                                               cost=False))
@@ -49,19 +63,13 @@ def test_the_runtime_stand_in_is_built_once_for_ranks_that_want_it_together(tmp_
 @needs_nvcc
 def test_extensions_are_built_by_the_build_step_and_found_cached_by_the_ranks(tmp_path, monkeypatch):
     monkeypatch.setenv("PKB_CACHE_DIR", str(tmp_path))
-    built_on = []
-    real = build._compile
-
-    def compile_and_note(*args, **kwargs):
-        built_on.append(threading.current_thread().name)
-        return real(*args, **kwargs)
-
+    compile_and_note, built_on = noting_builds(tmp_path)
     monkeypatch.setattr(build, "_compile", compile_and_note)
     res = run_screen(COPY, world_size=4)
     assert res.verdict == "pass" and res.correct, res.reasons
-    assert built_on == ["pkb-prebuild"]
+    assert built_on() == ["pkb-prebuild"]
     again = run_screen(COPY, world_size=4)
-    assert again.verdict == "pass" and built_on == ["pkb-prebuild"]
+    assert again.verdict == "pass" and built_on() == ["pkb-prebuild"]
 
 
 @pytest.mark.slow
@@ -70,21 +78,14 @@ def test_an_extension_built_on_the_first_call_counts_as_build_time(tmp_path, mon
     """A candidate that builds lazily (inside solution, as PKB's compile_cuda_extension helpers are used) is
     built on a rank, with the world's watchdog paused: that time is reported as build, not functional."""
     monkeypatch.setenv("PKB_CACHE_DIR", str(tmp_path))
-    built_on = []
-    real = build._compile
-
-    def slow_compile(*args, **kwargs):
-        built_on.append(threading.current_thread().name)
-        time.sleep(3.0)  # a build this long at least
-        return real(*args, **kwargs)
-
+    slow_compile, built_on = noting_builds(tmp_path, lambda: time.sleep(3.0))  # a build this long at least
     monkeypatch.setattr(build, "_compile", slow_compile)
     lazy = tmp_path / "all_reduce.py"
     lazy.write_text(COPY.read_text().replace('ext = load_inline("pkb_copy"', 'def ext_():\n    return load_inline("pkb_copy"')
                     .replace("out = ext.copy(x)", "out = ext_().copy(x)"))
     res = run_screen(lazy)
     assert res.verdict == "pass" and res.correct, res.reasons
-    assert built_on and "pkb-prebuild" not in built_on       # built by a rank, on its first call
+    assert built_on() and "pkb-prebuild" not in built_on()   # built by a rank, on its first call
     assert res.seconds["build"] >= 3.0, res.seconds
 
 

@@ -62,6 +62,9 @@ def _render(result, label: str) -> str:
     return "\n".join([*lines, head])
 
 
+MAX_RANKS = 1024  # more is a typo, not a job: each rank is a thread of this process with its program's state
+
+
 def run(args) -> int:
     from pkbsim.cli.errors import UsageError
 
@@ -70,6 +73,8 @@ def run(args) -> int:
     nproc = args.nproc_per_node if args.nproc_per_node is not None else (8 if args.demo else 4)
     if nproc < 1 or args.nnodes < 1:
         raise UsageError("--nproc-per-node and --nnodes must be at least 1")
+    if nproc * args.nnodes > MAX_RANKS:
+        raise UsageError(f"{nproc * args.nnodes} ranks: pkb check simulates at most {MAX_RANKS}; pass fewer")
     if args.timeout <= 0:
         raise UsageError("--timeout must be positive (seconds)")
     if args.demo:

@@ -120,8 +120,13 @@ def list_topologies() -> list[str]:
     return sorted(p.stem for p in TOPOLOGY_DIR.glob("*.toml"))
 
 
+MAX_NODES = 1024  # beyond this a topology is a typo, not a machine the model was built for
+
+
 def load_topology(name: str, nodes: int | None = None) -> Topology:
     """Load a topology by name (or .toml path); `nodes` re-sizes a cluster. Raises TopologyError."""
+    if nodes is not None and not 1 <= nodes <= MAX_NODES:
+        raise TopologyError(f"{nodes} nodes: a cluster has 1 to {MAX_NODES} nodes")
     path = _find(name)
     if path is None:
         m = re.fullmatch(r"(.+)-(\d+)node", name)
@@ -129,6 +134,8 @@ def load_topology(name: str, nodes: int | None = None) -> Topology:
         if template is None:
             raise TopologyError(f"unknown topology {name!r}; known: {', '.join(list_topologies())} "
                                 f"(or a path to a .toml file; clusters also take NAME-<N>node)")
+        if not 1 <= int(m.group(2)) <= MAX_NODES:
+            raise TopologyError(f"{name!r}: a cluster has 1 to {MAX_NODES} nodes")
         path, nodes = template, nodes or int(m.group(2))
     return _load(str(path), nodes)
 

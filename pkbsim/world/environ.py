@@ -76,33 +76,62 @@ class RankEnviron(MutableMapping):
         return dict(self)
 
 
-class RankPrefixedStream(io.TextIOBase):
-    """Writes each complete line of a rank thread as '[rank N] line' to the underlying stream."""
+OUTPUT_LIMIT = 8 << 20  # characters of program output kept per run: a program printing 100 MB per call is not
+#                         buffered whole (the screen keeps the output in memory)
 
-    def __init__(self, target):
+
+class RankPrefixedStream(io.TextIOBase):
+    """Writes each complete line of a rank thread as '[rank N] line' to the underlying stream, up to
+    OUTPUT_LIMIT characters; past it, one line says that the rest is dropped."""
+
+    def __init__(self, target, limit: int | None = None):
         self._target = target
-        self._partial = threading.local()
+        self._partial = threading.local()  # the rank's unfinished line: a list of pieces (joined once it ends)
         self._lock = threading.Lock()
+        self._left = OUTPUT_LIMIT if limit is None else limit
 
     def write(self, s: str) -> int:
         ctx = current()
         if ctx is None:
             return self._target.write(s)
-        buf = getattr(self._partial, "buf", "") + s
-        *lines, rest = buf.split("\n")
-        self._partial.buf = rest
-        if lines:
-            with self._lock:
-                self._target.write("".join(f"[rank {ctx.rank}] {line}\n" for line in lines))
+        if self._left <= 0:
+            return len(s)
+        pieces = getattr(self._partial, "pieces", None)
+        if pieces is None:
+            pieces = self._partial.pieces = []
+            self._partial.size = 0
+        if "\n" not in s:
+            pieces.append(s)
+            self._partial.size += len(s)
+            if self._partial.size > self._left:  # a line that never ends: kept no longer than the limit
+                self._emit(f"[rank {ctx.rank}] {''.join(pieces)}\n")
+                pieces.clear()
+                self._partial.size = 0
+            return len(s)
+        *lines, rest = ("".join(pieces) + s).split("\n")
+        pieces[:] = [rest] if rest else []
+        self._partial.size = len(rest)
+        self._emit("".join(f"[rank {ctx.rank}] {line}\n" for line in lines))
         return len(s)
+
+    def _emit(self, text: str) -> None:
+        with self._lock:
+            if self._left <= 0:
+                return
+            kept = text[:self._left]
+            self._left -= len(kept)
+            self._target.write(kept)
+            if len(kept) < len(text):
+                self._target.write(f"\n[pkb] program output beyond {OUTPUT_LIMIT >> 20} MiB is dropped\n")
 
     def flush(self) -> None:
         ctx = current()
-        rest = getattr(self._partial, "buf", "")
-        if ctx is not None and rest:
-            self._partial.buf = ""
-            with self._lock:
-                self._target.write(f"[rank {ctx.rank}] {rest}\n")
+        pieces = getattr(self._partial, "pieces", None)
+        if ctx is not None and pieces:
+            rest = "".join(pieces)
+            pieces.clear()
+            self._partial.size = 0
+            self._emit(f"[rank {ctx.rank}] {rest}\n")
         self._target.flush()
 
     def isatty(self) -> bool:
