@@ -27,6 +27,7 @@ from pkbsim.device.ir import Event
 from pkbsim.device.kernel_report import Traffic, report_launch
 from pkbsim.device.protocol import device_state
 from pkbsim.device.spin import PollSet
+from pkbsim.device.triton_numerics import install_numerics
 from pkbsim.world.clocks import KernelClocks
 from pkbsim.world.comms import is_fake
 from pkbsim.world.context import current
@@ -221,3 +222,4 @@ def patch_launches(patches) -> None:
     patches.set(interp.InterpretedFunction, "__call__", make_call(interp_call))
     patches.set(interp.InterpreterBuilder, "grid_idx", thread_local_property("grid_idx", None))
     patches.set(interp.InterpreterBuilder, "grid_dim", thread_local_property("grid_dim", (1, 1, 1)))
+    install_numerics(patches)
