@@ -165,3 +165,12 @@ def test_the_interpreters_instruction_budget_is_a_limit_but_a_trap_is_the_kernel
                         "flag?) near k.cu:3")
     assert limit_of(budget).startswith("PTX interpreter limit")
     assert limit_of(KernelHang("kernel executed trap (assert or __trap) at k.cu:3")) is None
+
+
+def test_a_wrong_output_names_the_trial_and_a_decorated_solutions_own_line(tmp_path):
+    wrong = tmp_path / "decorated.py"
+    wrong.write_text("import torch\n\n\n@torch.no_grad()\ndef solution(x):\n    return x.clone()\n")
+    res = run_screen(wrong)
+    assert (res.verdict, res.reasons[0].kind) == (Verdict.REJECT, "wrong_output")
+    assert res.reasons[0].message.startswith("call 1 (warm-up, trial 0's inputs)")
+    assert res.reasons[0].site == f"{wrong}:4"  # the decorated def (from its decorator line), not torch's wrapper

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import inspect
 import itertools
 import os
 import sys
@@ -246,7 +247,7 @@ def loader(session: Session, reference):
         problem = signature_problem(fn, reference)
         if problem:
             raise session.fail(CandidateError("signature", problem, path))
-        code = getattr(fn, "__code__", None)
+        code = getattr(inspect.unwrap(fn), "__code__", None)  # a decorated solution (@torch.no_grad()): its own line
         session.solution_site = f"{code.co_filename}:{code.co_firstlineno}" if code else path
         return fn
     return load

@@ -83,10 +83,15 @@ def judge(task: TaskSpec, ref: ReferenceRun, cand_outputs: list, solution_site: 
 
 
 def _which(i: int) -> str:
+    """Call i (0-based) of candidate_calls, named with the trial whose inputs it had and how it followed the
+    previous call."""
+    trial = i % TRIALS
     if i == 0:
-        return "call 1 (warm-up)"
-    return (f"call {i + 1} (of {BACK_TO_BACK} made back to back with no barrier between them, as a timing loop "
-            f"makes them: does a rank return, and reuse its buffers, before its peers have read them?)")
+        return f"call 1 (warm-up, trial {trial}'s inputs)"
+    if i == 1:
+        return f"call 2 (trial {trial}'s inputs, after a harness barrier)"
+    return (f"call {i + 1} (trial {trial}'s inputs, straight after call {i} with no barrier between them, as a "
+            f"timing loop makes them: does a rank return, and reuse its buffers, before its peers have read them?)")
 
 
 def slow(run: TaskRun, watch: Watch, session: Session | None, timeout: float) -> Reason | None:
