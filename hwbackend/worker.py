@@ -54,6 +54,7 @@ class Worker:
     def load_candidate(self) -> None:
         path = os.environ["PKB_CANDIDATE"]
         self.status("importing the candidate")
+        builds_fail_as_compile_errors()
         spec = importlib.util.spec_from_file_location("pkb_candidate", path)
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
@@ -101,10 +102,6 @@ class Worker:
                 self.load_candidate()
             except SyntaxError as e:
                 raise CompileError(f"{os.path.basename(e.filename or '?')}:{e.lineno}: {e.msg}") from e
-            except Exception as e:
-                if "Error building extension" in str(e) or "nvcc" in str(e):
-                    raise CompileError(first_compiler_error(str(e)) or str(e)) from e
-                raise
             findings += [f"{name} was replaced by the candidate" for name in self.guard.tampered()]
         self.ch.send(event="ready", rank=self.rank, findings=findings)
         while True:
@@ -144,6 +141,24 @@ class Worker:
 
 class CompileError(Exception):
     """The candidate's Python or CUDA source does not compile."""
+
+
+def builds_fail_as_compile_errors() -> None:
+    """Make every extension build the candidate runs (`load_inline`/`load`, at import or on its first call)
+    raise CompileError when nvcc or the host compiler fails, so that it is scored compile_error, not error."""
+    from torch.utils import cpp_extension
+
+    def wrap(build):
+        def checked(*args, **kwargs):
+            try:
+                return build(*args, **kwargs)
+            except Exception as e:
+                if "Error building extension" in str(e) or "nvcc" in str(e):
+                    raise CompileError(first_compiler_error(str(e)) or str(e)) from e
+                raise
+        return checked
+    for name in ("load_inline", "load"):
+        setattr(cpp_extension, name, wrap(getattr(cpp_extension, name)))
 
 
 def classify(exc: BaseException) -> str:
