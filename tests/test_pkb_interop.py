@@ -166,8 +166,10 @@ def checkout(tmp_path_factory) -> pathlib.Path:
 
 
 def screen(capsys, checkout, path, *extra) -> dict:
+    """In this process (--no-sandbox): tests here patch the adapter's internals (memory budget, run_calls),
+    which a screen re-run inside the sandbox would not see; the sandbox has tests of its own."""
     main(["screen", str(path), "--pkb-root", str(checkout), "--world-size", "2", "--no-cost", "--seed", "3",
-          "--json", *extra])
+          "--json", "--no-sandbox", *extra])
     return json.loads(capsys.readouterr().out)
 
 
@@ -302,7 +304,7 @@ def test_a_failed_shape_run_is_timed_from_the_functional_stages_traces(capsys, c
 
     monkeypatch.setattr(cost, "run_calls", counted)
     main(["screen", str(checkout / "reference" / "14_data_dependent.py"), "--pkb-root", str(checkout),
-          "--world-size", "2", "--seed", "3", "--json"])
+          "--world-size", "2", "--seed", "3", "--json", "--no-sandbox"])
     res = json.loads(capsys.readouterr().out)
     assert res["verdict"] == "pass" and res["stage"] == "cost", res["reasons"]
     assert any("shape run failed" in n for n in res["predicted"]["notes"]), res["predicted"]["notes"]
