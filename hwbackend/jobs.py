@@ -14,6 +14,7 @@ import sys
 import tempfile
 import time
 
+import candidate_sandbox as sandbox
 from hwbackend.failures import cuda_error_line
 from hwbackend.protocol import Channel
 
@@ -120,6 +121,12 @@ class Job:
         """Start torchrun in a session of its own; its workers will connect to `control`."""
         cmd = [sys.executable, "-m", "torch.distributed.run", *self.launcher_args(), "--max-restarts=0",
                "-m", "hwbackend.worker"]
+        if sandbox.wanted() and not control.startswith("tcp://"):
+            # every rank of the job in one sandbox, with a loopback of its own for torchrun and NCCL/gloo; the
+            # job folder (its control socket, outputs, HOME and TMPDIR) writable. A job across nodes talks
+            # to the scorer over TCP and is not sandboxed.
+            readable = [os.path.dirname(os.path.abspath(self.candidate))] if self.candidate else []
+            cmd = [*sandbox.prefix([self.dir], [*readable, REPO_ROOT]), *cmd]
         self.log = open(os.path.join(self.dir, "job.log"), "wb")
         self.proc = subprocess.Popen(cmd, env=self._env(control), cwd=self.dir, stdout=self.log,
                                      stderr=subprocess.STDOUT, start_new_session=True,

@@ -1,4 +1,4 @@
-"""The commands' side of the candidate sandbox (pkbsim/sandbox.py): its flags, and `pkb screen` / `pkb check
+"""The commands' side of the candidate sandbox (candidate_sandbox/): its flags, and `pkb screen` / `pkb check
 --sandbox` re-run inside it before anything heavy is imported (the outer process only relays)."""
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import os
 import sys
 import tempfile
 
-from pkbsim import sandbox
+import candidate_sandbox as sandbox
+from pkbsim.ptx.compile import cache_root
 from pkbsim.cli.errors import UsageError
 
 WRAPPED = {"screen": False, "check": True}  # command -> whether the sandbox is opt-in (--sandbox) for it
@@ -51,7 +52,7 @@ def run_wrapped(argv: list[str]) -> int | None:
         elif os.path.exists(value):
             readable.add(value if os.path.isdir(value) else os.path.dirname(os.path.abspath(value)))
     try:
-        return sandbox.run_inside(argv, sorted(writable), sorted(readable))
+        return sandbox.run_inside(argv, [cache_root(), *sorted(writable)], sorted(readable))
     except sandbox.SandboxUnavailable as e:
         print(f"pkb {cmd}: error: {e}", file=sys.stderr)
         return 2

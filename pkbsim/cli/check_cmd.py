@@ -6,8 +6,8 @@ import json
 import os
 import sys
 
-from pkbsim.world.findings import EXIT_CODES
 from pkbsim.cli._sandbox import add_sandbox_argument
+from pkbsim.world.findings import EXIT_CODES
 
 
 def add_parser(sub) -> None:

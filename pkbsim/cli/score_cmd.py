@@ -7,7 +7,9 @@ import os
 import sys
 from contextlib import contextmanager
 
+import candidate_sandbox
 from pkbsim.cli._layout import check_node_layout
+from pkbsim.cli._sandbox import add_sandbox_argument, sandbox_ready
 from pkbsim.cli.errors import UsageError
 
 EXIT = {"faster": 0, "slower": 0, "incorrect": 1, "integrity": 1, "error": 4, "compile_error": 4, "timeout": 5}
@@ -41,6 +43,7 @@ def add_parser(sub) -> None:
     p.add_argument("--label", help="group name for the leaderboard (default: the candidate's folder)")
     p.add_argument("--resume", action="store_true", help="reuse a stored result for the same file, task and size")
     p.add_argument("--json", action="store_true", help="print the result document as JSON")
+    add_sandbox_argument(p)
     p.set_defaults(run=run)
 
 
@@ -50,6 +53,8 @@ def run(args) -> int:
     from hwbackend.score import score
     from tasks.registry import TaskError, get
 
+    if not sandbox_ready(args):  # else the rank workers start in the sandbox (hwbackend/jobs.py)
+        os.environ[candidate_sandbox.DISABLE] = "1"
     rdzv = _rendezvous(args)
     if args.node_rank == 0 and not os.path.isfile(args.candidate):
         raise UsageError(f"candidate {args.candidate!r} not found; pass the path of a file defining solution(...)")

@@ -6,8 +6,8 @@ import os
 import sys
 import tempfile
 
-from pkbsim.cli.errors import UsageError
 from pkbsim.cli._sandbox import add_sandbox_argument
+from pkbsim.cli.errors import UsageError
 
 DEFAULT_TOPOLOGY = "hgx-h100"
 

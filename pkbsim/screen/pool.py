@@ -64,16 +64,17 @@ def _free_core(taken: list[int | None]) -> int | None:
 def sandbox_prefix(jobs: list[dict]) -> list[str]:
     """The bwrap command line the workers of these jobs start under: their candidates' folders and the
     ParallelKernelBench checkouts readable, their timeline folders writable."""
-    from pkbsim import sandbox
+    import candidate_sandbox as sandbox
+    from pkbsim.ptx.compile import cache_root
 
     readable = {os.path.dirname(j["candidate"]) for j in jobs} | {j["pkb_root"] for j in jobs if j.get("pkb_root")}
     writable = {os.path.dirname(j["timeline"]) for j in jobs if j.get("timeline")}
-    return sandbox.prefix(sorted(writable), sorted(readable))
+    return sandbox.prefix([cache_root(), *sorted(writable)], sorted(readable))
 
 
 def run_local(jobs: list[dict], workers: int, time_limit: float, memory_gb: float,
               on_result: Callable[[dict], None], sandboxed: bool = True) -> None:
-    """`sandboxed`: each worker inside bwrap (sandbox.py; the caller has checked that it can start)."""
+    """`sandboxed`: each worker inside bwrap (candidate_sandbox; the caller has checked that it can start)."""
     queue = deque(jobs)
     prefix = sandbox_prefix(jobs) if sandboxed and jobs else []
     retried: set[int] = set()  # ids of jobs whose worker died once

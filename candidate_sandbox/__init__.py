@@ -1,5 +1,8 @@
 """Candidates run inside a bubblewrap sandbox: no network, no other process in view, a read-only system.
 
+A package of its own, below both pkbsim (the screen) and hwbackend (GPU scoring), which both start
+candidate processes in it.
+
 A process fork keeps a candidate away from the verdict (screen/isolation.py) but not from the machine: it
 could read the user's files, write to their home, open connections, or signal the screening process. So
 the processes that run candidates (`pkb screen`, `pkb run`'s workers, `pkb check --sandbox`) start inside
@@ -43,10 +46,8 @@ def bwrap() -> str:
 
 def prefix(writable: list[str] = (), readable: list[str] = ()) -> list[str]:
     """The bwrap command line that runs a command inside the sandbox. `writable` folders (created if
-    missing) stay writable; `readable` ones stay visible although under /tmp (the private /tmp hides the
-    machine's own)."""
-    from pkbsim.ptx.compile import cache_root
-
+    missing: the caller's build caches, its output folders) stay writable; `readable` ones stay visible
+    although under /tmp (the private /tmp hides the machine's own)."""
     args = [bwrap(), "--die-with-parent", "--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc",
             "--unshare-uts", "--cap-drop", "ALL", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
             "--tmpfs", "/tmp", "--tmpfs", "/dev/shm"]
@@ -56,7 +57,7 @@ def prefix(writable: list[str] = (), readable: list[str] = ()) -> list[str]:
         path = os.path.abspath(path)
         if os.path.exists(path):
             args += ["--ro-bind", path, path]
-    for path in [cache_root(), *writable]:
+    for path in writable:
         path = os.path.abspath(path)
         os.makedirs(path, exist_ok=True)
         args += ["--bind", path, path]
@@ -81,7 +82,8 @@ def check() -> None:
 
 
 def run_inside(argv: list[str], writable: list[str], readable: list[str]) -> int:
-    """Run `pkb ARGV` inside the sandbox, relaying its output (line by line) and its exit code."""
+    """Run `pkb ARGV` inside the sandbox, relaying its output (line by line) and its exit code (the caller
+    names its build caches among `writable`)."""
     check()
     cmd = [*prefix(writable, readable), sys.executable, "-c",
            "import sys; from pkbsim.cli.main import main; sys.exit(main())", *argv]
