@@ -125,6 +125,7 @@ class Job:
             # every rank of the job in one sandbox, with a loopback of its own for torchrun and NCCL/gloo; the
             # job folder (its control socket, outputs, HOME and TMPDIR) writable. A job across nodes talks
             # to the scorer over TCP and is not sandboxed.
+            sandbox.check()
             readable = [os.path.dirname(os.path.abspath(self.candidate))] if self.candidate else []
             cmd = [*sandbox.prefix([self.dir], [*readable, REPO_ROOT]), *cmd]
         self.log = open(os.path.join(self.dir, "job.log"), "wb")
