@@ -54,7 +54,25 @@ def candidate_calls(load) -> list[Call]:
     return [Call(t, load=load, poison=True, sync=i <= 1) for i, t in enumerate(trials)]
 
 
-def reference_run(task: TaskSpec, world_size: int, seed: int, timeout: float, record: bool = False) -> ReferenceRun:
+_last_reference: dict = {}  # the last reference run kept, by what decides its outputs (see reference_run)
+
+
+def reference_run(task: TaskSpec, world_size: int, seed: int, timeout: float, record: bool = False,
+                  keep: bool = False) -> ReferenceRun:
+    """The reference's trials. With `keep`, the last run is kept and reused for the next candidate of the same
+    task, size and seed (a batch screens many): only for a process whose candidates are not forked from it
+    (a pool worker, whose zygote forks them), or they would find the reference's outputs in their memory."""
+    key = (task.slug, id(task), world_size, seed, timeout, record)
+    if keep and key in _last_reference:
+        return _last_reference[key]
+    _last_reference.clear()
+    ref = _reference_run(task, world_size, seed, timeout, record)
+    if keep:
+        _last_reference[key] = ref
+    return ref
+
+
+def _reference_run(task: TaskSpec, world_size: int, seed: int, timeout: float, record: bool) -> ReferenceRun:
     with Watch() as watch:
         run = run_calls(task, [Call(t) for t in range(TRIALS)], world_size, seed=seed, timeout=timeout,
                         record_compute=record, keep_inputs=False)

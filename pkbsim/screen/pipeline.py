@@ -48,9 +48,11 @@ def screen(task: TaskSpec, path: str, opts: ScreenOptions, spawner=None) -> Scre
     job = CandidateJob(task.slug, path, opts.world_size, opts.seed, opts.timeout, opts.build_timeout, opts.cost,
                        opts.pkb_root, opts.pkb_dtype)
     t0 = time.perf_counter()
-    child = (spawner or Fork()).start(asdict(job))
+    spawner = spawner or Fork()
+    child = spawner.start(asdict(job))
     try:
-        ref = reference_run(task, opts.world_size, opts.seed, opts.timeout, record=opts.cost)
+        ref = reference_run(task, opts.world_size, opts.seed, opts.timeout, record=opts.cost,
+                            keep=not isinstance(spawner, Fork))
     except ReferenceFailed as e:
         child.kill()
         res.seconds["functional"] = round(time.perf_counter() - t0, 3)
