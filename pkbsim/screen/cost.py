@@ -43,9 +43,10 @@ def shape_trace(task: TaskSpec, load, world_size: int, seed: int, preset: str, t
 
 
 def predict(task: TaskSpec, source: Session, cand: CandidateReport, ref_screen_trace: dict | None, world_size: int,
-            topo: Topology, seed: int, timeout: float, timeline: str | None = None) -> Prediction:
-    """Runs in the screening process: the reference's full-size trace is taken here; the candidate's traces
-    come from its own process (`cand`)."""
+            topo: Topology, seed: int, timeout: float, timeline: str | None = None,
+            ref_shape: tuple | None = None) -> Prediction:
+    """Runs in the screening process: the reference's full-size trace is taken here (or given: `ref_shape`,
+    (trace or None, why not)); the candidate's traces come from its own process (`cand`)."""
     notes: list[str] = []
     uncertain = True
     if source.mentions("triton.jit"):
@@ -57,7 +58,7 @@ def predict(task: TaskSpec, source: Session, cand: CandidateReport, ref_screen_t
     elif cand.shape_trace is None:
         notes.append(f"the full-size shape run failed ({cand.shape_why}); predicted at screen size instead")
     else:
-        ref, why = shape_trace(task, None, world_size, seed, "full", min(timeout, SHAPE_RUN_SECONDS))
+        ref, why = ref_shape or shape_trace(task, None, world_size, seed, "full", min(timeout, SHAPE_RUN_SECONDS))
         uncertain = ref is None
         if uncertain:
             notes.append(f"the reference's full-size shape run failed ({why}); predicted at screen size instead")

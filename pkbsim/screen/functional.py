@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from pkbsim.screen.candidate import Session
+from pkbsim.screen.cost import SHAPE_RUN_SECONDS, shape_trace
 from pkbsim.screen.hang import Watch
 from pkbsim.screen.isolation import plain
 from pkbsim.screen.limits import limit_of
@@ -40,6 +41,7 @@ class ReferenceRun:
     outputs: list = field(default_factory=list)  # per trial, per rank (plain data, as the candidate's)
     limit: Reason | None = None                  # pkb's limit that kept the reference from finishing
     trace: dict | None = None                    # trial 1 at screen size, with `record`
+    shape: tuple | None = None                   # (full-size trace or None, why not), with `shape`
 
 
 @dataclass
@@ -58,15 +60,19 @@ _last_reference: dict = {}  # the last reference run kept, by what decides its o
 
 
 def reference_run(task: TaskSpec, world_size: int, seed: int, timeout: float, record: bool = False,
-                  keep: bool = False) -> ReferenceRun:
-    """The reference's trials. With `keep`, the last run is kept and reused for the next candidate of the same
-    task, size and seed (a batch screens many): only for a process whose candidates are not forked from it
-    (a pool worker, whose zygote forks them), or they would find the reference's outputs in their memory."""
-    key = (task.slug, id(task), world_size, seed, timeout, record)
+                  keep: bool = False, shape: bool = False) -> ReferenceRun:
+    """The reference's trials, and with `shape` its full-size shape-run trace as well (taken while the
+    candidate's process is still at work: the cost stage needs it unless the candidate's own shape run
+    fails). With `keep`, the last run is kept and reused for the next candidate of the same task, size and
+    seed (a batch screens many): only for a process whose candidates are not forked from it (a pool worker,
+    whose zygote forks them), or they would find the reference's outputs in their memory."""
+    key = (task.slug, id(task), world_size, seed, timeout, record, shape)
     if keep and key in _last_reference:
         return _last_reference[key]
     _last_reference.clear()
     ref = _reference_run(task, world_size, seed, timeout, record)
+    if shape and ref.limit is None:
+        ref.shape = shape_trace(task, None, world_size, seed, "full", min(timeout, SHAPE_RUN_SECONDS))
     if keep:
         _last_reference[key] = ref
     return ref

@@ -13,6 +13,7 @@ from pkbsim.screen.candidate_side import CandidateJob, CandidateReport
 from pkbsim.screen.cost import SHAPE_RUN_SECONDS, predict
 from pkbsim.screen.functional import ReferenceFailed, judge, reference_run
 from pkbsim.screen.isolation import ChildExit, Fork
+from pkbsim.screen.prebuild import BUILD_MARKERS
 from pkbsim.screen.result import Reason, ScreenResult
 from pkbsim.screen.static import static_reasons
 from pkbsim.timing.topology import Topology
@@ -48,11 +49,13 @@ def screen(task: TaskSpec, path: str, opts: ScreenOptions, spawner=None) -> Scre
     job = CandidateJob(task.slug, path, opts.world_size, opts.seed, opts.timeout, opts.build_timeout, opts.cost,
                        opts.pkb_root, opts.pkb_dtype)
     t0 = time.perf_counter()
+    source = Session(path)
+    shape = opts.cost and not any(map(source.mentions, ("triton.jit", *BUILD_MARKERS)))  # the candidate's may run
     spawner = spawner or Fork()
     child = spawner.start(asdict(job))
     try:
         ref = reference_run(task, opts.world_size, opts.seed, opts.timeout, record=opts.cost,
-                            keep=not isinstance(spawner, Fork))
+                            keep=not isinstance(spawner, Fork), shape=shape)
     except ReferenceFailed as e:
         child.kill()
         res.seconds["functional"] = round(time.perf_counter() - t0, 3)
@@ -96,8 +99,8 @@ def screen(task: TaskSpec, path: str, opts: ScreenOptions, spawner=None) -> Scre
     if not opts.cost:
         return res
     t0 = time.perf_counter()
-    res.predicted = predict(task, Session(path), rep, ref.trace, opts.world_size, opts.topology, opts.seed,
-                            opts.timeout, opts.timeline)
+    res.predicted = predict(task, source, rep, ref.trace, opts.world_size, opts.topology, opts.seed,
+                            opts.timeout, opts.timeline, ref.shape)
     res.seconds["cost"] = round(time.perf_counter() - t0 + rep.seconds.get("shape", 0.0), 3)
     res.timeline, res.stage = opts.timeline, "cost"
     res.checked.append("cost")
