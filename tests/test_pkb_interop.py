@@ -308,9 +308,9 @@ def test_a_failed_shape_run_is_timed_from_the_functional_stages_traces(capsys, c
     res = json.loads(capsys.readouterr().out)
     assert res["verdict"] == "pass" and res["stage"] == "cost", res["reasons"]
     assert any("shape run failed" in n for n in res["predicted"]["notes"]), res["predicted"]["notes"]
-    # the candidate's shape run failed in its own process: this one runs no world for the cost stage (neither
-    # the reference's shape run, useless alone, nor both sides again at screen size for their traces)
-    assert presets == []
+    # the candidate's shape run failed in its own process: this one ran the reference's shape run while it
+    # waited (unused then), and never both sides again at screen size for their traces
+    assert presets == ["full"]
     assert res["predicted"]["reference_us"] > 0 and res["predicted"]["candidate_us"] > 0
 
 
