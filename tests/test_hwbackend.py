@@ -46,6 +46,7 @@ def test_reference_as_candidate_is_correct_and_not_faster(nproc, launches, tmp_p
     ("skip_communication", "incorrect", "trial0"),
     ("mutate_inputs", "integrity", "modified its inputs"),
     ("patch_timers", "integrity", "time.perf_counter was replaced"),
+    ("patch_guard_timer", "integrity", "Guard.stop_timer was replaced"),
     ("background_thread", None, None),
     ("slow_down_reference", "integrity", "still running after its job ended"),
     ("raises", "error", "bad shape on rank 1"),
