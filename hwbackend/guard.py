@@ -9,6 +9,7 @@ depend on this module.)
 from __future__ import annotations
 
 import hashlib
+import sys
 import threading
 import time
 
@@ -40,6 +41,7 @@ class Guard:
         self.event = torch.cuda.Event if device.type == "cuda" else None
         for name in GUARD_METHODS:  # bound now: a candidate that replaces the class's method later is not called
             setattr(self, name, getattr(self, name))
+        self.fingerprint, self.output_problems = fingerprint, output_problems  # the same, for the module's checks
 
     def start_timer(self):
         """CUDA events on GPUs (the device's own clock), the host clock on the CPU."""
@@ -101,4 +103,6 @@ def output_problems(outputs: tuple, inputs) -> list[str]:
 
 
 GUARD_METHODS = ("start_timer", "stop_timer", "tampered", "threads", "poison_allocator")
-WATCHED += [(Guard, name) for name in GUARD_METHODS]  # a candidate that wraps the harness's own timer is named
+# a candidate that wraps the harness's own timer or checks is named
+WATCHED += [(Guard, name) for name in GUARD_METHODS] + [(sys.modules[__name__], "fingerprint"),
+                                                        (sys.modules[__name__], "output_problems")]

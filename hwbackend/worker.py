@@ -16,7 +16,7 @@ import torch
 import torch.distributed as dist
 
 from hwbackend.failures import is_cuda_error
-from hwbackend.guard import Guard, fingerprint, output_problems
+from hwbackend.guard import Guard
 from hwbackend.protocol import Channel, connect
 from tasks.api import TaskContext, as_outputs, flat_tensors, signature_problem
 from tasks.registry import get
@@ -72,7 +72,7 @@ class Worker:
         """One call, timed from a barrier-aligned start to a device sync plus barrier on every rank; the
         allocator poisoning (which also flushes L2) happens before the clock starts."""
         findings = []
-        before = fingerprint(flat_tensors(args)) if check else None
+        before = self.guard.fingerprint(flat_tensors(args)) if check else None
         threads = self.guard.threads()
         self.guard.poison_allocator(self.poison_bytes)
         self.guard.sync()
@@ -83,9 +83,9 @@ class Worker:
         self.guard.barrier()
         seconds = self.guard.stop_timer(start)
         if check:
-            if fingerprint(flat_tensors(args)) != before:
+            if self.guard.fingerprint(flat_tensors(args)) != before:
                 findings.append("the candidate modified its inputs")
-            findings += output_problems(out, args)
+            findings += self.guard.output_problems(out, args)
             extra = self.guard.threads() - threads
             if extra:
                 findings.append(f"{len(extra)} thread(s) still running after solution returned")

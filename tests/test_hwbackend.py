@@ -47,6 +47,7 @@ def test_reference_as_candidate_is_correct_and_not_faster(nproc, launches, tmp_p
     ("mutate_inputs", "integrity", "modified its inputs"),
     ("patch_timers", "integrity", "time.perf_counter was replaced"),
     ("patch_guard_timer", "integrity", "Guard.stop_timer was replaced"),
+    ("mutate_inputs_hide_it", "integrity", "modified its inputs"),
     ("background_thread", None, None),
     ("slow_down_reference", "integrity", "still running after its job ended"),
     ("raises", "error", "bad shape on rank 1"),
