@@ -45,18 +45,42 @@ def become_subreaper() -> None:
         pass
 
 
-def _children() -> list[int]:
-    me, kids = os.getpid(), []
+def _processes() -> dict[int, tuple[int, int]]:
+    """pid -> (parent pid, session id) of every live process in view."""
+    table = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
                 with open(f"/proc/{entry}/stat") as f:
                     fields = f.read().rsplit(")", 1)[1].split()
-                if int(fields[1]) == me and fields[0] != "Z":
-                    kids.append(int(entry))
+                if fields[0] != "Z":
+                    table[int(entry)] = (int(fields[1]), int(fields[3]))
             except (OSError, IndexError, ValueError):
                 continue
-    return kids
+    return table
+
+
+def _children() -> list[int]:
+    me = os.getpid()
+    return [pid for pid, (parent, _) in _processes().items() if parent == me]
+
+
+def _escaped_within(root: int) -> list[int]:
+    """Processes the ranks started in a session of their own (the job's launcher `root` leads the job's
+    session; torchrun gives each rank a session of its own, and what a rank runs stays in it). Inside the
+    sandbox such a process is reparented to the sandbox's init, not to this scorer, and dies with it: it is
+    found here, while the job still runs."""
+    table = _processes()
+    found, frontier = [], [root]
+    while frontier:
+        parent = frontier.pop()
+        for pid, (ppid, sid) in table.items():
+            if ppid == parent:
+                frontier.append(pid)
+                parent_sid = table.get(ppid, (0, root))[1]
+                if sid != parent_sid and parent_sid != root:
+                    found.append(pid)
+    return found
 
 
 def _session_of(pid: int) -> int | None:
@@ -257,6 +281,7 @@ class Job:
 
     def finish(self) -> None:
         """End the job: ask the ranks to leave, then kill whatever is left, escapees included."""
+        escaped = _escaped_within(self.proc.pid) if self.proc is not None else []
         try:
             self.send_all(phase="bye")
         except OSError:
@@ -281,7 +306,7 @@ class Job:
                 os.waitpid(pid, 0)
             except (ProcessLookupError, ChildProcessError):
                 pass
-        self.leftovers = len(strays)
+        self.leftovers = len(set(strays) | set(escaped))
         if self.log:
             self.log.close()
 

@@ -152,6 +152,9 @@ def builds_fail_as_compile_errors() -> None:
         def checked(*args, **kwargs):
             try:
                 return build(*args, **kwargs)
+            except ImportError as e:  # the library a concurrent build (another rank's) failed to produce
+                raise CompileError(f"build error: the extension was not built (a build that failed on another "
+                                   f"rank?): {e}") from e
             except Exception as e:
                 if "Error building extension" in str(e) or "nvcc" in str(e):
                     raise CompileError(first_compiler_error(str(e)) or str(e)) from e
