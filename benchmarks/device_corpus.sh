@@ -4,6 +4,7 @@
 # .whl (simpy, pydantic...) and .pkbdata/<checkout> carried; the stores in .pkbruns resume a stopped run.
 #   sh benchmarks/device_corpus.sh CHECKOUT SECONDS WORKERS_PER_TREE TREE...
 set -u
+[ -f .whl/bwrap ] && chmod +x .whl/bwrap && export PKB_BWRAP=$PWD/.whl/bwrap || export PKB_NO_SANDBOX=1  # the GPU machine has no bwrap
 root=$1; secs=$2; workers=$3; shift 3
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD PKB_CACHE_DIR=/tmp/pkbcache CUDA_VISIBLE_DEVICES=

@@ -4,6 +4,7 @@
 # tests/gpu_candidates/ (two honest, two broken) and the inline-CUDA one-shot all-reduce that the simulator
 # runs on CPU ranks (tests/cuda_candidates/). Usage: benchmarks/single_gpu_scores.sh OUT_DIR
 set -u
+[ -f .whl/bwrap ] && chmod +x .whl/bwrap && export PKB_BWRAP=$PWD/.whl/bwrap || export PKB_NO_SANDBOX=1  # the GPU machine has no bwrap
 out=${1:?usage: $0 OUT_DIR}
 mkdir -p "$out/candidates"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
