@@ -17,7 +17,8 @@ from pkbsim.world.launcher import RunOptions
 PROGRAMS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "programs")
 DDP = os.path.join(PROGRAMS, "ddp_backend.py")
 TP_ATTENTION = os.path.join(PROGRAMS, "tp_attention.py")
-RESULT = re.compile(r"rank (\d+): weights (\S+) eval loss (\S+)")
+NUMBER = r"(-?\d+(?:\.\d+)?(?:e[-+]?\d+)?)"  # two ranks' lines can run together in torchrun's output
+RESULT = re.compile(rf"rank (\d+): weights {NUMBER} eval loss {NUMBER}")
 
 
 def torchrun(script: str, argv: list[str], timeout: float = 90) -> tuple[int | None, str]:

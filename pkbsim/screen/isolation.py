@@ -67,6 +67,9 @@ def _child(job: dict, path: str) -> None:
     code = 0
     try:
         os.dup2(2, 1)  # the candidate's own writes to fd 1 must never reach the parent's stdout (--json)
+        # the parent may have run OpenMP (torch's intra-op threads); a fork has none of its threads, and a
+        # parallel region would wait for them forever (the same reason DataLoader workers run one thread)
+        torch.set_num_threads(1)
         from pkbsim.screen.candidate_side import run_job
         payload = run_job(job)
         torch.save(payload, path + ".part")
