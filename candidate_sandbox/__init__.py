@@ -5,7 +5,8 @@ candidate processes in it.
 
 A process fork keeps a candidate away from the verdict (screen/isolation.py) but not from the machine: it
 could read the user's files, write to their home, open connections, or signal the screening process. So
-the processes that run candidates (`pkb screen`, `pkb run`'s workers, `pkb check --sandbox`) start inside
+the processes that run candidates (`pkb screen`, `pkb run`'s workers, `pkb score`'s rank workers,
+`pkb check --sandbox`) start inside
 `bwrap` with new user, PID, network (loopback only), IPC and UTS namespaces, every capability dropped, the
 whole file system read-only except a private /tmp and the folders pkb must write (its build cache and the
 output paths the user named), and die with their parent. GPU device nodes are passed through where they
@@ -20,6 +21,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 
 INSIDE = "PKB_SANDBOXED"       # set inside the sandbox: a command never wraps itself twice
 DISABLE = "PKB_NO_SANDBOX"     # "1": run without the sandbox (what --no-sandbox sets)
@@ -103,7 +105,6 @@ def run_inside(argv: list[str], writable: list[str], readable: list[str]) -> int
     cmd = [*prefix(writable, readable), sys.executable, "-c",
            "import sys; from pkbsim.cli.main import main; sys.exit(main())", *argv]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    import threading
 
     def relay(src, dst) -> None:
         for line in src:

@@ -71,15 +71,18 @@ def _escaped_within(root: int) -> list[int]:
     sandbox such a process is reparented to the sandbox's init, not to this scorer, and dies with it: it is
     found here, while the job still runs."""
     table = _processes()
+    if root not in table:
+        return []
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _) in table.items():
+        children.setdefault(ppid, []).append(pid)
     found, frontier = [], [root]
     while frontier:
         parent = frontier.pop()
-        for pid, (ppid, sid) in table.items():
-            if ppid == parent:
-                frontier.append(pid)
-                parent_sid = table.get(ppid, (0, root))[1]
-                if sid != parent_sid and parent_sid != root:
-                    found.append(pid)
+        for pid in children.get(parent, ()):
+            frontier.append(pid)
+            if table[pid][1] != table[parent][1] != root:  # own session, started from a rank's
+                found.append(pid)
     return found
 
 

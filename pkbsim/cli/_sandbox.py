@@ -7,8 +7,8 @@ import sys
 import tempfile
 
 import candidate_sandbox as sandbox
-from pkbsim.ptx.compile import cache_root
 from pkbsim.cli.errors import UsageError
+from pkbsim.ptx.compile import cache_root
 
 WRAPPED = {"screen": False, "check": True}  # command -> whether the sandbox is opt-in (--sandbox) for it
 OUTPUT_OPTIONS = ("--timeline", "--trace")  # their value is a file the command writes

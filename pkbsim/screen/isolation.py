@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import select
+import shutil
 import signal
 import sys
 import tempfile
@@ -26,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
+
 
 @dataclass
 class ChildExit:
@@ -81,7 +83,6 @@ def _child(job: dict, path: str) -> None:
         except BaseException:  # noqa: BLE001
             code = 70
     finally:
-        sys.stdout.flush() if sys.stdout else None
         os._exit(code)
 
 
@@ -110,7 +111,7 @@ class Child:
                 return None, ChildExit(code=ended.code, signal=ended.signal, unreadable=True)
             return (payload if isinstance(payload, dict) else None), ended
         finally:
-            _remove(self.workdir)
+            shutil.rmtree(self.workdir, ignore_errors=True)
 
     def kill(self) -> None:
         try:
@@ -118,19 +119,7 @@ class Child:
         except ProcessLookupError:
             pass
         self._wait(0)
-        _remove(self.workdir)
-
-
-def _remove(workdir: str) -> None:
-    for name in os.listdir(workdir) if os.path.isdir(workdir) else ():
-        try:
-            os.unlink(os.path.join(workdir, name))
-        except OSError:
-            pass
-    try:
-        os.rmdir(workdir)
-    except OSError:
-        pass
+        shutil.rmtree(self.workdir, ignore_errors=True)
 
 
 class Fork:

@@ -73,7 +73,7 @@ def sandbox_prefix(jobs: list[dict]) -> list[str]:
 
 
 def run_local(jobs: list[dict], workers: int, time_limit: float, memory_gb: float,
-              on_result: Callable[[dict], None], sandboxed: bool = True) -> None:
+              on_result: Callable[[dict], None], *, sandboxed: bool) -> None:
     """`sandboxed`: each worker inside bwrap (candidate_sandbox; the caller has checked that it can start)."""
     queue = deque(jobs)
     prefix = sandbox_prefix(jobs) if sandboxed and jobs else []

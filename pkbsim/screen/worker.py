@@ -29,13 +29,12 @@ def inconclusive(job: dict, kind: str, message: str) -> dict:
 
 
 def screen_job(job: dict, spawner=None) -> dict:
+    from pkbsim.screen.candidate_side import prepare
     from pkbsim.screen.pipeline import ScreenOptions, screen
     from pkbsim.timing.topology import load_topology
     from tasks.registry import get
 
-    if job.get("pkb_root"):
-        from pkbsim.screen.pkb_interop import register_pkb_tasks
-        register_pkb_tasks(job["pkb_root"], dtype=job.get("pkb_dtype", "bfloat16"))
+    prepare(job)
     opts = ScreenOptions(job["world_size"], load_topology(job["topology"]), job["seed"], job["margin"],
                          timeout=job["timeout"], timeline=job.get("timeline"), cost=job.get("cost", True),
                          pkb_root=job.get("pkb_root"), pkb_dtype=job.get("pkb_dtype", "bfloat16"))
