@@ -21,7 +21,7 @@ import sys
 
 import torch
 
-TIE = 0.05   # speed-ups this close to 1 are inside one GPU's run-to-run noise at these sizes (README: 2-19%)
+TIE = 0.05   # speed-ups this close to 1 are inside one GPU's run-to-run noise at these sizes (docs/scoring.md: 2-19%)
 CASES = [  # (task, candidate file or None for the reference)
     ("allreduce_residual_rmsnorm", None),
     ("allreduce_residual_rmsnorm", "tests/gpu_candidates/fused_residual_rmsnorm.py"),

@@ -1,5 +1,5 @@
 #!/bin/sh
-# The README's one-GPU scoring table: `pkb score` at world size 1 with NCCL, full size, for the tasks
+# The one-GPU scoring table of docs/scoring.md: `pkb score` at world size 1 with NCCL, full size, for the tasks
 # that allow one rank; each task's reference against itself (the noise floor), the one-GPU candidates in
 # tests/gpu_candidates/ (two honest, two broken) and the inline-CUDA one-shot all-reduce that the simulator
 # runs on CPU ranks (tests/cuda_candidates/). Usage: benchmarks/single_gpu_scores.sh OUT_DIR

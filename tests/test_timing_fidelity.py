@@ -6,8 +6,8 @@ from pkbsim.timing.fidelity import evaluate, harness_us, load_points
 from pkbsim.timing.host_model import host_model
 from pkbsim.timing.topology import load_topology
 
-# Held-out TP=4 points from vLLM's benchmark that the model misses (README says why): NCCL, where nccl-tests
-# measured the same configuration 17-29% slower than vLLM did, and PyTorch's two-shot kernel.
+# Held-out TP=4 points from vLLM's benchmark that the model misses (docs/timing_model.md says why): NCCL,
+# where nccl-tests measured the same configuration 17-29% slower than vLLM did, and PyTorch's two-shot kernel.
 KNOWN_MISSES = {"h100x4-nccl-4m", "h100x4-twoshot-4m"}
 
 

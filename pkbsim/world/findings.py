@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-# verdict -> exit code of `pkb check` (documented in the README)
+# verdict -> exit code of `pkb check` (documented in docs/check.md)
 EXIT_CODES = {"ok": 0, "deadlock": 3, "mismatch": 3, "protocol": 3, "error": 4, "timeout": 5, "inconclusive": 6,
               "nothing_checked": 7}
 
