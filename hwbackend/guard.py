@@ -88,18 +88,29 @@ def fingerprint(tensors) -> str:
     return h.hexdigest()
 
 
-def output_problems(outputs: tuple, inputs) -> list[str]:
-    """Outputs must be plain dense tensors that do not alias an input."""
+def output_problems(outputs: tuple, inputs, tensors_only: bool = True) -> list[str]:
+    """Outputs must be plain dense tensors that do not alias an input (with tensors_only=False, as
+    ParallelKernelBench allows, other values may stand beside the tensors, nested in lists and dicts)."""
     problems = []
     in_ptrs = {t.untyped_storage().data_ptr() for t in flat_tensors(inputs) if t.numel()}
     for i, o in enumerate(outputs):
-        if not isinstance(o, torch.Tensor):
+        if not isinstance(o, torch.Tensor) and tensors_only:
             problems.append(f"output {i} is {type(o).__name__}, not a tensor")
-        elif type(o) is not torch.Tensor:
-            problems.append(f"output {i} is a tensor subclass ({type(o).__name__})")
-        elif o.numel() and o.untyped_storage().data_ptr() in in_ptrs:
-            problems.append(f"output {i} aliases an input")
+        for t in _nested_tensors(o):
+            if type(t) is not torch.Tensor:
+                problems.append(f"output {i} is a tensor subclass ({type(t).__name__})")
+            elif t.numel() and t.untyped_storage().data_ptr() in in_ptrs:
+                problems.append(f"output {i} aliases an input")
     return problems
+
+
+def _nested_tensors(x) -> list:
+    """The tensors in an output: itself, or those nested in its lists, tuples and dict values."""
+    if isinstance(x, torch.Tensor):
+        return [x]
+    if isinstance(x, dict):
+        x = list(x.values())
+    return [t for y in x for t in _nested_tensors(y)] if isinstance(x, (list, tuple)) else []
 
 
 GUARD_METHODS = ("start_timer", "stop_timer", "tampered", "threads", "poison_allocator")

@@ -17,6 +17,7 @@ import time
 import candidate_sandbox as sandbox
 from hwbackend.failures import cuda_error_line
 from hwbackend.protocol import Channel
+from tasks.parallelkernelbench.checkout import checkout_of
 
 PR_SET_CHILD_SUBREAPER = 36
 WATCH_INTERVAL = 0.5  # seconds between looks at the job's health while waiting for the ranks
@@ -130,6 +131,9 @@ class Job:
                    OMP_NUM_THREADS="1")
         if self.candidate:
             env["PKB_CANDIDATE"] = os.path.abspath(self.candidate)
+        checkout = checkout_of(self.task)
+        if checkout:  # a ParallelKernelBench problem: each rank loads it from the same checkout
+            env.update(PKB_CHECKOUT=checkout.root, PKB_CHECKOUT_DTYPE=checkout.dtype)
         return env
 
     def start(self) -> None:
@@ -154,6 +158,8 @@ class Job:
             # to the scorer over TCP and is not sandboxed.
             sandbox.check()
             readable = [os.path.dirname(os.path.abspath(self.candidate))] if self.candidate else []
+            checkout = checkout_of(self.task)
+            readable += [checkout.root] if checkout else []
             cmd = [*sandbox.prefix([self.dir], [*readable, REPO_ROOT]), *cmd]
         self.log = open(os.path.join(self.dir, "job.log"), "wb")
         self.proc = subprocess.Popen(cmd, env=self._env(control), cwd=self.dir, stdout=self.log,

@@ -39,10 +39,13 @@ class Store:
                          time.time(), run_id))
         self.db.commit()
 
-    def completed(self, task: str, sha: str, nproc: int, backend: str) -> dict | None:
+    def completed(self, task: str, sha: str, nproc: int, backend: str, timed: bool = True) -> dict | None:
+        """The latest finished result for this file, task and size (with timed=True, not a correctness-only one)."""
+        skip = ("running", "correct") if timed else ("running",)
         row = self.db.execute("SELECT run_id, status, correct, speedup, ci_lo, ci_hi, reference_ms, candidate_ms, "
                               "findings FROM runs WHERE task=? AND candidate_sha=? AND nproc=? AND backend=? AND "
-                              "status != 'running' ORDER BY finished DESC LIMIT 1", (task, sha, nproc, backend)).fetchone()
+                              f"status NOT IN ({','.join('?' * len(skip))}) ORDER BY finished DESC LIMIT 1",
+                              (task, sha, nproc, backend, *skip)).fetchone()
         if row is None:
             return None
         return {"run_id": row[0], "status": row[1], "correct": bool(row[2]), "speedup": row[3],

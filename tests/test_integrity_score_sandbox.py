@@ -5,11 +5,11 @@ the sandbox off, where every probe succeeds and it is scored incorrect."""
 import pytest
 from integrity_probe import probe  # noqa: F401 - the fixture
 
-from hwbackend.score import score
+from hwbackend.score import Protocol, score
 
 
 def _score(path):
-    return score("all_reduce", str(path), 2, backend="gloo", launches=1, batches=1, calls=2, timeout=60)
+    return score("all_reduce", str(path), 2, "gloo", Protocol(launches=1, batches=1, calls=2, timeout=60))
 
 
 @pytest.mark.slow

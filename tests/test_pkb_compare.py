@@ -5,8 +5,8 @@ integers) come out as torch's own allclose decides them."""
 import pytest
 import torch
 
-from pkbsim.screen import pkb_compare
-from pkbsim.screen.pkb_compare import pkb_mismatch
+from tasks.parallelkernelbench import compare as pkb_compare
+from tasks.parallelkernelbench.compare import pkb_mismatch
 
 
 def edge_values(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -153,7 +153,7 @@ def test_inconclusive_candidates_are_scored_on_hardware_like_passes(monkeypatch)
     scored = []
     monkeypatch.setattr(hwbackend.score, "score", lambda task, cand, *a, **k: scored.append(cand) or {})
     rows = [{"task": "all_reduce", "candidate": v, "verdict": v, "world_size": 2} for v in Verdict]
-    run_cmd._score(rows, argparse.Namespace(json=True, db=":memory:"))
+    run_cmd._score(rows, argparse.Namespace(json=True, db=":memory:", correctness_only=False))
     assert scored == ["pass", "inconclusive"]
 
 

@@ -35,8 +35,11 @@ def add_parser(sub) -> None:
                    help="parallel screening processes")
     p.add_argument("--executor", choices=("local", "ray"), default="local",
                    help="local processes, or a Ray cluster (RAY_ADDRESS; `pip install 'pkb[ray]'`)")
+    p.add_argument("--no-cost", action="store_true", help="stop each screen after the functional stage")
     p.add_argument("--score", action="store_true",
                    help="score the candidates that pass or are inconclusive on this node (pkb score)")
+    p.add_argument("--correctness-only", action="store_true",
+                   help="with --score: correctness trials only, no timing (hardware status 'correct')")
     add_pkb_arguments(p)
     p.add_argument("--db", default=os.environ.get("PKB_DB", "pkb_results.sqlite"), help="SQLite results file")
     p.add_argument("--fresh", action="store_true", help="screen again even where the store has a result")
@@ -59,9 +62,6 @@ def plan(args) -> tuple[list[dict], list[str]]:
     if not files:
         raise UsageError(f"no .py candidates in {', '.join(paths)}")
     tasks = {t.slug: t for t in all_tasks()}
-    if args.pkb_root and args.score:
-        raise UsageError("--score with --pkb-root is not supported: score ParallelKernelBench problems with "
-                         "their own harness, or port them as tasks")
     pkb_ids = pkb_tasks(args, tasks)
     only = None
     if args.tasks:
@@ -82,7 +82,7 @@ def plan(args) -> tuple[list[dict], list[str]]:
         jobs.append({"task": task.slug, "candidate": j.candidate, "world_size": ws, "topology": topo.name,
                      "seed": seed, "margin": args.margin, "timeout": args.timeout,
                      "timeline": os.path.join(timelines, timeline_name(task.slug, j.candidate)),
-                     "pkb_root": args.pkb_root, "pkb_dtype": args.pkb_dtype})
+                     "pkb_root": args.pkb_root, "pkb_dtype": args.pkb_dtype, "cost": not args.no_cost})
     return jobs, unknown
 
 
@@ -115,7 +115,8 @@ def run(args) -> int:
     results, todo = {}, []
     for job in jobs:
         # the inputs' dtype decides a ParallelKernelBench result as much as the file does
-        job["sha"] = file_sha(job["candidate"]) + (f":{job['pkb_dtype']}" if job["pkb_root"] else "")
+        job["sha"] = (file_sha(job["candidate"]) + (f":{job['pkb_dtype']}" if job["pkb_root"] else "")
+                      + ("" if job["cost"] else ":no-cost"))
         done = None if args.fresh else store.get(job["task"], job["sha"], job["world_size"], job["topology"])
         if done:  # the same content may have been screened under another name
             results[(job["task"], job["candidate"])] = dict(done, candidate=job["candidate"])
@@ -150,7 +151,7 @@ def _score(rows: list[dict], args) -> dict:
     """Score the survivors on this node: NCCL on its GPUs, gloo on the CPU where there are none."""
     import torch
 
-    from hwbackend.score import score
+    from hwbackend.score import Protocol, score
     from pkbsim.screen.result import Verdict
 
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
@@ -163,8 +164,8 @@ def _score(rows: list[dict], args) -> dict:
         if not args.json:
             print(f"pkb run: scoring {os.path.basename(r['candidate'])} for {r['task']} on {nproc} ranks ({backend})",
                   file=sys.stderr)
-        out[r["candidate"]] = score(r["task"], r["candidate"], nproc, backend=backend, db=args.db, resume=True,
-                                    preset="full" if backend == "nccl" else "screen")
+        protocol = Protocol(preset="full" if backend == "nccl" else "screen", correctness_only=args.correctness_only)
+        out[r["candidate"]] = score(r["task"], r["candidate"], nproc, backend, protocol, db=args.db, resume=True)
     return out
 
 

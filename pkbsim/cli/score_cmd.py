@@ -11,17 +11,21 @@ import candidate_sandbox
 from pkbsim.cli._layout import check_node_layout
 from pkbsim.cli._sandbox import add_sandbox_argument, sandbox_ready
 from pkbsim.cli.errors import UsageError
+from pkbsim.cli.screen_cmd import add_pkb_arguments, task_of
 
-EXIT = {"faster": 0, "slower": 0, "incorrect": 1, "integrity": 1, "error": 4, "compile_error": 4, "timeout": 5}
+EXIT = {"faster": 0, "slower": 0, "correct": 0, "incorrect": 1, "integrity": 1, "error": 4, "compile_error": 4,
+        "timeout": 5}
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("score", help="score a candidate on real GPUs (or gloo on the CPU)",
                        description="Run reference and candidate under torchrun, check correctness on secret-seeded "
-                                   "inputs and time both. Exit: 0 faster/slower, 1 incorrect/integrity, 4 error or "
-                                   "compile error, 5 timeout, 2 bad usage.")
+                                   "inputs and time both. Exit: 0 faster/slower/correct, 1 incorrect/integrity, 4 "
+                                   "error or compile error, 5 timeout, 2 bad usage.")
     p.add_argument("candidate", help="candidate file defining solution(...)")
-    p.add_argument("--task", required=True, help="task slug or id (`pkb tasks` lists them)")
+    p.add_argument("--task", help="task slug or id (`pkb tasks` lists them); with --pkb-root the file's name "
+                                  "names the problem")
+    add_pkb_arguments(p)
     p.add_argument("--nproc-per-node", "--nproc_per_node", type=int, default=None, metavar="N",
                    help="ranks (default: number of GPUs, or 2 with gloo)")
     p.add_argument("--backend", choices=["nccl", "gloo"], default=None, help="default: nccl if GPUs are present")
@@ -29,6 +33,8 @@ def add_parser(sub) -> None:
     p.add_argument("--launches", type=int, default=2, help="launches of each job, interleaved (default 2)")
     p.add_argument("--batches", type=int, default=4, help="timed batches per launch (default 4)")
     p.add_argument("--calls", type=int, default=4, help="timed calls per batch (default 4)")
+    p.add_argument("--correctness-only", action="store_true",
+                   help="correctness trials only, no timing (status 'correct' instead of faster/slower)")
     p.add_argument("--preset", choices=["screen", "full"], default=None,
                    help="input sizes (default: full with nccl, screen with gloo)")
     p.add_argument("--timeout", type=float, default=300.0, metavar="S",
@@ -50,18 +56,16 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     import torch
 
-    from hwbackend.score import score
-    from tasks.registry import TaskError, get
+    from hwbackend.score import Protocol, score
 
     if not sandbox_ready(args):  # else the rank workers start in the sandbox (hwbackend/jobs.py)
         os.environ[candidate_sandbox.DISABLE] = "1"
     rdzv = _rendezvous(args)
     if args.node_rank == 0 and not os.path.isfile(args.candidate):
         raise UsageError(f"candidate {args.candidate!r} not found; pass the path of a file defining solution(...)")
-    try:
-        task = get(args.task)
-    except TaskError as e:
-        raise UsageError(str(e)) from None
+    if args.pkb_root and args.nnodes > 1:
+        raise UsageError("--pkb-root scores on one node for now; drop --nnodes")
+    task = task_of(args)
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
     backend = args.backend or ("nccl" if gpus else None)
     if backend is None:
@@ -84,8 +88,9 @@ def run(args) -> int:
             return _serve_node(rdzv, args, nproc)
     progress = None if args.json else (lambda msg: print(f"pkb score: {msg}", file=sys.stderr))
     with _cluster(rdzv, args.timeout) as cluster:
-        res = score(args.task, args.candidate, nproc, backend, args.trials, args.launches, args.batches,
-                    args.calls, timeout=args.timeout, preset=preset, db=args.db, label=args.label,
+        protocol = Protocol(args.trials, args.launches, args.batches, args.calls, timeout=args.timeout,
+                            preset=preset, correctness_only=args.correctness_only)
+        res = score(task.slug, args.candidate, nproc, backend, protocol, db=args.db, label=args.label,
                     resume=args.resume, progress=progress, cluster=cluster)
     if args.json:
         print(json.dumps(res, indent=1))

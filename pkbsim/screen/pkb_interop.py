@@ -1,94 +1,36 @@
-"""ParallelKernelBench problems as tasks, loaded from a user's checkout at run time (never copied here).
+"""ParallelKernelBench problems as simulator tasks: the checkout's tasks (tasks/parallelkernelbench) with
+what the simulated world needs on top.
 
-A checkout has `reference/<id>_<name>.py` (each defines `solution(...)`, the NCCL reference) and
-`utils/input_output_tensors.py: create_input_tensor(rank, world_size, problem_id, base_shape, dtype, trial,
-device)`. Each problem becomes the task `pkb<id>_<name>`, set up as PKB's harness runs it: inputs from that
-builder in PKB's dtype (bfloat16 unless asked otherwise) with base_shape (m, n) (screen 64x64, full
-1024x1024, PKB's default; a block size among the inputs grows the screen base), each rank with its own
-instance of the reference module (as each torchrun process has), and outputs compared as PKB compares them
-(pkb_compare.py). Inputs and the reference run under memory and FLOP budgets (pkb_limits.py): going over
-raises PkbLimitExceeded, which the screen reports as inconclusive, naming the limit.
+Each rank has its own instance of the reference module (as each torchrun process has), a rank builds each
+trial's inputs once per run of the world, and inputs and the reference run under memory and FLOP budgets
+(pkb_limits.py): going over raises PkbLimitExceeded, which the screen reports as inconclusive, naming the
+limit.
 """
 from __future__ import annotations
 
 import contextlib
-import importlib.util
-import inspect
 import os
-import re
-import sys
 import threading
-from dataclasses import dataclass
 
 import torch
 
-from pkbsim.screen.pkb_compare import ATOL, RTOL, pkb_mismatch
 from pkbsim.screen.pkb_limits import FlopBudget, InputBudget, PkbLimitExceeded  # noqa: F401 - named for the screen
 from pkbsim.world.context import current
 from pkbsim.world.device_identity import tag, tagged
-from tasks.api import Output, WorldSizes
-from tasks.registry import TaskSpec, register_external
-
-SIZES = {"screen": {"m": 64, "n": 64}, "full": {"m": 1024, "n": 1024}}
-DTYPES = ("bfloat16", "float16", "float32", "float64")  # PKB's --dtype choices; bfloat16 is its default
-MAX_OUTPUTS = 32  # PKB does not declare outputs; compare up to this many top-level ones, each recursively
-ID_BASE = 100000
-
-
-class PkbCheckoutError(Exception):
-    pass
-
-
-def _module(path: str, name: str):
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def problem_key(stem: str) -> tuple[int, str] | None:
-    """(id, name) of a file stem `<id>_<name>[_<backend>]`, or None."""
-    m = re.fullmatch(r"(\d+)_(\w+)", stem)
-    return (int(m.group(1)), m.group(2)) if m else None
-
-
-def problems(root: str) -> dict[int, str]:
-    """PKB problem id -> reference file, from the checkout's reference/ folder."""
-    ref_dir = os.path.join(root, "reference")
-    if not os.path.isdir(ref_dir) or not os.path.isfile(os.path.join(root, "utils", "input_output_tensors.py")):
-        raise PkbCheckoutError(f"{root} is not a ParallelKernelBench checkout (it needs reference/ and "
-                               f"utils/input_output_tensors.py); pass the repository's root to --pkb-root")
-    found = {}
-    for f in sorted(os.listdir(ref_dir)):
-        key = problem_key(f[:-3]) if f.endswith(".py") else None
-        if key:
-            found.setdefault(key[0], os.path.join(ref_dir, f))
-    return found
-
-
-def torch_dtype(name: str) -> torch.dtype:
-    if name not in DTYPES:
-        raise PkbCheckoutError(f"--pkb-dtype {name!r} is not one of PKB's dtypes ({', '.join(DTYPES)})")
-    return getattr(torch, name)
-
+from tasks.parallelkernelbench.checkout import (DTYPES, Checkout, Inputs, Reference, load_module, load_specs,  # noqa: F401
+                                                problem_key, register)
+from tasks.parallelkernelbench.checkout import CheckoutError as PkbCheckoutError  # noqa: F401 - named for the CLI
+from tasks.registry import TaskSpec
 
 # one rank imports at a time: CPython 3.11's parser is not thread-safe (a module-level @torch.jit.script, as in
 # problem 55, parses source on import: "SystemError: AST constructor recursion depth mismatch")
 _importing = threading.Lock()
 
 
-class RankReference:
+class RankReference(Reference):
     """A problem's reference `solution`, its module imported once per rank per run of the world: a
     reference that keeps state at module level (problem 51 caches its new_group results) must not share it
     between rank threads, as each process of a torchrun job has its own. Runs under the FLOP budget."""
-
-    def __init__(self, path: str, slug: str):
-        self.path, self.slug = path, slug
-        self.module = _module(path, f"pkb_reference_{slug}")  # outside a world, and for the signature
-        fn = getattr(self.module, "solution", None)
-        if not callable(fn):
-            raise PkbCheckoutError(f"{path} defines no solution(...); is this a ParallelKernelBench reference?")
-        self.__signature__ = inspect.signature(fn)
 
     def __call__(self, *args):
         ctx = current()
@@ -97,17 +39,13 @@ class RankReference:
         key = ("pkb_reference", self.path)
         if key not in ctx.extra:
             with _importing:
-                ctx.extra[key] = _module(self.path, f"pkb_reference_{self.slug}_rank{ctx.rank}")
+                ctx.extra[key] = load_module(self.path, f"pkb_reference_{self.slug}_rank{ctx.rank}")
         with contextlib.nullcontext() if _shapes_only() else FlopBudget(self.slug, ctx.world.size):
             return ctx.extra[key].solution(*args)
 
 
-@dataclass
-class InputBuilder:
-    """A problem's inputs from the checkout's builder, at the preset's base shape in PKB's dtype.
-
-    At screen size a power-of-two integer input larger than the base shape is taken as a block size the
-    shape must hold (problem 19 quantises 128-wide blocks): the base grows to it, up to the full size.
+class InputBuilder(Inputs):
+    """The checkout's inputs, under the input budget, built once per trial and rank.
 
     A rank builds each trial's inputs once per run of the world: PKB's builder seeds the rank's generator
     from (problem, rank, trial) alone, so a later call on the same trial (the screen calls the candidate on
@@ -117,10 +55,6 @@ class InputBuilder:
     a copy could not reproduce exactly (modules, autograd history, views into a larger or shared storage,
     other objects than tensors, numbers, strings, dtypes, devices, sizes and process groups) are built
     again every time."""
-    builder: object
-    pid: int
-    slug: str
-    dtype: torch.dtype
 
     def __call__(self, ctx) -> tuple:
         rank = current()
@@ -137,14 +71,9 @@ class InputBuilder:
             kept[key] = (_copy_inputs(args), rank.extra["generator"].get_state())
         return args
 
-    def fresh(self, ctx) -> tuple:
-        m, n = ctx.size["m"], ctx.size["n"]
-        args = self.build(ctx, m, n)
-        block = max([v for v in args if _is_block(v)], default=0) if ctx.preset == "screen" else 0
-        if block > min(m, n):
-            side = min(block, *SIZES["full"].values())
-            args = self.build(ctx, max(m, side), max(n, side))
-        return args
+    def pkb_trial(self, ctx) -> int:
+        """PKB's own trial numbers, whatever the batch's seed: the screen runs a problem as PKB's harness does."""
+        return ctx.trial
 
     def build(self, ctx, m: int, n: int) -> tuple:
         if _shapes_only():
@@ -153,11 +82,6 @@ class InputBuilder:
             args = self.call_builder(ctx, m, n)
         budget.check(args)
         return args
-
-    def call_builder(self, ctx, m: int, n: int) -> tuple:
-        out = self.builder.create_input_tensor(ctx.rank, ctx.world_size, self.pid, (m, n), self.dtype, ctx.trial,
-                                               ctx.device)
-        return tuple(out) if isinstance(out, (tuple, list)) else (out,)
 
 
 _PLAIN = (int, float, complex, str, type(None), torch.dtype, torch.device, torch.Size, torch.distributed.ProcessGroup)
@@ -203,10 +127,6 @@ def _copy_inputs(x):
     return x
 
 
-def _is_block(v) -> bool:
-    return type(v) is int and v > 0 and v & (v - 1) == 0
-
-
 def _shapes_only() -> bool:
     """Whether this is a full-size shape run (fake tensors): budgets are for real allocations and compute."""
     from torch._subclasses.fake_tensor import FakeTensorMode
@@ -214,33 +134,12 @@ def _shapes_only() -> bool:
     return any(isinstance(m, FakeTensorMode) for m in _get_current_dispatch_mode_stack())
 
 
-_loaded: dict[tuple[str, str], dict[int, TaskSpec]] = {}
+_loaded: dict[Checkout, dict[int, TaskSpec]] = {}
 
 
 def register_pkb_tasks(root: str, known: dict | None = None, dtype: str = "bfloat16") -> dict[int, str]:
-    """Register every problem of the checkout as a task (once per process); returns PKB id -> task slug."""
-    root = os.path.abspath(root)
-    specs = _loaded.get((root, dtype))
-    if specs is None:
-        specs = _loaded[(root, dtype)] = _load(root, torch_dtype(dtype))
-    for spec in specs.values():
-        register_external(spec)
-        if known is not None:
-            known[spec.slug] = spec
-    return {pid: spec.slug for pid, spec in specs.items()}
-
-
-def _load(root: str, dtype: torch.dtype) -> dict[int, TaskSpec]:
-    refs = problems(root)
-    if root not in sys.path:
-        sys.path.insert(0, root)  # references and builders import `utils.*` from the checkout
-    builder = _module(os.path.join(root, "utils", "input_output_tensors.py"), "pkb_checkout_inputs")
-    outputs = tuple(Output(f"output_{i}", dtype, rtol=RTOL, atol=ATOL, check=pkb_mismatch) for i in range(MAX_OUTPUTS))
-    specs = {}
-    for pid, path in refs.items():
-        stem = os.path.basename(path)[:-3]
-        slug = "pkb" + stem
-        specs[pid] = TaskSpec(slug, ID_BASE + pid, f"ParallelKernelBench problem {pid} ({stem})", "external",
-                              f"ParallelKernelBench {path}", WorldSizes(min=2), SIZES, outputs,
-                              InputBuilder(builder, pid, slug, dtype), RankReference(path, slug), None, builder)
-    return specs
+    """Register every problem of the checkout as a simulator task (once per process); returns PKB id -> slug."""
+    checkout = Checkout(os.path.abspath(root), dtype)
+    if checkout not in _loaded:
+        _loaded[checkout] = load_specs(checkout, RankReference, InputBuilder)
+    return register(_loaded[checkout], checkout, known)
