@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from contextlib import contextmanager
 
 import candidate_sandbox
@@ -86,7 +87,9 @@ def run(args) -> int:
         check_node_layout(task, preset, nproc)
         if args.node_rank > 0:
             return _serve_node(rdzv, args, nproc)
-    progress = None if args.json else (lambda msg: print(f"pkb score: {msg}", file=sys.stderr))
+    started = time.monotonic()
+    progress = None if args.json else (lambda msg: print(f"pkb score: {time.monotonic() - started:6.1f} s  {msg}",
+                                                         file=sys.stderr))
     with _cluster(rdzv, args.timeout) as cluster:
         protocol = Protocol(args.trials, args.launches, args.batches, args.calls, timeout=args.timeout,
                             preset=preset, correctness_only=args.correctness_only)

@@ -62,7 +62,13 @@ def state(world) -> SymmState:
 
 
 class SimSymmetricMemory:
-    """Duck-typed `torch._C._distributed_c10d._SymmetricMemory` for one rank and one group."""
+    """Duck-typed `torch._C._distributed_c10d._SymmetricMemory` for one rank and one group. Like the real
+    (pybind) handle it takes no attributes of a program's own: a candidate that caches something on it
+    raises AttributeError here as on the GPU."""
+
+    __slots__ = ("_allocs", "_comm", "rank", "world_size", "offset", "buffer_size", "signal_pad_size",
+                 "buffer_ptrs", "signal_pad_ptrs", "_ptr_tables", "buffer_ptrs_dev", "signal_pad_ptrs_dev",
+                 "_multicast", "device")
 
     def __init__(self, allocs: list[Allocation], group_rank: int, comm, offset: int):
         self._allocs, self._comm = allocs, comm
