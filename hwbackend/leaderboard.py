@@ -1,8 +1,9 @@
 """Aggregates of many scored candidates: correctness rate, fast_p and geometric-mean speed-up.
 
 fast_p (KernelBench's metric): the fraction of all scored (task, candidate) pairs that are correct AND
-faster than p times the reference; failures stay in the denominator. The geometric mean is over the
-correct ones, with a bootstrap 95% interval over tasks.
+faster than p times the reference; failures stay in the denominator (fast_0 is the correctness rate: a
+correctness-only score counts there, untimed, and as not faster for p > 0). The geometric mean is over the
+correct timed ones, with a bootstrap 95% interval over tasks.
 """
 from __future__ import annotations
 
@@ -24,9 +25,12 @@ def aggregate(runs: list[dict], n_boot: int = 2000) -> list[dict]:
     rows = []
     for label, rs in sorted(by_label.items()):
         speedups = [r["speedup"] for r in rs if r["correct"] and r["speedup"]]
-        row = {"label": label, "scored": len(rs), "correct_rate": sum(bool(r["correct"]) for r in rs) / len(rs)}
+        correct = sum(bool(r["correct"]) for r in rs)
+        row = {"label": label, "scored": len(rs), "correct_rate": correct / len(rs),
+               "untimed": sum(1 for r in rs if r["correct"] and not r["speedup"])}
         for p in FAST_P:
-            row[f"fast_{p:g}"] = sum(1 for r in rs if r["correct"] and r["speedup"] and r["speedup"] > p) / len(rs)
+            fast = correct if p == 0 else sum(1 for r in rs if r["correct"] and r["speedup"] and r["speedup"] > p)
+            row[f"fast_{p:g}"] = fast / len(rs)
         if speedups:
             rng = random.Random(0)
             boots = sorted(_geomean(rng.choices(speedups, k=len(speedups))) for _ in range(n_boot))

@@ -108,6 +108,9 @@ def test_summary_and_leaderboard_math():
     assert r["scored"] == 4 and r["correct_rate"] == 0.75
     assert (r["fast_0"], r["fast_1"], r["fast_1.5"], r["fast_2"]) == (0.75, 0.5, 0.25, 0.0)
     assert r["geomean_speedup"] == pytest.approx((2.0 * 0.5 * 1.2) ** (1 / 3))
+    untimed = aggregate([{"label": "m", "correct": 1, "speedup": None}, {"label": "m", "correct": 1, "speedup": 2.0}])[0]
+    assert (untimed["fast_0"], untimed["fast_1"], untimed["untimed"]) == (1.0, 0.5, 1)  # correctness-only: correct, not fast
+    assert untimed["geomean_speedup"] == pytest.approx(2.0)
 
 
 def test_store_round_trip(tmp_path):

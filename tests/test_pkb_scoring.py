@@ -142,6 +142,11 @@ def test_pkb_run_screens_then_scores_a_pkb_tree(capsys, checkout, tmp_path):
     assert verdicts == {"1_sum_with_none_cuda.py": "pass", "2_sum_in_place_cuda.py": "reject"}, out["results"]
     scored = {pathlib.Path(c).name: s["status"] for c, s in out["scores"].items()}
     assert scored == {"1_sum_with_none_cuda.py": "correct"}, out["scores"]
+    # the leaderboard groups by tree and counts the screen's reject as a failure that never reached the GPU
+    code, board = run_main(capsys, ["leaderboard", "--db", str(tmp_path / "r.sqlite"), "--json"])
+    row, = board["rows"]
+    assert (row["label"], row["scored"], row["screen_rejected"], row["correct_rate"], row["fast_0"], row["fast_1"],
+            row["untimed"]) == ("solutions_test_tree", 2, 1, 0.5, 0.5, 0.0, 1), row
 
 
 def test_pkb_screen_runs_a_pkb_problem_at_world_size_1(capsys, checkout, tmp_path):

@@ -1,4 +1,10 @@
-"""`pkb leaderboard`: correctness, fast_p and geometric-mean speed-up per candidate group."""
+"""`pkb leaderboard`: correctness, fast_p and geometric-mean speed-up per candidate group (by default the
+candidate's folder: a ParallelKernelBench solution tree, i.e. a model).
+
+With `pkb run --score` the same results file holds the screen's verdicts: a candidate the screen rejected
+was not sent to the GPU and counts as a failure (the screen's verdict stands in for the GPU's); an
+inconclusive one was sent like a pass and is counted apart, so the table says how much rests on the GPU.
+"""
 from __future__ import annotations
 
 import json
@@ -14,22 +20,47 @@ def add_parser(sub) -> None:
     p.set_defaults(run=run)
 
 
+def with_screen_verdicts(runs: list[dict], screens: list[dict]) -> tuple[list[dict], dict[str, dict]]:
+    """The scored runs plus one failed run per candidate the screen rejected (and nobody scored), and per
+    label the count of screen rejects and of inconclusive candidates sent to the GPU."""
+    scored = {(r["task"], os.path.abspath(r["candidate"])) for r in runs}
+    extra, counts = [], {}
+    for s in screens:
+        label = os.path.basename(os.path.dirname(os.path.abspath(s["candidate"])))
+        c = counts.setdefault(label, {"screen_rejected": 0, "sent_inconclusive": 0})
+        if s["verdict"] == "reject" and (s["task"], os.path.abspath(s["candidate"])) not in scored:
+            c["screen_rejected"] += 1
+            extra.append({"task": s["task"], "candidate": s["candidate"], "label": label, "correct": 0,
+                          "speedup": None, "status": "screen_reject"})
+        elif s["verdict"] == "inconclusive":
+            c["sent_inconclusive"] += 1
+    return runs + extra, counts
+
+
 def run(args) -> int:
     from hwbackend.leaderboard import FAST_P, aggregate
     from hwbackend.store import Store
+    from pkbsim.screen.store import ScreenStore
 
     if not os.path.isfile(args.db):
         raise UsageError(f"no results file {args.db!r}; run `pkb score` first or pass --db")
-    rows = aggregate(Store(args.db).latest_runs())
+    runs, counts = with_screen_verdicts(Store(args.db).latest_runs(), ScreenStore(args.db).all())
+    rows = aggregate(runs)
+    for r in rows:
+        r.update(counts.get(r["label"], {"screen_rejected": 0, "sent_inconclusive": 0}))
     if args.json:
         print(json.dumps({"rows": rows}, indent=1))
         return 0
-    head = ["label", "scored", "correct"] + [f"fast_{p:g}" for p in FAST_P] + ["geomean (95% CI)"]
-    print("  ".join(f"{h:>12s}" for h in head))
+    width = max([len("label")] + [len(r["label"]) for r in rows])
+    head = ["candidates", "screen rej", "inconcl sent", "correct"] + [f"fast_{p:g}" for p in FAST_P] + \
+           ["geomean (95% CI)"]
+    print(f"{'label':{width}s}  " + "  ".join(f"{h:>12s}" for h in head))
     for r in rows:
         gm = (f"{r['geomean_speedup']:.3f} ({r['geomean_ci95'][0]:.2f}-{r['geomean_ci95'][1]:.2f})"
               if r["geomean_speedup"] else "-")
-        cells = [r["label"], str(r["scored"]), f"{r['correct_rate']:.2f}"] + \
-                [f"{r[f'fast_{p:g}']:.2f}" for p in FAST_P] + [gm]
-        print("  ".join(f"{c:>12s}" for c in cells))
+        cells = [str(r["scored"]), str(r["screen_rejected"]), str(r["sent_inconclusive"]),
+                 f"{r['correct_rate']:.2f}"] + [f"{r[f'fast_{p:g}']:.2f}" for p in FAST_P] + [gm]
+        print(f"{r['label']:{width}s}  " + "  ".join(f"{c:>12s}" for c in cells))
+    if any(r["untimed"] for r in rows):
+        print("correctness-only scores count as correct (fast_0) and not faster for p > 0")
     return 0
