@@ -88,10 +88,41 @@ SCOPED_ASM = """
 """
 
 
+DIVERGENT_BARRIERS = """
+.version 9.0
+.target sm_90a
+.address_size 64
+.visible .entry divergent(.param .u64 out)
+{
+    .reg .pred %p<2>;
+    .reg .b32 %r<3>;
+    .reg .b64 %rd<4>;
+    ld.param.u64 %rd1, [out];
+    mov.u32 %r1, %tid.x;
+    setp.eq.u32 %p1, %r1, 0;
+    @%p1 bra DONE;
+    bar.sync 0;
+DONE:
+    bar.sync 0;
+    mul.wide.u32 %rd2, %r1, 4;
+    add.u64 %rd3, %rd1, %rd2;
+    add.u32 %r2, %r1, 1;
+    st.global.u32 [%rd3], %r2;
+    ret;
+}
+"""
+
+
 def test_divergent_barriers_still_open():
-    """Lane 0 and the others wait at different bar.sync instructions: both open (as on sm_70+)."""
-    mod = load_ptx(BARRIER_DEADLOCK, "stuck.ptx")
-    mod.launch("stuck", 1, 64, (torch.zeros(1),))
+    """Lane 0 and the others wait at different bar.sync instructions: both open (as on sm_70+).
+
+    Every thread then writes tid+1: a barrier that never opened would hang (KernelHang), one that let
+    some threads out early or never would leave zeros behind.
+    """
+    mod = load_ptx(DIVERGENT_BARRIERS, "divergent.ptx")
+    out = torch.zeros(64, dtype=torch.int32)
+    mod.launch("divergent", 1, 64, (out,))
+    assert torch.equal(out, torch.arange(1, 65, dtype=torch.int32))
 
 
 def test_endless_loop_is_stopped():
@@ -115,5 +146,16 @@ def test_compile_error_is_one_line():
         compile_cuda("__global__ void k() { undefined_thing(); }", "broken.cu")
 
 
-def test_corpus_compiles_from_cache_quickly():
-    corpus_module("elementwise.cu")  # second compile of the same source is a cache hit
+def test_corpus_compiles_from_cache_quickly(monkeypatch):
+    """A second compile of the same source is a cache hit: the same PTX, and nvcc does not run."""
+    import pkbsim.ptx.compile as compile_mod
+
+    first = corpus_module("elementwise.cu")  # compiles, or hits the cache another run left
+
+    def nvcc_must_not_run(args, *a, **kw):
+        raise AssertionError(f"nvcc ran on a source already in the cache: {args}")
+
+    monkeypatch.setattr(compile_mod.subprocess, "run", nvcc_must_not_run)
+    second = corpus_module("elementwise.cu")
+    assert second.ptx == first.ptx
+    assert "vec_add" in second.kernel_names and second.kernel_names == first.kernel_names
