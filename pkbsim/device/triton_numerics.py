@@ -8,6 +8,11 @@ and a correct bf16 Triton kernel came out "wrong" (ParallelKernelBench Triton-tr
 - a float32 -> bfloat16 cast (`x.to(tl.bfloat16)`) drops the low mantissa bits (1 + 2^-8 + 2^-10 becomes
   1.0); the GPU rounds to nearest even (1.0078125). Here torch does the rounding. Casts between bf16 and
   integers or float16 went through the raw bits; here through the values.
+- 8-bit floats are raw uint8 bits too, and a float32 -> fp8 cast turned the value into an integer and stored
+  it as the bits (1.0 became 0.00195, 127 NaN: ParallelKernelBench Triton-tree problem 19's quantiser and its
+  reference agreed on NaNs, which PKB's comparison fails). Here fp8 decodes through torch's fp8 dtypes and
+  encodes as Hopper's `cvt.rn.satfinite`: round to nearest even, saturating at the largest finite value,
+  NaN kept.
 """
 from __future__ import annotations
 
@@ -28,6 +33,32 @@ def _f32_to_bf16(values: np.ndarray) -> np.ndarray:
     return rounded.view(torch.int16).numpy().view(np.uint16)
 
 
+# Triton's 8-bit float types with a torch twin: (torch dtype, largest finite value)
+_FP8 = ((tl.float8e4nv, torch.float8_e4m3fn, 448.0), (tl.float8e5, torch.float8_e5m2, 57344.0),
+        (tl.float8e4b8, torch.float8_e4m3fnuz, 240.0), (tl.float8e5b16, torch.float8_e5m2fnuz, 57344.0))
+
+
+def _fp8(ty):
+    return next(((dt, top) for t, dt, top in _FP8 if t == ty), None)
+
+
+def _to_f32(handle) -> np.ndarray:
+    """A bf16, fp8 or other numeric handle's values as float32."""
+    s = handle.dtype.scalar
+    if s == tl.bfloat16:
+        return _bf16_to_f32(handle.data)
+    if _fp8(s):
+        bits = torch.from_numpy(np.ascontiguousarray(handle.data).view(np.uint8))
+        return bits.view(_fp8(s)[0]).float().numpy()
+    return handle.data.astype(np.float32)
+
+
+def _f32_to_fp8(values: np.ndarray, ty) -> np.ndarray:
+    dt, top = _fp8(ty)
+    clamped = torch.from_numpy(np.clip(np.ascontiguousarray(values, dtype=np.float32), -top, top))
+    return clamped.to(dt).view(torch.uint8).numpy()
+
+
 def make_dot(real):
     def create_dot(self, a, b, d, input_precision, max_num_imprecise_acc):
         if a.dtype.scalar != tl.bfloat16 and b.dtype.scalar != tl.bfloat16:
@@ -43,11 +74,13 @@ def make_dot(real):
 def make_cast(real):
     def cast_impl(self, src, dst_type):
         s, d = src.dtype.scalar, dst_type.scalar
-        if s == d or tl.bfloat16 not in (s, d):
+        if s == d or not any(t == tl.bfloat16 or _fp8(t) for t in (s, d)):
             return real(self, src, dst_type)
-        values = _bf16_to_f32(src.data) if s == tl.bfloat16 else src.data.astype(np.float32)
+        values = _to_f32(src)
         if d == tl.bfloat16:
             return interp.TensorHandle(_f32_to_bf16(values), tl.bfloat16)
+        if _fp8(d):
+            return interp.TensorHandle(_f32_to_fp8(values, d), d)
         return interp.TensorHandle(values.astype(interp._get_np_dtype(dst_type)), d)
     return cast_impl
 
