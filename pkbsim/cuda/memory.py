@@ -4,25 +4,34 @@ Mapped up front: the tensors passed to the extension function, every rank's symm
 signal pads, the pointer tables (`buffer_ptrs_dev`, `signal_pad_ptrs_dev`) and, for the rank's handles,
 a multicast range (`multicast_ptr`) whose accesses act on every member's buffer. Anything else is
 looked up on demand among the live CPU allocations that the runtime stand-in tracks (tensors the C++
-wrapper created, e.g. its outputs). An address in none of these is a MemoryFault naming the source line,
-never a silent read of whatever memory lies there.
+wrapper created, e.g. its outputs), then among the program's live tensors on the GPU (a kernel may take
+a table of tensor addresses, as a GPU kernel reads any live device allocation: ParallelKernelBench
+problem 21's gradients were made before the tracker was installed, and their pointer table faulted here
+while the kernel was correct on an H200). An address in none of these is a MemoryFault naming the source
+line, never a silent read of whatever memory lies there.
 """
 from __future__ import annotations
 
+import bisect
 import ctypes
+import gc
 
 import numpy as np
+import torch
 
 from pkbsim.cuda import runtime_libs
 from pkbsim.ptx.errors import MemoryFault
 from pkbsim.ptx.memory import AddressSpace, MulticastRegion, Region
+from pkbsim.world.device_identity import HOST, tagged
 
 
 class RankMemory(AddressSpace):
+    _live: tuple[list[int], list[int]] | None = None  # bases and sizes of live GPU tensors' storages, on a miss
+
     def find(self, addr: int):
         region = super().find(addr)
         if region is None:
-            hit = runtime_libs.find_allocation(addr)
+            hit = runtime_libs.find_allocation(addr) or self.live_tensor(addr)
             if hit is not None:
                 base, size = hit
                 raw = (ctypes.c_uint8 * size).from_address(base)
@@ -30,12 +39,36 @@ class RankMemory(AddressSpace):
                 self.add(region)
         return region
 
+    def live_tensor(self, addr: int) -> tuple[int, int] | None:
+        """(base, size) of a live tensor's storage on a simulated GPU that holds `addr` (the program's tensors
+        are found once per launch, at its first address outside every mapped region)."""
+        if self._live is None:
+            spans = sorted(_device_storages())
+            self._live = ([b for b, _ in spans], [n for _, n in spans])
+        bases, sizes = self._live
+        i = bisect.bisect_right(bases, addr) - 1
+        return (bases[i], sizes[i]) if i >= 0 and addr < bases[i] + sizes[i] else None
+
     def map(self, region) -> None:
         """Add a region unless the same memory is mapped already (views of one storage)."""
         try:
             self.add(region)
         except MemoryFault:
             pass
+
+
+def _device_storages() -> set[tuple[int, int]]:
+    """(address, bytes) of the storage of every live tensor a program sees on a GPU (not host tensors)."""
+    spans = set()
+    for obj in gc.get_objects():
+        if isinstance(obj, torch.Tensor) and tagged(obj) != HOST:
+            try:
+                st = obj.untyped_storage()
+                if st.device.type == "cpu" and st.nbytes():
+                    spans.add((st.data_ptr(), st.nbytes()))
+            except (RuntimeError, NotImplementedError):  # fake, meta or sparse tensors have no such storage
+                continue
+    return spans
 
 
 def rank_memory(ctx, tensors) -> RankMemory:
