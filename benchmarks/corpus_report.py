@@ -14,7 +14,7 @@ import pathlib
 import sys
 import time
 
-from pkbsim.corpus import load_corpus, run_case, score
+from pkb.corpus import load_corpus, run_case, score
 
 ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "corpus")
 

@@ -8,7 +8,7 @@ set -u
 root=$1; secs=$2; workers=$3; shift 3
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD PKB_CACHE_DIR=/tmp/pkbcache CUDA_VISIBLE_DEVICES=
-printf '#!/bin/sh\nexec python3 -m pkbsim.cli.main "$@"\n' > /tmp/pkb && chmod +x /tmp/pkb
+printf '#!/bin/sh\nexec python3 -m pkb.cli.main "$@"\n' > /tmp/pkb && chmod +x /tmp/pkb
 mkdir -p .pkbruns
 for tree in "$@"; do
   name=$(basename "$tree")

@@ -19,7 +19,7 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MAIN = "import sys; from pkbsim.cli.main import main; sys.exit(main())"
+MAIN = "import sys; from pkb.cli.main import main; sys.exit(main())"
 
 
 def timed(root: str, argv: list[str]) -> float:

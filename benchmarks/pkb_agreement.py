@@ -127,7 +127,7 @@ def main() -> None:
     g.add_argument("--timeout", type=float, default=300.0, help="per scoring job")
     g.add_argument("--backend", choices=("nccl", "gloo"), help="default: nccl where there are GPUs")
     g.add_argument("--deadline", type=float, default=1e9, help="start no score after this many seconds")
-    g.add_argument("--pkb", default=f"{sys.executable} -m pkbsim.cli.main", help="the pkb command")
+    g.add_argument("--pkb", default=f"{sys.executable} -m pkb.cli.main", help="the pkb command")
     t = sub.add_parser("table", help="the confusion matrix and the disagreements")
     t.add_argument("trees", nargs="+")
     t.add_argument("--screen-dir", required=True)

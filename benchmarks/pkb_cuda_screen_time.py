@@ -21,7 +21,7 @@ import time
 def screen_once(pkb_root: str, path: str, world_size: int, cache: str) -> dict:
     """One `pkb screen --json --no-cost` run; its verdict, its stage times and the wall time around it."""
     env = dict(os.environ, PKB_CACHE_DIR=cache)
-    cmd = [sys.executable, "-c", "from pkbsim.cli.main import main; raise SystemExit(main())", "screen",
+    cmd = [sys.executable, "-c", "from pkb.cli.main import main; raise SystemExit(main())", "screen",
            "--pkb-root", pkb_root, "--world-size", str(world_size), "--no-cost", "--json", path]
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)

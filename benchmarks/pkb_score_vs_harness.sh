@@ -22,7 +22,7 @@ for pair in "$@"; do
   echo "$stem harness exit $rc wall $(python3 -c "print(round($t1 - $t0, 1))") s"
   grep -iE "speedup|correct|pass|fail" "$out/harness.$stem.log" | tail -4
   t0=$(date +%s.%N)
-  PYTHONPATH=/tmp/site:$PWD python3 -m pkbsim.cli.main score "$tree/$file" --pkb-root "$head" --nproc-per-node 1 \
+  PYTHONPATH=/tmp/site:$PWD python3 -m pkb.cli.main score "$tree/$file" --pkb-root "$head" --nproc-per-node 1 \
       --db /tmp/pkb-vs-harness.sqlite > "$out/pkb.$stem.txt" 2> "$out/pkb.$stem.err"
   rc=$?; t1=$(date +%s.%N)
   echo "$stem pkb-score exit $rc wall $(python3 -c "print(round($t1 - $t0, 1))") s: $(tail -1 "$out/pkb.$stem.txt")"

@@ -20,7 +20,7 @@ done
 for m in no-sandbox sandbox no-sandbox sandbox; do
   flag=""; [ "$m" = no-sandbox ] && flag=--no-sandbox
   t0=$(date +%s%N)
-  python3 -m pkbsim.cli.main score --task all_reduce "$out/ref.py" --nproc-per-node 1 --backend nccl --preset screen \
+  python3 -m pkb.cli.main score --task all_reduce "$out/ref.py" --nproc-per-node 1 --backend nccl --preset screen \
       --timeout 240 --db "$out/r.sqlite" --json $flag > "$out/s.json" 2> "$out/s.err"
   echo "score reference $m $(ms $t0) ms: $(python3 -c "import json; d=json.load(open('$out/s.json')); print(d['status'], d['speedup'])" 2>&1 | tail -1)"
 done

@@ -21,7 +21,7 @@ for mode in sandbox no-sandbox; do
               inline_cuda:tests/cuda_candidates/one_shot_all_reduce.py; do
     name=${pair%%:*}; file=${pair#*:}
     t0=$(date +%s.%N)
-    python3 -m pkbsim.cli.main score --task all_reduce "$file" --nproc-per-node 1 --backend nccl --preset screen \
+    python3 -m pkb.cli.main score --task all_reduce "$file" --nproc-per-node 1 --backend nccl --preset screen \
         --timeout 240 --db "$out/results-$mode.sqlite" --json $flag > "$out/$name.$mode.json" 2> "$out/$name.$mode.err"
     rc=$?
     t1=$(date +%s.%N)

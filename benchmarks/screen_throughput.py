@@ -30,7 +30,7 @@ def main() -> int:
             with open(os.path.join(d, f"{t.slug}.py"), "w") as f:
                 f.write(f"from {t.module.__name__} import reference as solution\n")
         t0 = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-m", "pkbsim.cli.main", "run", d, "--db", os.path.join(d, "r.sqlite"),
+        proc = subprocess.run([sys.executable, "-m", "pkb.cli.main", "run", d, "--db", os.path.join(d, "r.sqlite"),
                                "--workers", str(args.workers), "--seed", "1", "--json"],
                               capture_output=True, text=True, check=False)
         wall = time.perf_counter() - t0

@@ -76,7 +76,7 @@ def precompile() -> None:
     import compileall
 
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    for package in ("candidate_sandbox", "pkbsim", "hwbackend", "tasks"):
+    for package in ("candidate_sandbox", "pkb", "pkbsim", "hwbackend", "tasks"):
         if os.path.isdir(os.path.join(root, package)):
             compileall.compile_dir(os.path.join(root, package), quiet=2, workers=1)
 
@@ -98,12 +98,11 @@ def check() -> None:
         raise SandboxUnavailable(f"bwrap cannot start the sandbox here: {why}{hint}; or pass --no-sandbox")
 
 
-def run_inside(argv: list[str], writable: list[str], readable: list[str]) -> int:
-    """Run `pkb ARGV` inside the sandbox, relaying its output (line by line) and its exit code (the caller
-    names its build caches among `writable`)."""
+def run_inside(command: list[str], writable: list[str], readable: list[str]) -> int:
+    """Run `command` (the caller's, e.g. its own command line again) inside the sandbox, relaying its output
+    (line by line) and its exit code (the caller names its build caches among `writable`)."""
     check()
-    cmd = [*prefix(writable, readable), sys.executable, "-c",
-           "import sys; from pkbsim.cli.main import main; sys.exit(main())", *argv]
+    cmd = [*prefix(writable, readable), *command]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
     def relay(src, dst) -> None:

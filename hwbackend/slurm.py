@@ -11,7 +11,6 @@ from __future__ import annotations
 import shlex
 import shutil
 import subprocess
-import sys
 from dataclasses import dataclass, field
 
 
@@ -36,7 +35,7 @@ class SlurmPlan:
     account: str | None = None
     job_name: str = "pkb-score"
     score_args: list[str] = field(default_factory=list)  # passed through to every `pkb score`
-    python: str = field(default_factory=lambda: sys.executable)
+    pkb: list[str] = field(default_factory=lambda: ["pkb"])  # the command that runs pkb on each node
 
 
 def _directives(plan: SlurmPlan) -> list[str]:
@@ -61,7 +60,7 @@ def _score_args(plan: SlurmPlan) -> list[str]:
 def sbatch_script(plan: SlurmPlan) -> str:
     """The script's text. Node-local values ($SLURM_NODEID) are expanded on each node, by the inner
     shell of its step; everything else is fixed (and quoted) here."""
-    pkb = [plan.python, "-m", "pkbsim.cli.main", "score"]
+    pkb = [*plan.pkb, "score"]
     per_node = 'exec "$@" --node-rank "$SLURM_NODEID"'
     lines = ["#!/bin/bash", *_directives(plan),
              f"# written by `pkb slurm`: {len(plan.candidates)} candidate(s) for task {plan.task}, one job step each,",

@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from pkbsim.cli.main import main
+from pkb.cli.main import main
 
 BROKEN = pathlib.Path(__file__).parent / "broken_candidates"
 

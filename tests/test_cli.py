@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from pkbsim.cli.main import main
+from pkb.cli.main import main
 
 OK = 'import torch, torch.distributed as dist\ndist.init_process_group("gloo")\ndist.barrier()\nprint("hi")\n'
 DEADLOCK = ('import torch, torch.distributed as dist\ndist.init_process_group("gloo")\n'

@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from pkbsim.corpus import load_corpus, run_case, score
+from pkb.corpus import load_corpus, run_case, score
 
 from conftest import HERE
 
@@ -35,7 +35,7 @@ def test_corpus_verdict(case, world_size):
 def test_scoring_counts_true_and_false_positives():
     bug = next(c for c in CASES if c.buggy)
     fixed = next(c for c in CASES if not c.buggy)
-    from pkbsim.corpus import Outcome
+    from pkb.corpus import Outcome
     table = score([Outcome(bug, 2, bug.expect, 0.1), Outcome(bug, 4, "ok", 0.1),
                    Outcome(fixed, 2, "deadlock", 0.1), Outcome(fixed, 4, "timeout", 0.1)])
     rows = list(table.values())

@@ -9,7 +9,7 @@ import os
 import pytest
 from conftest import HERE
 
-from pkbsim.corpus import load_corpus, run_case
+from pkb.corpus import load_corpus, run_case
 from pkbsim.cuda.toolchain import unavailable
 
 CORPUS = os.path.join(HERE, "corpus_cuda")

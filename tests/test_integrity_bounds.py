@@ -5,7 +5,7 @@ import io
 
 import pytest
 
-from pkbsim.cli.main import main
+from pkb.cli.main import main
 from pkbsim.timing.schema import TopologyError
 from pkbsim.timing.topology import load_topology
 from pkbsim.world import environ

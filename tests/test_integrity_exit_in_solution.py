@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from pkbsim.cli.main import main
+from pkb.cli.main import main
 
 BODIES = {
     "exit": "import os\n\n\ndef solution(x):\n    os._exit(0)\n",

@@ -3,7 +3,7 @@ the static check does not see) and returns zeros. It patches only its own proces
 the screening process, so the zeros are compared and rejected. Its honest twin passes."""
 import json
 
-from pkbsim.cli.main import main
+from pkb.cli.main import main
 
 PATCHER = '''
 import importlib

@@ -4,7 +4,7 @@ the candidate's: the walk finds nothing, the candidate returns its own input, an
 twin, which communicates, passes."""
 import json
 
-from pkbsim.cli.main import main
+from pkb.cli.main import main
 
 THIEF = '''
 import sys

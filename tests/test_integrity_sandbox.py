@@ -6,7 +6,7 @@ import json
 
 from integrity_probe import probe  # noqa: F401 - the fixture
 
-from pkbsim.cli.main import main
+from pkb.cli.main import main
 
 
 def screen(capsys, path, *extra):

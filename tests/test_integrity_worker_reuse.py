@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from pkbsim.cli.main import main
+from pkb.cli.main import main
 
 FORGER = '''
 import json

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from hwbackend.rendezvous import EndpointError, Rendezvous, parse_endpoint
-from pkbsim.cli.main import main
+from pkb.cli.main import main
 
 LOOPBACK = "127.0.0.1"
 
@@ -33,7 +33,7 @@ def _start_nodes(tmp_path, candidate: str, task: str, nnodes: int, nproc: int, t
     """One `pkb score` per node, node 0 first; each node gets its own TMPDIR (so its job folders, and the
     working directories of its torchrun and ranks, are known) as a machine of its own would."""
     port = _free_port()
-    common = [sys.executable, "-m", "pkbsim.cli.main", "score", candidate, "--task", task, "--backend", "gloo",
+    common = [sys.executable, "-m", "pkb.cli.main", "score", candidate, "--task", task, "--backend", "gloo",
               "--nproc-per-node", str(nproc), "--nnodes", str(nnodes), "--rdzv-endpoint", f"{LOOPBACK}:{port}",
               "--trials", "1", "--launches", "1", "--batches", "1", "--calls", "1", "--timeout", str(timeout),
               "--json"]

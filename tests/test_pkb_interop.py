@@ -9,7 +9,7 @@ import warnings
 
 import pytest
 
-from pkbsim.cli.main import main
+from pkb.cli.main import main
 
 BUILDER = """
 import torch

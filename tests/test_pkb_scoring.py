@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 
-from pkbsim.cli.main import main
+from pkb.cli.main import main
 from tasks.parallelkernelbench.checkout import Checkout, Inputs, load_specs
 from tasks.api import TaskContext
 

@@ -9,7 +9,7 @@ import re
 import pytest
 import torch
 
-from pkbsim.cli.main import main
+from pkb.cli.main import main
 from pkbsim.ptx.compile import find_nvcc
 from pkbsim.screen.cuda_check import device_only
 from pkbsim.screen.pipeline import ScreenOptions, screen

@@ -56,7 +56,7 @@ def _limit_address_space():
 def test_eight_ranks_with_1_gib_symmetric_buffers_fit_in_12_gib():
     pytest.importorskip("triton")
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    proc = subprocess.run([sys.executable, "-m", "pkbsim.cli.main", "check", "--json", "--nproc-per-node", "8",
+    proc = subprocess.run([sys.executable, "-m", "pkb.cli.main", "check", "--json", "--nproc-per-node", "8",
                            "--timeout", "300", PROGRAM, "1024"], capture_output=True, text=True,
                           preexec_fn=_limit_address_space, timeout=600, check=False)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]

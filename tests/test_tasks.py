@@ -5,7 +5,7 @@ import types
 import pytest
 import torch
 
-from pkbsim.cli.main import main
+from pkb.cli.main import main
 from pkbsim.taskcheck import validate
 from tasks.api import Output, TaskContext, WorldSizes, compare
 from tasks.registry import TaskError, all_tasks, get, load

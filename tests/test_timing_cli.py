@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from pkbsim.cli.main import main
+from pkb.cli.main import main
 
 
 def run(capsys, *argv):

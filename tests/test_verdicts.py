@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from pkbsim.cli.main import main
-from pkbsim.cli.run_cmd import timeline_name
+from pkb.cli.main import main
+from pkb.batch import timeline_name
 from pkbsim.screen import cuda_check
 from pkbsim.screen.pipeline import ScreenOptions, screen
 from pkbsim.screen.result import Verdict
@@ -145,15 +145,13 @@ def test_timelines_of_same_named_candidates_in_two_folders_differ(tmp_path):
 
 
 def test_inconclusive_candidates_are_scored_on_hardware_like_passes(monkeypatch):
-    import argparse
-
     import hwbackend.score
-    from pkbsim.cli import run_cmd
+    from pkb import batch
 
     scored = []
     monkeypatch.setattr(hwbackend.score, "score", lambda task, cand, *a, **k: scored.append(cand) or {})
     rows = [{"task": "all_reduce", "candidate": v, "verdict": v, "world_size": 2} for v in Verdict]
-    run_cmd._score(rows, argparse.Namespace(json=True, db=":memory:", correctness_only=False))
+    batch.score(rows, db=":memory:", correctness_only=False)
     assert scored == ["pass", "inconclusive"]
 
 

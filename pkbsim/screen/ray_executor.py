@@ -13,12 +13,15 @@ from collections.abc import Callable
 from pkbsim.screen.worker import inconclusive
 
 
+class RayUnavailable(Exception):
+    """Ray is not installed here; the message names the fix (the command line reports it as bad usage)."""
+
+
 def run_ray(jobs: list[dict], time_limit: float, memory_gb: float, on_result: Callable[[dict], None]) -> None:
     try:
         import ray
     except ImportError:
-        from pkbsim.cli.errors import UsageError
-        raise UsageError("--executor ray needs Ray: pip install 'pkb[ray]' (or use --executor local)") from None
+        raise RayUnavailable("--executor ray needs Ray: pip install 'pkb[ray]' (or use --executor local)") from None
     started_here = not ray.is_initialized()
     if started_here:
         ray.init(address=os.environ.get("RAY_ADDRESS"), include_dashboard=False, log_to_driver=False,

@@ -6,7 +6,7 @@ import json
 import os
 import sys
 
-from pkbsim.cli._sandbox import add_sandbox_argument
+from pkb.cli._sandbox import add_sandbox_argument
 from pkbsim.world.findings import EXIT_CODES
 
 
@@ -66,7 +66,7 @@ MAX_RANKS = 1024  # more is a typo, not a job: each rank is a thread of this pro
 
 
 def run(args) -> int:
-    from pkbsim.cli.errors import UsageError
+    from pkb.errors import UsageError
 
     if args.demo and args.script:
         raise UsageError("--demo runs the bundled example; drop SCRIPT or drop --demo")

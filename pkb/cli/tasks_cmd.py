@@ -5,7 +5,7 @@ import inspect
 import json
 import sys
 
-from pkbsim.cli.errors import UsageError
+from pkb.errors import UsageError
 
 
 def add_parser(sub) -> None:

@@ -5,9 +5,10 @@ from __future__ import annotations
 import glob
 import json
 import os
+import sys
 
-from pkbsim.cli._layout import check_node_layout
-from pkbsim.cli.errors import UsageError
+from pkb.cli._layout import check_node_layout
+from pkb.errors import UsageError
 
 
 def add_parser(sub) -> None:
@@ -78,7 +79,8 @@ def run(args) -> int:
                      gpus_per_node=args.gpus_per_node, db=os.path.abspath(args.db), backend=args.backend,
                      preset=args.preset, timeout=args.timeout, port=args.port, label=args.label,
                      time_limit=args.time_limit, partition=args.partition, account=args.account,
-                     job_name=args.job_name, score_args=args.score_arg)
+                     job_name=args.job_name, score_args=args.score_arg,
+                     pkb=[sys.executable, "-m", "pkb.cli.main"])
     out = args.out or f"pkb-{task.slug}.sbatch"
     with open(out, "w") as f:
         f.write(sbatch_script(plan))

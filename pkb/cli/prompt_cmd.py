@@ -61,8 +61,8 @@ def build(task, backend: str, topo) -> str:
 
 
 def run(args) -> int:
-    from pkbsim.cli.tasks_cmd import task_or_usage
-    from pkbsim.cli.topo_cmd import load
+    from pkb.cli.tasks_cmd import task_or_usage
+    from pkb.resolve import load
 
     task = task_or_usage(args.task)
     text = build(task, args.backend, load(args.topology))

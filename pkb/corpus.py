@@ -65,7 +65,7 @@ def load_corpus(root: str) -> list[Case]:
 
 def run_options(case: Case, world_size: int, timeout: float = 60.0) -> RunOptions:
     """The header's `options` are `pkb check` flags: parse them the way the command does."""
-    from pkbsim.cli import check_cmd
+    from pkb.cli import check_cmd
     try:
         args = check_cmd.parse(["--timeout", str(timeout), *case.options, case.path])
     except SystemExit:

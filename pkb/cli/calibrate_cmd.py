@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 
-from pkbsim.cli.errors import UsageError
+from pkb.errors import UsageError
 
 
 def add_parser(sub) -> None:

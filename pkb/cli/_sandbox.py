@@ -7,11 +7,12 @@ import sys
 import tempfile
 
 import candidate_sandbox as sandbox
-from pkbsim.cli.errors import UsageError
+from pkb.errors import UsageError
 from pkbsim.ptx.compile import cache_root
 
 WRAPPED = {"screen": False, "check": True}  # command -> whether the sandbox is opt-in (--sandbox) for it
 OUTPUT_OPTIONS = ("--timeline", "--trace")  # their value is a file the command writes
+PKB = [sys.executable, "-c", "import sys; from pkb.cli.main import main; sys.exit(main())"]  # `pkb`, again inside
 
 
 def add_sandbox_argument(p, opt_in: bool = False) -> None:
@@ -52,7 +53,7 @@ def run_wrapped(argv: list[str]) -> int | None:
         elif os.path.exists(value):
             readable.add(value if os.path.isdir(value) else os.path.dirname(os.path.abspath(value)))
     try:
-        return sandbox.run_inside(argv, [cache_root(), *sorted(writable)], sorted(readable))
+        return sandbox.run_inside([*PKB, *argv], [cache_root(), *sorted(writable)], sorted(readable))
     except sandbox.SandboxUnavailable as e:
         print(f"pkb {cmd}: error: {e}", file=sys.stderr)
         return 2

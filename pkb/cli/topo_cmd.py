@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import json
 
+from pkb.resolve import load
+
 
 def add_parser(sub) -> None:
     p = sub.add_parser("topo", help="list and show machine topologies",
@@ -19,20 +21,8 @@ def add_parser(sub) -> None:
     p.set_defaults(run=run)
 
 
-def load(name: str, nodes: int | None = None):
-    """A topology for a CLI command: TopologyError becomes a one-line usage error."""
-    from pkbsim.cli.errors import UsageError
-    from pkbsim.timing.schema import TopologyError
-    from pkbsim.timing.topology import load_topology
-
-    try:
-        return load_topology(name, nodes)
-    except TopologyError as e:
-        raise UsageError(str(e)) from None
-
-
 def run(args) -> int:
-    from pkbsim.cli.errors import UsageError
+    from pkb.errors import UsageError
 
     if args.topo_command == "list":
         return _list(args)
@@ -62,7 +52,7 @@ def _list(args) -> int:
 
 
 def _show(args) -> int:
-    from pkbsim.cli.errors import UsageError
+    from pkb.errors import UsageError
     from pkbsim.timing.describe import lines, plot, summary
 
     topo = load(args.name, args.nodes)

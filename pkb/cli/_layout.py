@@ -1,7 +1,7 @@
 """The rank-to-node layout a job over several nodes must share with the task it scores."""
 from __future__ import annotations
 
-from pkbsim.cli.errors import UsageError
+from pkb.errors import UsageError
 
 
 def check_node_layout(task, preset: str, nproc_per_node: int) -> None:

@@ -1,4 +1,4 @@
-"""`pkb`: the command line. Each subcommand is a module `pkbsim/cli/<name>_cmd.py` with
+"""`pkb`: the command line. Each subcommand is a module `pkb/cli/<name>_cmd.py` with
 `add_parser(subparsers)`; they are found here by name, so adding a command touches no other file.
 
 Exit codes: 0 success; 2 bad usage or input (one line on stderr naming the problem and the fix);
@@ -12,9 +12,16 @@ import pkgutil
 import os
 import sys
 
-import pkbsim.cli as cli_pkg
-from pkbsim.cli._sandbox import run_wrapped
-from pkbsim.cli.errors import UsageError
+import pkb.cli as cli_pkg
+from pkb.cli._sandbox import run_wrapped
+from pkb.errors import UsageError
+
+
+def _usage_errors() -> tuple[type[Exception], ...]:
+    """The errors that are the user's to fix (exit code 2, one line): our UsageError and the libraries'
+    errors that say so (imported only when something was raised: a command starts without them)."""
+    from pkbsim.screen.ray_executor import RayUnavailable
+    return UsageError, RayUnavailable
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -22,7 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for info in sorted(pkgutil.iter_modules(cli_pkg.__path__), key=lambda m: m.name):
         if info.name.endswith("_cmd"):
-            importlib.import_module(f"pkbsim.cli.{info.name}").add_parser(sub)
+            importlib.import_module(f"pkb.cli.{info.name}").add_parser(sub)
     return parser
 
 
@@ -38,15 +45,17 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return args.run(args)
-    except UsageError as e:
-        print(f"pkb {args.command}: error: {e}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
         print(f"pkb {args.command}: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:  # output piped into `head` and friends: not an error of ours
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except Exception as e:
+        if not isinstance(e, _usage_errors()):
+            raise
+        print(f"pkb {args.command}: error: {e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -4,8 +4,9 @@ from __future__ import annotations
 import html
 import os
 
-from pkbsim.report.collect import Report
-from pkbsim.report.svg import scatter, timeline
+from pkb.batch import summary_row, tally
+from pkb.report.collect import Report
+from pkb.report.svg import scatter, timeline
 
 CSS = """body{font-family:system-ui,sans-serif;margin:24px;color:#222}table{border-collapse:collapse;margin:12px 0}
 td,th{border:1px solid #ccc;padding:3px 8px;font-size:13px;text-align:left;vertical-align:top}
@@ -18,8 +19,6 @@ def _cell(x) -> str:
 
 
 def render(rep: Report, title: str = "pkb report") -> str:
-    from pkbsim.cli.run_cmd import summary_row, tally
-
     out = [(f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
            f"<style>{CSS}</style></head><body><h1>{html.escape(title)}</h1>")]
     out.append(f"<p id='summary'>{len(rep.rows)} candidates screened: {html.escape(tally(rep.rows))}.</p>")

@@ -26,8 +26,8 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from pkbsim.cli.errors import UsageError
-    from pkbsim.cli.topo_cmd import load
+    from pkb.errors import UsageError
+    from pkb.resolve import load
     from pkbsim.timing import chrome_trace
     from pkbsim.timing.replay import Replay
 

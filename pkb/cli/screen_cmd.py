@@ -6,10 +6,9 @@ import os
 import sys
 import tempfile
 
-from pkbsim.cli._sandbox import add_sandbox_argument
-from pkbsim.cli.errors import UsageError
-
-DEFAULT_TOPOLOGY = "hgx-h100"
+from pkb.cli._sandbox import add_sandbox_argument
+from pkb.errors import UsageError
+from pkb.resolve import DEFAULT_TOPOLOGY, default_topology, load, pick_world_size, pkb_tasks
 
 
 def add_parser(sub) -> None:
@@ -47,42 +46,13 @@ def add_pkb_arguments(p) -> None:
                    help=f"dtype of ParallelKernelBench inputs, as PKB's --dtype (default {DTYPES[0]})")
 
 
-def pkb_tasks(args, known: dict | None = None) -> dict[int, str]:
-    """Register the checkout's problems as tasks (PKB id -> slug); a bad checkout is a usage error."""
-    from pkbsim.screen.pkb_interop import PkbCheckoutError, register_pkb_tasks
-    if not getattr(args, "pkb_root", None):
-        return {}
-    try:
-        return register_pkb_tasks(args.pkb_root, known, getattr(args, "pkb_dtype", "bfloat16"))
-    except PkbCheckoutError as e:
-        raise UsageError(str(e)) from None
-
-
-def pick_world_size(task, requested: int | None, gpus: int) -> int:
-    if requested is not None:
-        if requested < 1 or not task.supports(requested):
-            raise UsageError(f"{task.slug} does not run at world size {requested} (it needs "
-                             f"{task.world_sizes.describe()}); pick another --world-size")
-        if requested > gpus:
-            raise UsageError(f"--world-size {requested} exceeds the topology's {gpus} GPUs; pick a larger "
-                             f"--topology (pkb topo list)")
-        return requested
-    for n in (8, 4, 2, *range(9, gpus + 1), 1):
-        if n <= gpus and task.supports(n):
-            return n
-    raise UsageError(f"{task.slug} needs {task.world_sizes.describe()} ranks; the topology has {gpus} GPUs: "
-                     f"pick a larger --topology")
-
-
 def options(args, task):
     """ScreenOptions from parsed arguments (shared with `pkb run`)."""
-    from pkbsim.cli.topo_cmd import load
     from pkbsim.screen.pipeline import ScreenOptions
 
     if args.margin <= 0 or args.timeout <= 0:
         raise_usage("--margin and --timeout must be positive")
-    topo_name = args.topology or (DEFAULT_TOPOLOGY if task.supports(8) or task.supports(2) else "h100-ib-2node")
-    topo = load(topo_name)
+    topo = load(args.topology or default_topology(task))
     seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "little")
     return ScreenOptions(pick_world_size(task, args.world_size, topo.num_gpus), topo, seed, args.margin,
                          args.timeout, cost=not args.no_cost)
@@ -94,7 +64,7 @@ def raise_usage(msg: str):
 
 def task_of(args):
     """The task named by --task, or (with --pkb-root) the PKB problem the candidate's file name names."""
-    from pkbsim.cli.tasks_cmd import task_or_usage
+    from pkb.cli.tasks_cmd import task_or_usage
     from pkbsim.screen.discover import pkb_task_for
 
     pkb_ids = pkb_tasks(args)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 import os
 
-from pkbsim.cli.errors import UsageError
+from pkb.errors import UsageError
 
 
 def add_parser(sub) -> None:
@@ -21,8 +21,8 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from pkbsim.cli.run_cmd import print_table
-    from pkbsim.report.collect import collect
+    from pkb.cli._table import print_table
+    from pkb.report.collect import collect
 
     if not os.path.isfile(args.db):
         raise UsageError(f"no results store at {args.db}; run `pkb run` first or pass --db FILE")
@@ -30,7 +30,7 @@ def run(args) -> int:
     if args.timeline:
         return _timeline(rep, args)
     if args.html:
-        from pkbsim.report.html_page import render
+        from pkb.report.html_page import render
         with open(args.html, "w") as f:
             f.write(render(rep, f"pkb report: {os.path.basename(args.db)}"))
     if args.json:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 
-from pkbsim.cli.errors import UsageError
+from pkb.errors import UsageError
 
 
 def add_parser(sub) -> None:

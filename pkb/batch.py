@@ -1,0 +1,167 @@
+"""A batch run (`pkb run`): plan the screening jobs, resume from the store, screen the rest in worker
+processes (local or Ray), score the survivors on this node, and summarise the rows.
+
+The orchestration of a batch, apart from the command that parses its arguments and renders its results
+(pkb/cli/run_cmd.py) and the report that reads them back (pkb/report).
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable
+
+from pkb.errors import UsageError
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BUILT_IN = [os.path.join(ROOT, "tasks", "solutions"), os.path.join(ROOT, "tests", "broken_candidates")]
+TIMELINES = "pkb_timelines"  # beside the results file
+
+
+def plan(args) -> tuple[list[dict], list[str]]:
+    """The screening jobs for the arguments, and the files that could not be paired with a task.
+
+    `args` carries candidates, tasks, pkb_root, pkb_dtype, topology, world_size, seed, margin, timeout,
+    no_cost and db (the `pkb run` arguments)."""
+    from pkb.resolve import default_topology, load, pick_world_size, pkb_tasks
+    from pkbsim.screen.discover import candidate_files, pair
+    from tasks.registry import all_tasks, get
+
+    paths = args.candidates or [p for p in BUILT_IN if os.path.isdir(p)]
+    files, missing = candidate_files(paths)
+    if missing:
+        raise UsageError(f"not found: {', '.join(missing)}; pass candidate files or folders")
+    if not files:
+        raise UsageError(f"no .py candidates in {', '.join(paths)}")
+    tasks = {t.slug: t for t in all_tasks()}
+    pkb_ids = pkb_tasks(args, tasks)
+    only = None
+    if args.tasks:
+        only = [_known(s, tasks) for s in args.tasks]
+    pairs, unknown = pair(files, set(tasks), only, pkb_ids)
+    seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "little")
+    timelines = timelines_dir(args.db)
+    jobs = []
+    for j in pairs:
+        task = tasks.get(j.task) or get(j.task)
+        topo = load(args.topology or default_topology(task))
+        try:
+            ws = pick_world_size(task, args.world_size, topo.num_gpus)
+        except UsageError as e:
+            unknown.append(f"{os.path.basename(j.candidate)}: {e}")
+            continue
+        jobs.append({"task": task.slug, "candidate": j.candidate, "world_size": ws, "topology": topo.name,
+                     "seed": seed, "margin": args.margin, "timeout": args.timeout,
+                     "timeline": os.path.join(timelines, timeline_name(task.slug, j.candidate)),
+                     "pkb_root": args.pkb_root, "pkb_dtype": args.pkb_dtype, "cost": not args.no_cost})
+    return jobs, unknown
+
+
+def timelines_dir(db: str) -> str:
+    """Where the batch writes its simulated timelines: beside the results file."""
+    return os.path.join(os.path.dirname(os.path.abspath(db)), TIMELINES)
+
+
+def timeline_name(task: str, candidate: str) -> str:
+    """The timeline's file name: two candidates with the same file name in different folders get two files."""
+    where = hashlib.sha256(os.path.abspath(candidate).encode()).hexdigest()[:8]
+    return f"{task}.{os.path.basename(candidate)[:-3]}.{where}.json"
+
+
+def _known(slug: str, tasks: dict) -> str:
+    from tasks.registry import TaskError, get
+    if slug in tasks:
+        return slug
+    try:
+        return get(slug).slug
+    except TaskError as e:
+        raise UsageError(str(e)) from None
+
+
+def open_store(db: str):
+    """The screen's results store (and the timelines' folder beside it)."""
+    from pkbsim.screen.store import ScreenStore
+
+    os.makedirs(timelines_dir(db), exist_ok=True)
+    return ScreenStore(db)
+
+
+def resume(jobs: list[dict], store, fresh: bool) -> tuple[dict, list[dict]]:
+    """The stored results of the jobs, by (task, candidate), and the jobs still to screen; each job gets
+    its content key ("sha") here."""
+    from pkbsim.screen.store import file_sha
+
+    results, todo = {}, []
+    for job in jobs:
+        # the inputs' dtype decides a ParallelKernelBench result as much as the file does
+        job["sha"] = (file_sha(job["candidate"]) + (f":{job['pkb_dtype']}" if job["pkb_root"] else "")
+                      + ("" if job["cost"] else ":no-cost"))
+        done = None if fresh else store.get(job["task"], job["sha"], job["world_size"], job["topology"])
+        if done:  # the same content may have been screened under another name
+            results[(job["task"], job["candidate"])] = dict(done, candidate=job["candidate"])
+        else:
+            todo.append(job)
+    return results, todo
+
+
+def screen(todo: list[dict], store, results: dict, *, executor: str, workers: int, time_limit: float,
+           memory_gb: float, sandboxed: Callable[[], bool], on_result: Callable[[dict], None]) -> None:
+    """Screen the jobs in worker processes (local, or on Ray); each result goes into the store and
+    `results` as it arrives, then to `on_result`. `sandboxed` is asked once, just before local workers start."""
+
+    def collect(res: dict) -> None:
+        sha = next(j["sha"] for j in todo if j["candidate"] == res["candidate"] and j["task"] == res["task"])
+        store.put(sha, res)
+        results[(res["task"], res["candidate"])] = res
+        on_result(res)
+
+    if executor == "ray":
+        from pkbsim.screen.ray_executor import run_ray
+        run_ray(todo, time_limit, memory_gb, collect)
+    else:
+        from pkbsim.screen.pool import run_local
+        run_local(todo, workers, time_limit, memory_gb, collect, sandboxed=sandboxed())
+
+
+def in_order(jobs: list[dict], results: dict) -> list[dict]:
+    """The results, one row per job that has one, in the jobs' order."""
+    return [results[(j["task"], j["candidate"])] for j in jobs if (j["task"], j["candidate"]) in results]
+
+
+def score(rows: list[dict], db: str, correctness_only: bool = False,
+          on_start: Callable[[dict, int, str], None] | None = None) -> dict:
+    """Score the survivors (pass and inconclusive) on this node: NCCL on its GPUs, gloo on the CPU where
+    there are none. `on_start(row, nproc, backend)` hears of each score before it starts."""
+    import torch
+
+    from hwbackend.score import Protocol, score
+    from pkbsim.screen.result import Verdict
+
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    backend = "nccl" if gpus else "gloo"
+    out = {}
+    for r in rows:
+        if not Verdict(r["verdict"]).goes_to_hardware:
+            continue
+        nproc = min(r["world_size"], gpus) if gpus else r["world_size"]
+        if on_start:
+            on_start(r, nproc, backend)
+        protocol = Protocol(preset="full" if backend == "nccl" else "screen", correctness_only=correctness_only)
+        out[r["candidate"]] = score(r["task"], r["candidate"], nproc, backend, protocol, db=db, resume=True)
+    return out
+
+
+def summary_row(r: dict, score: dict | None = None) -> dict:
+    """One table row per candidate (shared by `pkb run` and `pkb report`)."""
+    p = r.get("predicted") or {}
+    reason = r["reasons"][0] if r.get("reasons") else None
+    return {"task": r["task"], "candidate": os.path.basename(r["candidate"]), "verdict": r["verdict"],
+            "stage": r["stage"], "reason": f"{reason['kind']}: {reason['message']}" if reason else "",
+            "predicted": p.get("speedup"), "bottleneck": p.get("bottleneck", ""), "uncertain": p.get("uncertain"),
+            "measured": (score or {}).get("speedup"), "hw_status": (score or {}).get("status", "")}
+
+
+def tally(rows: list[dict]) -> str:
+    """'N passed, N inconclusive (...), N rejected' (shared by `pkb run` and `pkb report`)."""
+    n = {v: sum(r["verdict"] == v for r in rows) for v in ("pass", "inconclusive", "reject")}
+    return (f"{n['pass']} passed, {n['inconclusive']} inconclusive (a limit of pkb: scored on hardware like a pass), "
+            f"{n['reject']} rejected")

@@ -1,0 +1,20 @@
+"""The batch's table on a terminal (shared by `pkb run` and `pkb report`)."""
+from __future__ import annotations
+
+from pkb.batch import summary_row, tally
+
+
+def print_table(rows: list[dict], scores: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title=f"pkb run: {len(rows)} candidates", show_lines=False)
+    for col in ("task", "candidate", "verdict", "stage", "predicted", "bottleneck", "measured", "reason"):
+        t.add_column(col, overflow="fold")
+    for r in rows:
+        s = summary_row(r, scores.get(r["candidate"]))
+        pred = "" if s["predicted"] is None else f"{s['predicted']:.2f}x" + ("?" if s["uncertain"] else "")
+        meas = "" if s["measured"] is None else f"{s['measured']:.2f}x ({s['hw_status']})"
+        t.add_row(s["task"], s["candidate"], s["verdict"], s["stage"], pred, s["bottleneck"], meas, s["reason"][:90])
+    Console(width=max(160, Console().width)).print(t)
+    print(f"{tally(rows)}; '?' marks an uncertain prediction")

@@ -1,0 +1,99 @@
+"""`pkb run`: screen a batch of candidates in parallel, optionally score the survivors on this node's GPUs."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+from pkb import batch
+from pkb.cli._sandbox import add_sandbox_argument, sandbox_ready
+from pkb.cli._table import print_table
+from pkb.cli.screen_cmd import add_pkb_arguments
+from pkb.errors import UsageError
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("run", help="screen a batch of candidates (and score the survivors)",
+                       description="Screen candidate files (or folders of them, named by task) in parallel worker "
+                                   "processes; results go row by row into the SQLite store, so a stopped run resumes. "
+                                   "Without CANDIDATES: the known-good solutions and the broken-candidate set. "
+                                   "Verdicts: pass, reject (the candidate's fault), inconclusive (a limit of pkb, "
+                                   "named; scored on hardware like a pass). Exit: 0 done, 2 bad usage.")
+    p.add_argument("candidates", nargs="*", help="candidate files or folders (default: the built-in set)")
+    p.add_argument("--tasks", nargs="+", metavar="SLUG", help="only these tasks (one SLUG: every file is for it)")
+    p.add_argument("--topology", metavar="NAME", help="machine to predict on (default hgx-h100; h100-ib-2node "
+                                                      "for tasks of more than 8 ranks)")
+    p.add_argument("--world-size", type=int, metavar="N", help="ranks (default: 8 where the task allows it)")
+    p.add_argument("--margin", type=float, default=0.8, help="reject below this predicted speed-up")
+    p.add_argument("--seed", type=int, default=None, help="input seed for the whole batch (default: random)")
+    p.add_argument("--timeout", type=float, default=120.0, metavar="S", help="limit per simulated run")
+    p.add_argument("--time-limit", type=float, default=600.0, metavar="S", help="limit per candidate's screen")
+    p.add_argument("--memory-gb", type=float, default=12.0, help="address-space limit per worker process")
+    p.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1), metavar="K",
+                   help="parallel screening processes")
+    p.add_argument("--executor", choices=("local", "ray"), default="local",
+                   help="local processes, or a Ray cluster (RAY_ADDRESS; `pip install 'pkb[ray]'`)")
+    p.add_argument("--no-cost", action="store_true", help="stop each screen after the functional stage")
+    p.add_argument("--score", action="store_true",
+                   help="score the candidates that pass or are inconclusive on this node (pkb score)")
+    p.add_argument("--correctness-only", action="store_true",
+                   help="with --score: correctness trials only, no timing (hardware status 'correct')")
+    add_pkb_arguments(p)
+    p.add_argument("--db", default=os.environ.get("PKB_DB", "pkb_results.sqlite"), help="SQLite results file")
+    p.add_argument("--fresh", action="store_true", help="screen again even where the store has a result")
+    p.add_argument("--json", action="store_true", help="print the batch's results as one JSON object")
+    add_sandbox_argument(p)
+    p.set_defaults(run=run)
+
+
+def run(args) -> int:
+    if args.workers < 1 or args.time_limit <= 0 or args.margin <= 0:
+        raise UsageError("--workers, --time-limit and --margin must be positive")
+    jobs, unpaired = batch.plan(args)
+    for msg in unpaired:
+        print(f"pkb run: skipped {msg}", file=sys.stderr)
+    store = batch.open_store(args.db)
+    results, todo = batch.resume(jobs, store, args.fresh)
+    progress = _Progress(len(jobs), len(results), quiet=args.json)
+    batch.screen(todo, store, results, executor=args.executor, workers=args.workers, time_limit=args.time_limit,
+                 memory_gb=args.memory_gb, sandboxed=lambda: sandbox_ready(args), on_result=progress.advance)
+    progress.close()
+    rows = batch.in_order(jobs, results)
+    scores = batch.score(rows, args.db, args.correctness_only, None if args.json else _scoring) if args.score else {}
+    if args.json:
+        print(json.dumps({"db": os.path.abspath(args.db), "results": rows, "scores": scores,
+                          "skipped": unpaired}, indent=1))
+    else:
+        print_table(rows, scores)
+    return 0
+
+
+def _scoring(r: dict, nproc: int, backend: str) -> None:
+    print(f"pkb run: scoring {os.path.basename(r['candidate'])} for {r['task']} on {nproc} ranks ({backend})",
+          file=sys.stderr)
+
+
+class _Progress:
+    """A progress bar on a terminal, one line per candidate otherwise."""
+
+    def __init__(self, total: int, done: int, quiet: bool):
+        self.total, self.done, self.quiet, self.bar = total, done, quiet, None
+        if not quiet and sys.stderr.isatty():
+            from rich.progress import Progress
+            self.bar = Progress(transient=True)
+            self.bar.start()
+            self.task = self.bar.add_task("screening", total=total, completed=done)
+        elif not quiet and done:
+            print(f"pkb run: {done} of {total} already in the store", file=sys.stderr)
+
+    def advance(self, res: dict) -> None:
+        self.done += 1
+        if self.bar:
+            self.bar.update(self.task, advance=1, description=f"screened {os.path.basename(res['candidate'])}")
+        elif not self.quiet:
+            print(f"[{self.done}/{self.total}] {res['task']}: {os.path.basename(res['candidate'])}: {res['verdict']} "
+                  f"({res['stage']})", file=sys.stderr)
+
+    def close(self) -> None:
+        if self.bar:
+            self.bar.stop()
