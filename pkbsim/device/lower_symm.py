@@ -12,6 +12,8 @@ import torch
 from pkbsim.device.accesses import byte_runs
 from pkbsim.device.ir import Event
 from pkbsim.device.protocol import device_state, emit
+from pkbsim.symm.allocations import state as symm_state
+from pkbsim.symm.allocations import storage_key
 from pkbsim.world.comms import is_fake
 
 
@@ -38,11 +40,6 @@ def on_symm_op(ctx, name: str, site: str) -> None:
 
 def on_host_access(ctx, reads: list[torch.Tensor], writes: list[torch.Tensor], what: str, site_fn) -> None:
     """Host tensor ops on symmetric buffers become get/put events (and are checked for races)."""
-    from pkbsim.symm.handle import (  # the symm package imports this one
-        state as symm_state,
-    )
-    from pkbsim.symm.handle import storage_key
-
     if any(map(is_fake, reads)) or any(map(is_fake, writes)):
         return  # a shape run: no data and no addresses, so nothing to order (the screen-size run checked it)
     by_storage = symm_state(ctx.world).by_storage

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from pkbsim.symm.handle import Allocation, SymmState
+    from pkbsim.symm.allocations import Allocation, SymmState
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,6 +11,7 @@ from collections import defaultdict
 from pkbsim.device.ir import Event, ProtocolLog
 from pkbsim.device.memory_map import MemoryMap
 from pkbsim.device.races import RaceDetector
+from pkbsim.symm.allocations import state as symm_state
 from pkbsim.world.findings import Finding
 from pkbsim.world.world import SimAbort
 
@@ -20,10 +21,6 @@ _ACQUIRING = {"acquire", "acq_rel"}
 
 class DeviceState:
     def __init__(self, world):
-        from pkbsim.symm.handle import (
-            state as symm_state,  # the symm package imports this one
-        )
-
         self.world = world
         self.memory = MemoryMap(symm_state(world))
         self.log = ProtocolLog(world.size)

@@ -9,13 +9,13 @@ wait-for check, so a wait that nothing will satisfy is reported, never hung.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field
 
 import torch
 
 from pkbsim.device import lower_symm
+from pkbsim.symm.allocations import Allocation, SymmState, state, storage_key  # noqa: F401 - also this module's API
 from pkbsim.world.clocks import happens_before
-from pkbsim.world.comms import behind_the_program, is_fake
+from pkbsim.world.comms import behind_the_program
 from pkbsim.world.context import require
 from pkbsim.world.findings import Finding
 from pkbsim.world.sites import user_site
@@ -24,41 +24,6 @@ from pkbsim.world.world import SimAbort, Wait
 SIGNAL_PAD_BYTES = 9216  # torch's default (get_signal_pad_size)
 MULTICAST_BASE = 1 << 56  # above every user-space pointer (x86-64: < 2**47), below the PTX interpreter's windows
 _multicast_slots = itertools.count()  # one 2**40-byte address range per handle that asks for one
-
-
-@dataclass(eq=False)
-class Allocation:
-    rank: int
-    tensor: torch.Tensor
-    pad: torch.Tensor  # uint32 words
-    # per slot: (signalling rank, group name, clock of the put) and (writing rank, clock, site) of host writes
-    signals: dict[int, tuple[int, str, tuple, str]] = field(default_factory=dict)
-    host_writes: dict[int, tuple[int, tuple, str]] = field(default_factory=dict)
-
-
-class SymmState:
-    """Per-world registry: storage key -> allocation, pad storage key -> allocation."""
-
-    def __init__(self):
-        self.by_storage: dict[int, Allocation] = {}
-        self.by_pad: dict[int, Allocation] = {}
-        self.handles: dict[tuple[int, str], "SimSymmetricMemory"] = {}
-
-
-def storage_key(t: torch.Tensor) -> int:
-    """Identity of a tensor's memory: its storage address; in a shape run, where every fake storage is at
-    address 0, the storage object itself (views made with set_ share it)."""
-    try:
-        st = t.untyped_storage()
-        return st._cdata if is_fake(t) else st.data_ptr()
-    except (RuntimeError, NotImplementedError):
-        return id(t)
-
-
-def state(world) -> SymmState:
-    if not hasattr(world, "symm"):
-        world.symm = SymmState()
-    return world.symm
 
 
 class SimSymmetricMemory:
