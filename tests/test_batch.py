@@ -135,6 +135,17 @@ def check_report(db: str, tmp_path, capsys) -> None:
     assert dom.count("class=\"row\"") == 3 and "<svg" in dom and "3 candidates screened" in dom
 
 
+def test_ray_missing_is_one_line_and_exit_code_2(batch, tmp_path, capsys, monkeypatch):
+    """The Ray executor raises its own library error; the command line alone makes it a usage error."""
+    import sys
+    monkeypatch.setitem(sys.modules, "ray", None)  # as if not installed
+    code = main(["run", str(batch / "all_reduce__reference.py"), "--executor", "ray", "--world-size", "2",
+                 "--db", str(tmp_path / "r.sqlite")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.strip().splitlines()[-1] == (
+        "pkb run: error: --executor ray needs Ray: pip install 'pkb[ray]' (or use --executor local)")
+
+
 @pytest.mark.slow
 def test_ray_executor_screens_on_a_local_instance(batch, tmp_path, capsys):
     ray = pytest.importorskip("ray")

@@ -164,6 +164,16 @@ def test_no_new_circle_through_function_local_imports():
     assert all(any(c <= k for k in KNOWN_CIRCLES) for c in found), found
 
 
+def test_the_shells_library_part_imports_no_command():
+    """pkb/batch, pkb/report, pkb/resolve and pkb/errors are what the commands call: they import no module of
+    pkb/cli. (pkb/corpus reads its headers' `pkb check` flags with that command's own parser.)"""
+    files = modules(ROOT, "pkb")
+    found = [f"{i.source} imports {i.target} at line {i.line}"
+             for name, path in files.items() if not name.startswith("pkb.cli") and name != "pkb.corpus"
+             for i in imports_of(name, path, set(files)) if i.target.startswith("pkb.cli")]
+    assert not found, found
+
+
 def test_every_package_of_ours_is_checked():
     """A new top-level package of ours gets a rule here, or it escapes the check."""
     ours = {d for d in os.listdir(ROOT) if os.path.isfile(os.path.join(ROOT, d, "__init__.py"))}
