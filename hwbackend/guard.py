@@ -17,7 +17,7 @@ import torch
 import torch.distributed as dist
 
 import tasks.api as task_api
-from tasks.api import flat_tensors
+from tasks.api import aliased_outputs, flat_tensors
 
 # (module or class, attribute) pairs a cheating candidate might replace to fake time or results
 WATCHED = [
@@ -92,25 +92,12 @@ def output_problems(outputs: tuple, inputs, tensors_only: bool = True) -> list[s
     """Outputs must be plain dense tensors that do not alias an input (with tensors_only=False, as
     ParallelKernelBench allows, other values may stand beside the tensors, nested in lists and dicts)."""
     problems = []
-    in_ptrs = {t.untyped_storage().data_ptr() for t in flat_tensors(inputs) if t.numel()}
     for i, o in enumerate(outputs):
         if not isinstance(o, torch.Tensor) and tensors_only:
             problems.append(f"output {i} is {type(o).__name__}, not a tensor")
-        for t in _nested_tensors(o):
-            if type(t) is not torch.Tensor:
-                problems.append(f"output {i} is a tensor subclass ({type(t).__name__})")
-            elif t.numel() and t.untyped_storage().data_ptr() in in_ptrs:
-                problems.append(f"output {i} aliases an input")
-    return problems
-
-
-def _nested_tensors(x) -> list:
-    """The tensors in an output: itself, or those nested in its lists, tuples and dict values."""
-    if isinstance(x, torch.Tensor):
-        return [x]
-    if isinstance(x, dict):
-        x = list(x.values())
-    return [t for y in x for t in _nested_tensors(y)] if isinstance(x, (list, tuple)) else []
+        problems += [f"output {i} is a tensor subclass ({type(t).__name__})" for t in flat_tensors(o)
+                     if type(t) is not torch.Tensor]
+    return problems + [f"output {i} aliases an input" for i in aliased_outputs(outputs, inputs)]
 
 
 GUARD_METHODS = ("start_timer", "stop_timer", "tampered", "threads", "poison_allocator")

@@ -6,6 +6,7 @@ task's make_inputs, keeps a copy of them, calls the function and keeps its outpu
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import os
 from collections.abc import Callable
@@ -15,11 +16,11 @@ import torch
 import torch.distributed as dist
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from pkbsim.world.comms import behind_the_program
+from pkbsim.world.comms import behind_the_program, is_fake
 from pkbsim.world.launcher import RunOptions, RunResult, run_ranks
 from pkbsim.world.ops_mode import ensure_ops_mode
 from pkbsim.world.trace import records_doc
-from tasks.api import TaskContext, as_outputs, compare
+from tasks.api import TaskContext, aliased_outputs, as_outputs, compare, flat_tensors
 from tasks.registry import TaskSpec
 
 
@@ -39,6 +40,8 @@ class CallResult:
     inputs: list   # per rank, copied before the call
     outputs: list  # per rank
     records: list  # per rank: the trace records of this call (with record_compute)
+    aliased: list  # per rank: indices of the outputs that share memory with the call's inputs
+    mutated: list  # per rank: whether the call changed its inputs (None: inputs too large to check)
 
     @property
     def complete(self) -> bool:
@@ -120,7 +123,7 @@ def run_calls(task: TaskSpec, calls: list[Call], world_size: int, *, seed: int =
     ranks. Each call's trace records are kept apart, and the trace covers the calls only, as timing does.
     With `keep_inputs=False` no copy of the inputs is kept (CallResult.inputs stays None): a caller that
     compares outputs only saves a copy of every call's inputs, all ranks', for the whole run."""
-    results = [CallResult([None] * world_size, [None] * world_size, [None] * world_size) for _ in calls]
+    results = [CallResult(*([None] * world_size for _ in range(5))) for _ in calls]
     raised: list[Raised] = []
 
     def body(ctx) -> None:
@@ -149,6 +152,7 @@ def run_calls(task: TaskSpec, calls: list[Call], world_size: int, *, seed: int =
                     # the rank's ops mode must sit under the call's PoisonEmpty: pushed during the call (at a first
                     # side stream or symm_mem allocation), it was popped by PoisonEmpty's exit, unseen
                     ensure_ops_mode(ctx)
+                before = input_digest(args)
                 with PoisonEmpty() if poison else contextlib.nullcontext():
                     out = fn(*args)
             except Exception as e:
@@ -156,12 +160,32 @@ def run_calls(task: TaskSpec, calls: list[Call], world_size: int, *, seed: int =
                 raise
             ctx.trace.enabled = False
             results[i].outputs[ctx.rank] = _copy(as_outputs(out))
+            results[i].aliased[ctx.rank] = aliased_outputs(as_outputs(out), args)
+            results[i].mutated[ctx.rank] = None if before is None else input_digest(args) != before
             results[i].records[ctx.rank], ctx.trace.records = ctx.trace.records, []
         dist.destroy_process_group()
 
     opts = RunOptions(nproc=world_size, timeout=timeout, output=output or io.StringIO(), no_comm=no_comm,
                       shape_run=preset == "full", record_compute=record_compute)
     return TaskRun(run_ranks(body, opts), results, raised)
+
+
+DIGEST_LIMIT = 64 << 20  # bytes of inputs per rank and call beyond which a change is not looked for
+
+
+def input_digest(args) -> str | None:
+    """A digest of the call's input tensors (None when they are larger than DIGEST_LIMIT or not real)."""
+    tensors = [t for t in flat_tensors(args) if t.layout == torch.strided]
+    if any(is_fake(t) for t in tensors) or sum(t.numel() * t.element_size() for t in tensors) > DIGEST_LIMIT:
+        return None
+    h = hashlib.sha1()
+    try:
+        with behind_the_program():
+            for t in tensors:
+                h.update(t.detach().contiguous().view(-1).view(torch.uint8).numpy().tobytes())
+    except (RuntimeError, TypeError, NotImplementedError):  # fake or otherwise unreadable tensors
+        return None
+    return h.hexdigest()
 
 
 def mismatches(task: TaskSpec, outs: list, refs: list) -> list[str]:

@@ -141,12 +141,22 @@ def warm_up(groups, device: torch.device) -> None:
 
 
 def flat_tensors(x: Any) -> list[torch.Tensor]:
-    """The tensors in a (nested) tuple or list of inputs or outputs, in order."""
+    """The tensors in (nested) tuples, lists and dict values of inputs or outputs, in order."""
     if isinstance(x, torch.Tensor):
         return [x]
+    if isinstance(x, dict):
+        x = list(x.values())
     if isinstance(x, (list, tuple)):
         return [t for y in x for t in flat_tensors(y)]
     return []
+
+
+def aliased_outputs(outputs: tuple, inputs: Any) -> list[int]:
+    """Indices of the top-level outputs that hold a tensor sharing memory with an input tensor (a scorer
+    takes that as an integrity violation unless the reference does it too)."""
+    storages = {t.untyped_storage().data_ptr() for t in flat_tensors(inputs) if t.numel()}
+    return [i for i, o in enumerate(outputs)
+            if any(t.numel() and t.untyped_storage().data_ptr() in storages for t in flat_tensors(o))]
 
 
 def as_outputs(result: Any) -> tuple:

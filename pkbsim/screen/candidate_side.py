@@ -43,6 +43,8 @@ class CandidateJob:
 @dataclass
 class CandidateReport:
     outputs: list = field(default_factory=list)         # per call, per rank: outputs (None: did not return)
+    aliased: list = field(default_factory=list)         # per call, per rank: outputs sharing memory with inputs
+    mutated: list = field(default_factory=list)         # per call, per rank: whether the call changed its inputs
     findings: list = field(default_factory=list)        # the simulator's findings (JSON)
     reasons: list = field(default_factory=list)         # Reasons: the candidate's faults the run showed
     limit: Reason | None = None                         # pkb's limit that left the run inconclusive
@@ -125,6 +127,8 @@ def _calls(task: TaskSpec, session: Session, job: CandidateJob, load, rep: Candi
                         keep_inputs=False)
     rep.findings = [f.to_json() for f in run.result.findings]
     rep.outputs = [[plain(o) for o in c.outputs] for c in run.calls]
+    rep.aliased = [c.aliased for c in run.calls]
+    rep.mutated = [c.mutated for c in run.calls]
     # the session's own NotSimulated is recorded where it is raised
     for lim in filter(None, (limit_of(r.error) for r in run.raised if not isinstance(r.error, NotSimulated))):
         session.limit(lim)

@@ -39,6 +39,8 @@ class ReferenceFailed(Exception):
 class ReferenceRun:
     """The reference's trials, run in the screening (parent) process."""
     outputs: list = field(default_factory=list)  # per trial, per rank (plain data, as the candidate's)
+    aliased: list = field(default_factory=list)  # per trial, per rank: outputs sharing memory with inputs
+    mutated: list = field(default_factory=list)  # per trial, per rank: whether the call changed its inputs
     limit: Reason | None = None                  # pkb's limit that kept the reference from finishing
     trace: dict | None = None                    # trial 1 at screen size, with `record`
     shape: tuple | None = None                   # (full-size trace or None, why not), with `shape`
@@ -92,18 +94,46 @@ def _reference_run(task: TaskSpec, world_size: int, seed: int, timeout: float, r
                                   f"{f[0].message if f else run.result.verdict}")
         return out
     out.outputs = [[plain(o) for o in c.outputs] for c in run.calls]
+    out.aliased = [c.aliased for c in run.calls]
+    out.mutated = [c.mutated for c in run.calls]
     if record:
         out.trace = run.calls[1].trace(task, "screen")
     return out
 
 
-def judge(task: TaskSpec, ref: ReferenceRun, cand_outputs: list, solution_site: str) -> Functional:
-    """Every candidate call's outputs against the reference trial whose inputs it had."""
-    for i, outs in enumerate(cand_outputs):
+def judge(task: TaskSpec, ref: ReferenceRun, cand) -> Functional:
+    """Every candidate call's outputs against the reference trial whose inputs it had; then the GPU scorer's
+    integrity checks, where the reference does not do the same: an output sharing memory with the call's
+    inputs, a call that changes its inputs (a correct answer is still not accepted there). `cand` is the
+    candidate process's CandidateReport."""
+    for i, outs in enumerate(cand.outputs):
         wrong = mismatches(task, outs, ref.outputs[i % TRIALS])
         if wrong:
-            return Functional([Reason("wrong_output", f"{_which(i)}: {m}", solution_site) for m in wrong[:3]], False)
+            return Functional([Reason("wrong_output", f"{_which(i)}: {m}", cand.solution_site) for m in wrong[:3]],
+                              False)
+    for i in range(len(cand.outputs)):
+        for rank in range(len(cand.outputs[i])):
+            problem = _integrity(_at(cand.aliased, i, rank), _at(ref.aliased, i % TRIALS, rank),
+                                 _at(cand.mutated, i, rank), _at(ref.mutated, i % TRIALS, rank))
+            if problem:
+                kind, what = problem
+                return Functional([Reason(kind, f"{_which(i)}: rank {rank}: {what} (the reference does not): the GPU "
+                                                f"scorer rejects it as an integrity violation", cand.solution_site)],
+                                  True)
     return Functional(correct=True)
+
+
+def _at(per_call: list, i: int, rank: int):
+    return per_call[i][rank] if i < len(per_call) and rank < len(per_call[i]) else None
+
+
+def _integrity(aliased, ref_aliased, mutated, ref_mutated) -> tuple[str, str] | None:
+    extra = sorted(set(aliased or ()) - set(ref_aliased or ()))
+    if extra:
+        return "aliased_output", f"output {extra[0]} shares memory with an input; return new memory"
+    if mutated and ref_mutated is False:
+        return "modified_input", "the call changed its inputs; work on a copy"
+    return None
 
 
 def _which(i: int) -> str:

@@ -90,7 +90,7 @@ def screen(task: TaskSpec, path: str, opts: ScreenOptions, spawner=None) -> Scre
         return res.inconclusive("functional", rep.limit)
     if rep.reasons:
         return res.reject("functional", rep.reasons)
-    fn = judge(task, ref, rep.outputs, rep.solution_site)
+    fn = judge(task, ref, rep)
     res.correct = fn.correct
     if fn.reasons:
         return res.reject("functional", fn.reasons)

@@ -26,7 +26,8 @@ class Verdict(StrEnum):
 
 @dataclass
 class Reason:
-    kind: str       # reject: compile_error, signature, tampering, deadlock, mismatch, error, wrong_output, slower, ...
+    kind: str       # reject: compile_error, signature, tampering, deadlock, mismatch, error, wrong_output,
+                    # aliased_output, modified_input, slower, ...
                     # inconclusive: not_simulated, limit, time_limit, memory_limit, worker_crash, reference, pkb_error
     message: str
     site: str = ""  # file:line where known
