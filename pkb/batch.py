@@ -68,13 +68,8 @@ def timeline_name(task: str, candidate: str) -> str:
 
 
 def _known(slug: str, tasks: dict) -> str:
-    from tasks.registry import TaskError, get
-    if slug in tasks:
-        return slug
-    try:
-        return get(slug).slug
-    except TaskError as e:
-        raise UsageError(str(e)) from None
+    from pkb.resolve import task_or_usage
+    return slug if slug in tasks else task_or_usage(slug).slug
 
 
 def open_store(db: str):

@@ -5,6 +5,8 @@ becomes one UsageError naming the problem and the fix.
 """
 from __future__ import annotations
 
+import os
+
 from pkb.errors import UsageError
 
 DEFAULT_TOPOLOGY = "hgx-h100"
@@ -51,3 +53,27 @@ def pkb_tasks(args, known: dict | None = None) -> dict[int, str]:
         return register_pkb_tasks(args.pkb_root, known, getattr(args, "pkb_dtype", "bfloat16"))
     except PkbCheckoutError as e:
         raise UsageError(str(e)) from None
+
+
+def task_or_usage(key: str):
+    """The task for a slug or id; an unknown one is a usage error (tasks, screen, score, prompt)."""
+    from tasks.registry import TaskError, get
+    try:
+        return get(key)
+    except TaskError as e:
+        raise UsageError(str(e)) from None
+
+
+def task_of(args):
+    """The task named by --task, or (with --pkb-root) the PKB problem the candidate's file name names."""
+    from pkbsim.screen.discover import pkb_task_for
+
+    pkb_ids = pkb_tasks(args)
+    if args.task:
+        return task_or_usage(args.task)
+    slug = pkb_task_for(args.candidate, pkb_ids) if pkb_ids else None
+    if slug is None and pkb_ids:
+        raise UsageError(f"{os.path.basename(args.candidate)} names no problem of {args.pkb_root}; pass --task SLUG")
+    if slug is None:
+        raise UsageError("pass --task SLUG, or --pkb-root DIR for a file named <id>_<name>[_<backend>].py")
+    return task_or_usage(slug)

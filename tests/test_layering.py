@@ -174,6 +174,16 @@ def test_the_shells_library_part_imports_no_command():
     assert not found, found
 
 
+def test_no_command_imports_another():
+    """Each `pkb` subcommand (pkb/cli/*_cmd.py) is parsing and rendering over the shell's library part and
+    the shared helpers of pkb/cli (_arguments, _sandbox, _table, ...); main.py finds them by name."""
+    files = modules(ROOT, "pkb")
+    found = [f"{i.source} imports {i.target} at line {i.line}"
+             for name, path in files.items() if name.endswith("_cmd")
+             for i in imports_of(name, path, set(files)) if i.target.endswith("_cmd") and i.target != name]
+    assert not found, found
+
+
 def test_every_package_of_ours_is_checked():
     """A new top-level package of ours gets a rule here, or it escapes the check."""
     ours = {d for d in os.listdir(ROOT) if os.path.isfile(os.path.join(ROOT, d, "__init__.py"))}

@@ -61,7 +61,7 @@ def build(task, backend: str, topo) -> str:
 
 
 def run(args) -> int:
-    from pkb.cli.tasks_cmd import task_or_usage
+    from pkb.resolve import task_or_usage
     from pkb.resolve import load
 
     task = task_or_usage(args.task)

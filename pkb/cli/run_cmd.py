@@ -6,9 +6,9 @@ import os
 import sys
 
 from pkb import batch
+from pkb.cli._arguments import add_pkb_arguments
 from pkb.cli._sandbox import add_sandbox_argument, sandbox_ready
 from pkb.cli._table import print_table
-from pkb.cli.screen_cmd import add_pkb_arguments
 from pkb.errors import UsageError
 
 

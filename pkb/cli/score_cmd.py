@@ -9,10 +9,11 @@ import time
 from contextlib import contextmanager
 
 import candidate_sandbox
+from pkb.cli._arguments import add_pkb_arguments
 from pkb.cli._layout import check_node_layout
 from pkb.cli._sandbox import add_sandbox_argument, sandbox_ready
 from pkb.errors import UsageError
-from pkb.cli.screen_cmd import add_pkb_arguments, task_of
+from pkb.resolve import task_of
 
 EXIT = {"faster": 0, "slower": 0, "correct": 0, "incorrect": 1, "integrity": 1, "error": 4, "compile_error": 4,
         "timeout": 5}

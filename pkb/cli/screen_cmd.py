@@ -6,9 +6,10 @@ import os
 import sys
 import tempfile
 
+from pkb.cli._arguments import add_pkb_arguments
 from pkb.cli._sandbox import add_sandbox_argument
 from pkb.errors import UsageError
-from pkb.resolve import DEFAULT_TOPOLOGY, default_topology, load, pick_world_size, pkb_tasks
+from pkb.resolve import DEFAULT_TOPOLOGY, default_topology, load, pick_world_size, task_of
 
 
 def add_parser(sub) -> None:
@@ -38,14 +39,6 @@ def add_parser(sub) -> None:
     p.set_defaults(run=run)
 
 
-def add_pkb_arguments(p) -> None:
-    """--pkb-root and --pkb-dtype (shared with `pkb run`)."""
-    from pkbsim.screen.pkb_interop import DTYPES
-    p.add_argument("--pkb-root", metavar="DIR", help="a ParallelKernelBench checkout whose problems become tasks")
-    p.add_argument("--pkb-dtype", default=DTYPES[0], choices=DTYPES,
-                   help=f"dtype of ParallelKernelBench inputs, as PKB's --dtype (default {DTYPES[0]})")
-
-
 def options(args, task):
     """ScreenOptions from parsed arguments (shared with `pkb run`)."""
     from pkbsim.screen.pipeline import ScreenOptions
@@ -60,22 +53,6 @@ def options(args, task):
 
 def raise_usage(msg: str):
     raise UsageError(msg)
-
-
-def task_of(args):
-    """The task named by --task, or (with --pkb-root) the PKB problem the candidate's file name names."""
-    from pkb.cli.tasks_cmd import task_or_usage
-    from pkbsim.screen.discover import pkb_task_for
-
-    pkb_ids = pkb_tasks(args)
-    if args.task:
-        return task_or_usage(args.task)
-    slug = pkb_task_for(args.candidate, pkb_ids) if pkb_ids else None
-    if slug is None and pkb_ids:
-        raise_usage(f"{os.path.basename(args.candidate)} names no problem of {args.pkb_root}; pass --task SLUG")
-    if slug is None:
-        raise_usage("pass --task SLUG, or --pkb-root DIR for a file named <id>_<name>[_<backend>].py")
-    return task_or_usage(slug)
 
 
 def run(args) -> int:

@@ -6,6 +6,7 @@ import json
 import sys
 
 from pkb.errors import UsageError
+from pkb.resolve import task_or_usage
 
 
 def add_parser(sub) -> None:
@@ -20,15 +21,6 @@ def add_parser(sub) -> None:
     p.add_argument("--no-full", action="store_true", help="validate: skip the full-size shape run")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(run=run)
-
-
-def task_or_usage(key: str):
-    """The task for a slug or id; an unknown one is a usage error (also used by screen and run)."""
-    from tasks.registry import TaskError, get
-    try:
-        return get(key)
-    except TaskError as e:
-        raise UsageError(str(e)) from None
 
 
 def _all():
