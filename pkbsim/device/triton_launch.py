@@ -27,6 +27,7 @@ from pkbsim.device.ir import Event
 from pkbsim.device.kernel_report import Traffic, report_launch
 from pkbsim.device.protocol import device_state
 from pkbsim.device.spin import PollSet
+from pkbsim.device.triton_compile_check import check_compiles
 from pkbsim.device.triton_numerics import install_numerics
 from pkbsim.world.clocks import KernelClocks
 from pkbsim.world.comms import is_fake
@@ -195,6 +196,7 @@ def patch_launches(patches) -> None:
             if current() is None:
                 return original(self, *args, grid=grid, warmup=warmup, **kwargs)
             if not warmup:
+                check_compiles(self, args, kwargs)
                 launch(self.fn, args, kwargs, grid)
         return run
 
