@@ -6,7 +6,7 @@ on GPUs, at the same world size, and the confusion matrix of the two.
     # on a GPU node: correctness-only scores, K at a time, one JSON line per file (a stopped run resumes)
     python benchmarks/pkb_agreement.py gpu --pkb-root CHECKOUT TREE ... --out GPU.jsonl --nproc-per-node 1
     # anywhere: the matrix and every disagreement
-    python benchmarks/pkb_agreement.py table --screen-dir SCREEN_DIR --gpu GPU.jsonl TREE ...
+    python benchmarks/pkb_agreement.py table --screen-dir SCREEN_DIR [--screen-dir LATER_DIR] --gpu GPU.jsonl TREE ...
 
 The same commands run unchanged with --world-size=8 / --nproc-per-node 8 on an 8-GPU node. Rows are
 matched by tree and file name, so the two sides may run on different machines with the checkout at
@@ -78,9 +78,10 @@ def gpu(args) -> None:
         list(pool.map(task, files))
 
 
-def screen_rows(screen_dir: str, trees: list[str]) -> dict[str, dict]:
+def screen_rows(screen_dirs: list[str], trees: list[str]) -> dict[str, dict]:
+    """tree/file -> screen result; a later folder's row (a re-screen with later code) replaces an earlier's."""
     rows = {}
-    for tree in trees:
+    for screen_dir, tree in ((d, t) for d in screen_dirs for t in trees):
         db = os.path.join(screen_dir, os.path.basename(os.path.normpath(tree)) + ".sqlite")
         if not os.path.exists(db):
             continue
@@ -112,7 +113,8 @@ def table(args) -> None:
     for k in both:
         v, s = screened[k]["verdict"], scored[k]["status"]
         if (v != "reject") != (s == "correct"):
-            print(f"- {k}: screen {v} ({reason(screened[k])}); GPU {s} ({'; '.join(scored[k]['findings'])[:300]})")
+            gpu_said = " ".join("; ".join(scored[k]["findings"]).split())[:240]
+            print(f"- {k}: screen {v} ({' '.join(reason(screened[k]).split())}); GPU {s} ({gpu_said})")
 
 
 def main() -> None:
@@ -130,7 +132,8 @@ def main() -> None:
     g.add_argument("--pkb", default=f"{sys.executable} -m pkb.cli.main", help="the pkb command")
     t = sub.add_parser("table", help="the confusion matrix and the disagreements")
     t.add_argument("trees", nargs="+")
-    t.add_argument("--screen-dir", required=True)
+    t.add_argument("--screen-dir", required=True, action="append",
+                   help="a folder of per-tree results stores; again for re-screens that replace its rows")
     t.add_argument("--gpu", required=True)
     args = ap.parse_args()
     gpu(args) if args.cmd == "gpu" else table(args)
