@@ -55,7 +55,8 @@ def allocation_of(ctx, t: torch.Tensor) -> Allocation | None:
     return state(ctx.world).by_storage.get(storage_key(t))
 
 
-def rendezvous(tensor: torch.Tensor, group=None) -> SimSymmetricMemory:
+def rendezvous(tensor: torch.Tensor, group) -> SimSymmetricMemory:
+    """As torch's (2.11 and 2.13 alike): the group is required; a call without one is a TypeError, as on a GPU."""
     ctx = require()
     site = user_site()
     alloc = allocation_of(ctx, tensor)

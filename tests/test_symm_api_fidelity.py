@@ -1,0 +1,46 @@
+"""The symmetric-memory stand-in fails where torch's does. A handle takes no attributes of the program's
+own, as the real (pybind) handle: a candidate that caches its peer-pointer table on the handle raised
+AttributeError on an H200 and passed the screen (ParallelKernelBench problem 22, Triton tree); its twin
+keeps the cache beside the handle. `rendezvous` requires its group (PKB problem 66, gemini CUDA tree, and
+Triton-tree 32 called it without one: TypeError on the H200, a pass in the screen); the twin passes it."""
+import pytest
+
+PROGRAM = """
+    import torch.distributed._symmetric_memory as symm_mem
+    buf = symm_mem.empty(16, device="cuda")
+    hdl = symm_mem.rendezvous(buf, dist.group.WORLD.group_name)
+    {cache}
+    print("cached", len(table))
+"""
+
+ON_THE_HANDLE = """hdl._ptr_table = torch.tensor(hdl.buffer_ptrs, dtype=torch.int64, device="cuda")
+    table = hdl._ptr_table"""
+BESIDE_IT = """tables = {{id(hdl): torch.tensor(hdl.buffer_ptrs, dtype=torch.int64, device="cuda")}}
+    table = tables[id(hdl)]"""
+
+
+@pytest.mark.parametrize("cache,fails", [(ON_THE_HANDLE, True), (BESIDE_IT, False)])
+def test_an_attribute_set_on_the_handle_fails_as_on_the_gpu(run_program, cache, fails):
+    res = run_program(PROGRAM.replace("{cache}", cache.replace("{{", "{").replace("}}", "}")))
+    text = " ".join(f.render() for f in res.findings)
+    if fails:
+        assert "AttributeError" in text and "_ptr_table" in text, text
+        assert res.output.count("cached") == 0
+    else:
+        assert res.output.count("cached 2") == 2, (res.output, text)
+
+
+@pytest.mark.parametrize("call,fails", [("symm_mem.rendezvous(buf)", True),
+                                        ("symm_mem.rendezvous(buf, dist.group.WORLD)", False)])
+def test_rendezvous_needs_its_group_as_on_the_gpu(run_program, call, fails):
+    res = run_program(f"""
+        import torch.distributed._symmetric_memory as symm_mem
+        buf = symm_mem.empty(16, device="cuda")
+        hdl = {call}
+        print("rendezvous", hdl.world_size)
+    """)
+    text = " ".join(f.render() for f in res.findings)
+    if fails:
+        assert "TypeError" in text and "group" in text, text
+    else:
+        assert res.output.count("rendezvous 2") == 2, (res.output, text)
