@@ -44,3 +44,20 @@ def test_rendezvous_needs_its_group_as_on_the_gpu(run_program, call, fails):
         assert "TypeError" in text and "group" in text, text
     else:
         assert res.output.count("rendezvous 2") == 2, (res.output, text)
+
+
+@pytest.mark.parametrize("disabled", [True, False])
+def test_no_multicast_address_where_torch_gives_none(run_program, monkeypatch, disabled):
+    """torch returns multicast_ptr 0 with TORCH_SYMM_MEM_DISABLE_MULTICAST set (a GPU machine with NVLink
+    multicast off): PKB gemini-CUDA 13 used it unchecked as a multimem base and faulted on an H200."""
+    if disabled:
+        monkeypatch.setenv("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")
+    else:
+        monkeypatch.delenv("TORCH_SYMM_MEM_DISABLE_MULTICAST", raising=False)
+    res = run_program("""
+        import torch.distributed._symmetric_memory as symm_mem
+        buf = symm_mem.empty(16, device="cuda")
+        hdl = symm_mem.rendezvous(buf, dist.group.WORLD)
+        print("multicast", "none" if hdl.multicast_ptr == 0 else "some")
+    """)
+    assert res.output.count("multicast none" if disabled else "multicast some") == 2, res.output

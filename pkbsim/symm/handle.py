@@ -9,6 +9,7 @@ wait-for check, so a wait that nothing will satisfy is reported, never hung.
 from __future__ import annotations
 
 import itertools
+import os
 
 import torch
 
@@ -24,6 +25,11 @@ from pkbsim.world.world import SimAbort, Wait
 SIGNAL_PAD_BYTES = 9216  # torch's default (get_signal_pad_size)
 MULTICAST_BASE = 1 << 56  # above every user-space pointer (x86-64: < 2**47), below the PTX interpreter's windows
 _multicast_slots = itertools.count()  # one 2**40-byte address range per handle that asks for one
+
+
+def multicast_disabled() -> bool:
+    """torch's switch for symmetric memory's multicast objects (read when a handle is asked, as torch does)."""
+    return os.environ.get("TORCH_SYMM_MEM_DISABLE_MULTICAST", "0").lower() not in ("0", "false", "")
 
 
 class SimSymmetricMemory:
@@ -59,7 +65,12 @@ class SimSymmetricMemory:
         """A multicast address for device code: an address range of the buffer's size that no memory backs
         (a 1 GiB buffer costs nothing here; a host dereference faults, as one of a device pointer would),
         which the PTX interpreter maps onto every member's buffer (pkbsim.cuda.memory):
-        multimem.ld_reduce / multimem.st there act on all peers."""
+        multimem.ld_reduce / multimem.st there act on all peers.
+
+        0 where torch gives no multicast object: with TORCH_SYMM_MEM_DISABLE_MULTICAST set (GPU machines
+        whose NVLink multicast is off; PKB gemini-CUDA 13 used the address unchecked and faulted on one)."""
+        if multicast_disabled():
+            return 0
         if self._multicast is None:
             self._multicast = MULTICAST_BASE + (next(_multicast_slots) << 40)
         return self._multicast
