@@ -4,6 +4,7 @@ import tempfile
 import time
 
 import pytest
+import torch
 
 from hwbackend.jobs import _children
 from hwbackend.leaderboard import aggregate
@@ -95,6 +96,16 @@ def test_deadlock_ends_in_timeout_naming_each_rank(job_root):
     details = res["findings"][0]["details"]
     assert "rank 0:" in details and "rank 1: correctness trial 0" in details
     _no_leftovers(job_root)
+
+
+def test_the_input_fingerprint_takes_scalars():
+    """A 0-dim input (PKB problem 23's loss scale) cannot be viewed as bytes as it is: every candidate was an
+    'error' on an H200 before the fingerprint flattened it."""
+    from hwbackend.guard import fingerprint
+    one, two = (torch.tensor(v, dtype=torch.bfloat16) for v in (1.0, 2.0))
+    assert fingerprint([one]) == fingerprint([one.clone()]) != fingerprint([two])
+    with pytest.raises(RuntimeError):
+        one.view(torch.uint8)  # what the fingerprint did before
 
 
 def test_summary_and_leaderboard_math():
