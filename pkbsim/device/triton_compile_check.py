@@ -4,9 +4,10 @@ launch on a simulated rank runs it under the interpreter.
 The interpreter runs a kernel's Python as Python, so it accepts what Triton's code generator rejects
 (`continue` in a loop, unsupported constructs, type errors only compilation sees): ParallelKernelBench
 problem 56's ring-attention kernel passed the screen and failed on an H200 with UnsupportedLanguageConstruct.
-The compiler needs no GPU (only its target), so the screen raises the same CompilationError where the
-program launches the kernel. Anything else going wrong in the compiler here is pkb's problem, not the
-candidate's, and is ignored.
+The compiler needs no GPU (only its target), so the screen raises the front end's own verdicts
+(UnsupportedLanguageConstruct, a failed static assertion) where the program launches the kernel. Other
+compilation errors are ignored: the code generator runs in a world whose triton.language the interpreter
+has patched (our own corpus's int-to-pointer casts failed inside it), so they may be pkb's.
 """
 from __future__ import annotations
 
@@ -28,9 +29,9 @@ _jit: dict[object, JITFunction] = {}
 def check_compiles(kernel, args: tuple, kwargs: dict) -> None:
     """Raise the CompilationError Triton's compiler gives `kernel` for these arguments (once per kernel and
     specialization); return quietly otherwise, also when the compiler cannot run here."""
-    from triton.compiler import ASTSource, compile, make_backend
-    from triton.compiler.errors import CompilationError
     from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource, compile, make_backend
+    from triton.compiler.errors import CompilationError, CompileTimeAssertionFailure, UnsupportedLanguageConstruct
 
     try:
         jit = kernel if isinstance(kernel, JITFunction) else _jit.setdefault(kernel.fn, JITFunction(kernel.fn))
@@ -53,10 +54,10 @@ def check_compiles(kernel, args: tuple, kwargs: dict) -> None:
         # a build: off the stage's clock, and the world's watchdog waits for it as for an extension build
         with BUILD_CLOCK.running(), (ctx.world.watchdog_paused() if ctx else contextlib.nullcontext()):
             compile(ASTSource(jit, signature, constexprs, attrs), target=target, options=options.__dict__)
-    except CompilationError as e:
-        error = e
-    except Exception:  # noqa: BLE001 - the compiler failed for a reason of this machine's: not the candidate's
-        error = None
+    except (UnsupportedLanguageConstruct, CompileTimeAssertionFailure) as e:
+        error = e  # the front end's own verdict on the kernel's source
+    except (CompilationError, Exception):  # noqa: BLE001 - an error inside the code generator may be the
+        error = None  # interpreter's patches of triton.language seen by the compiler here: not the candidate's
     with _lock:
         _checked[key] = error
     if error is not None:

@@ -14,7 +14,7 @@ import numpy as np
 
 from .access import check_aligned, global_parts, load, locate, space_of, store
 from .dtypes import carrier
-from .errors import NotSimulated
+from .errors import MemoryFault, NotSimulated
 from .memory import MulticastRegion, gather, scatter
 from .ops_float import pack, unpack
 from .registry import builds
@@ -301,6 +301,9 @@ def cp_async(ins, ctx):
 def _multicast(g, addr):
     region = g.launch.memory.find(int(addr.min()))
     if not isinstance(region, MulticastRegion):
+        if region is None:  # e.g. multicast_ptr 0 (no multicast object) used as a base: a fault on a GPU
+            raise MemoryFault(f"multimem access to address 0x{int(addr.min()):x}, which is no multicast buffer "
+                              f"(multicast_ptr is 0 where the machine has no multicast: check it before use)")
         raise NotSimulated("multimem access to an address that is not a multicast buffer "
                            "(multimem needs the multi-rank world's multicast mapping)", "?")
     return region, addr - np.uint64(region.base)

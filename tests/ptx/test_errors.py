@@ -42,6 +42,15 @@ def test_multimem_reduces_over_every_member(cooperative):
         assert torch.equal(p, expected)
 
 
+def test_multimem_at_an_address_no_buffer_holds_is_a_fault(cooperative):
+    """multicast_ptr is 0 where the machine has no multicast; a kernel that uses it unchecked faults on a
+    GPU (PKB gemini-CUDA 13 on an H200 with multicast off): a MemoryFault with the line, not 'not simulated'.
+    The twin above reduces over a real multicast range."""
+    space = cooperative.memory.__class__()
+    with pytest.raises(MemoryFault, match=r"multimem access to address 0x0, which is no multicast buffer"):
+        cooperative.launch("multimem_allreduce_bf16x2", 1, 128, (0, 128), memory=space)
+
+
 BARRIER_DEADLOCK = """
 .version 9.0
 .target sm_90a
