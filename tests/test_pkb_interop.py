@@ -8,6 +8,7 @@ import textwrap
 import warnings
 
 import pytest
+from pkb_checkout import write_checkout
 
 from pkb.cli.main import main
 
@@ -155,14 +156,7 @@ REFERENCES = {
 
 @pytest.fixture(scope="module")
 def checkout(tmp_path_factory) -> pathlib.Path:
-    root = tmp_path_factory.mktemp("pkb")
-    (root / "reference").mkdir()
-    (root / "utils").mkdir()
-    (root / "utils" / "input_output_tensors.py").write_text(BUILDER)
-    for stem, body in REFERENCES.items():
-        (root / "reference" / f"{stem}.py").write_text("import torch\nimport torch.distributed as dist\n"
-                                                      + textwrap.dedent(body))
-    return root
+    return write_checkout(tmp_path_factory.mktemp("pkb"), BUILDER, REFERENCES)
 
 
 def screen(capsys, checkout, path, *extra) -> dict:

@@ -7,10 +7,11 @@ import pathlib
 import textwrap
 
 import pytest
+from pkb_checkout import HEAD, write_checkout
 
 from pkb.cli.main import main
-from tasks.parallelkernelbench.checkout import Checkout, Inputs, load_specs
 from tasks.api import TaskContext
+from tasks.parallelkernelbench.checkout import Checkout, Inputs, load_specs
 
 BUILDER = """
 import torch
@@ -35,18 +36,9 @@ REFERENCES = {
         """,
 }
 
-HEAD = "import torch\nimport torch.distributed as dist\n"
-
-
 @pytest.fixture(scope="module")
 def checkout(tmp_path_factory) -> pathlib.Path:
-    root = tmp_path_factory.mktemp("pkb")
-    (root / "reference").mkdir()
-    (root / "utils").mkdir()
-    (root / "utils" / "input_output_tensors.py").write_text(BUILDER)
-    for stem, body in REFERENCES.items():
-        (root / "reference" / f"{stem}.py").write_text(HEAD + textwrap.dedent(body))
-    return root
+    return write_checkout(tmp_path_factory.mktemp("pkb"), BUILDER, REFERENCES)
 
 
 def write(folder: pathlib.Path, name: str, body: str) -> pathlib.Path:
