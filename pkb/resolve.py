@@ -46,7 +46,8 @@ def pick_world_size(task, requested: int | None, gpus: int) -> int:
 
 def pkb_tasks(args, known: dict | None = None) -> dict[int, str]:
     """Register the checkout's problems as tasks (PKB id -> slug); a bad checkout is a usage error."""
-    from pkbsim.screen.pkb_interop import PkbCheckoutError, register_pkb_tasks
+    from pkbsim.screen.pkb_interop import register_pkb_tasks
+    from tasks.parallelkernelbench.checkout import CheckoutError as PkbCheckoutError
     if not getattr(args, "pkb_root", None):
         return {}
     try:

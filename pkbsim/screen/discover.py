@@ -15,7 +15,7 @@ import os
 import warnings
 from dataclasses import dataclass
 
-from pkbsim.screen.pkb_interop import problem_key
+from tasks.parallelkernelbench.checkout import problem_key
 
 
 class PairingWarning(UserWarning):

@@ -17,9 +17,7 @@ import torch
 from pkbsim.screen.pkb_limits import FlopBudget, InputBudget, PkbLimitExceeded  # noqa: F401 - named for the screen
 from pkbsim.world.context import current
 from pkbsim.world.device_identity import tag, tagged
-from tasks.parallelkernelbench.checkout import (DTYPES, Checkout, Inputs, Reference, load_module, load_specs,  # noqa: F401
-                                                problem_key, register)
-from tasks.parallelkernelbench.checkout import CheckoutError as PkbCheckoutError  # noqa: F401 - named for the CLI
+from tasks.parallelkernelbench.checkout import Checkout, Inputs, Reference, load_module, load_specs, register
 from tasks.registry import TaskSpec
 
 # one rank imports at a time: CPython 3.11's parser is not thread-safe (a module-level @torch.jit.script, as in
