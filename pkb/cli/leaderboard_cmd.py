@@ -20,26 +20,10 @@ def add_parser(sub) -> None:
     p.set_defaults(run=run)
 
 
-def with_screen_verdicts(runs: list[dict], screens: list[dict]) -> tuple[list[dict], dict[str, dict]]:
-    """The scored runs plus one failed run per candidate the screen rejected (and nobody scored), and per
-    label the count of screen rejects and of inconclusive candidates sent to the GPU."""
-    scored = {(r["task"], os.path.abspath(r["candidate"])) for r in runs}
-    extra, counts = [], {}
-    for s in screens:
-        label = os.path.basename(os.path.dirname(os.path.abspath(s["candidate"])))
-        c = counts.setdefault(label, {"screen_rejected": 0, "sent_inconclusive": 0})
-        if s["verdict"] == "reject" and (s["task"], os.path.abspath(s["candidate"])) not in scored:
-            c["screen_rejected"] += 1
-            extra.append({"task": s["task"], "candidate": s["candidate"], "label": label, "correct": 0,
-                          "speedup": None, "status": "screen_reject"})
-        elif s["verdict"] == "inconclusive":
-            c["sent_inconclusive"] += 1
-    return runs + extra, counts
-
-
 def run(args) -> int:
     from hwbackend.leaderboard import FAST_P, aggregate
     from hwbackend.store import Store
+    from pkb.report.collect import with_screen_verdicts
     from pkbsim.screen.store import ScreenStore
 
     if not os.path.isfile(args.db):

@@ -23,7 +23,19 @@ TARGET = ("cuda", 90, 32)  # Hopper (sm_90), warp size 32: the GPUs the topologi
 
 _checked: dict[tuple, BaseException | None] = {}  # (kernel, specialization) -> what compiling it raised
 _lock = threading.Lock()
-_jit: dict[object, JITFunction] = {}
+_views: dict[object, tuple] = {}  # kernel's Python function -> (JITFunction, target, backend, binder), built once
+
+
+def _compiler_view(kernel, GPUTarget, make_backend) -> tuple:
+    """What Triton's launcher precomputes per device, built once per kernel (not at every launch)."""
+    view = _views.get(kernel.fn)
+    if view is None:
+        jit = kernel if isinstance(kernel, JITFunction) else JITFunction(kernel.fn)
+        target = GPUTarget(*TARGET)
+        backend = make_backend(target)
+        view = _views[kernel.fn] = (jit, target, backend,
+                                    create_function_from_signature(jit.signature, jit.params, backend))
+    return view
 
 
 def check_compiles(kernel, args: tuple, kwargs: dict) -> None:
@@ -34,10 +46,7 @@ def check_compiles(kernel, args: tuple, kwargs: dict) -> None:
     from triton.compiler.errors import CompilationError, CompileTimeAssertionFailure, UnsupportedLanguageConstruct
 
     try:
-        jit = kernel if isinstance(kernel, JITFunction) else _jit.setdefault(kernel.fn, JITFunction(kernel.fn))
-        target = GPUTarget(*TARGET)
-        backend = make_backend(target)
-        binder = create_function_from_signature(jit.signature, jit.params, backend)
+        jit, target, backend, binder = _compiler_view(kernel, GPUTarget, make_backend)
         bound, specialization, options = binder(*args, **kwargs)
         key = (jit.fn, repr(specialization), repr(sorted(kwargs.items())))
     except Exception:  # noqa: BLE001 - pkb cannot build the compiler's view of this launch: not checked
