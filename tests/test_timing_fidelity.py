@@ -1,14 +1,20 @@
 """The model against published measurements: every point meets its target but the known misses, and the
 data is honest."""
+import dataclasses
+
 import pytest
 
-from pkbsim.timing.fidelity import evaluate, harness_us, load_points
+from pkbsim.timing.fidelity import evaluate, harness_us, host_floor_us, load_points
 from pkbsim.timing.host_model import host_model
+from pkbsim.timing.predict import predict
 from pkbsim.timing.topology import load_topology
+from pkbsim.timing.units import parse_size
 
-# Held-out TP=4 points from vLLM's benchmark that the model misses (docs/timing_model.md says why): NCCL,
-# where nccl-tests measured the same configuration 17-29% slower than vLLM did, and PyTorch's two-shot kernel.
-KNOWN_MISSES = {"h100x4-nccl-4m", "h100x4-twoshot-4m"}
+# Held-out points the model misses (docs/timing_model.md says why): vLLM's TP=4 NCCL and two-shot rows, where
+# nccl-tests measured the same NCCL configuration 17-29% slower than vLLM did; and the 4xH100 nccl-tests
+# ring all_gather / reduce_scatter from 4 MiB to 1 GiB, 19-29% slower than NCCL's own cost model (and pkb).
+KNOWN_MISSES = {"h100x4-nccl-4m", "h100x4-twoshot-4m", "h100x4-ntag-4mib", "h100x4-ntag-16mib", "h100x4-ntag-64mib",
+                "h100x4-ntrs-4mib", "h100x4-ntrs-64mib", "h100x4-ntrs-1gib"}
 
 
 def test_points_meet_their_targets_except_the_known_misses():
@@ -25,7 +31,7 @@ def test_every_point_has_a_source_and_most_are_held_out():
     points = load_points()
     assert all(p["source"] and p["role"] in ("fitted", "held-out", "context") for p in points)
     fitted = [p for p in points if p["role"] == "fitted"]
-    assert len(fitted) == 4 and all(p.get("note") for p in fitted)   # each fitted point names the constant it set
+    assert len(fitted) == 6 and all(p.get("note") for p in fitted)   # each fitted point names the constant it set
     assert sum(p["role"] == "held-out" for p in points) >= 35
     covered = {p["topology"] for p in points}
     assert {"hgx-h100", "hgx-h200", "hgx-a100", "hgx-b200", "gb200-nvl72", "pcie-8gpu", "h100-ib-2node"} <= covered
@@ -38,3 +44,34 @@ def test_vllm_symm_mem_harness_adds_the_staging_copies_around_the_kernel():
     one_copy_us = 2 * nbytes / (topo.gpu.hbm_GBps * 1e3 * model["compute"]["memory_efficiency"])  # read + write
     assert extra == pytest.approx(2 * (one_copy_us + model["launch"]["cuda_graph_us"]))
     assert harness_us(topo, model, "nccl-tests", nbytes) == 0.0
+
+
+def _point(pid: str) -> dict:
+    return next(p for p in load_points() if p["id"] == pid)
+
+
+def test_one_thread_launching_four_gpus_floors_small_collectives():
+    """nccl-tests -g 4 issues 4 launches per iteration from one thread: small all_gathers take about 4
+    launches (held out), which the kernel time alone (the old model: nothing for nccl-tests) misses."""
+    model, topo = host_model(), load_topology("hgx-h100")
+    rows = {r.id: r for r in evaluate()}
+    for pid in ("h100x4-ntag-64b", "h100x4-ntrs-64b", "h100x4-nt-64kib"):
+        p = _point(pid)
+        assert p["role"] == "held-out" and p["harness"] == "nccl-tests" and rows[pid].meets_target
+        kernel = predict(topo, p["op"], parse_size(p["size"]), p["nranks"]).time_us
+        assert host_floor_us(model, p) > kernel                          # the floor, not the kernel, is the time
+        assert abs(kernel - p["measured"]) > max(5.0, 0.3 * p["measured"])   # the old model missed
+    assert host_floor_us(model, _point("h100x4-ntgraph-8")) == 0.0       # graph replay: no per-launch host work
+    assert all(p["harness"] == "nccl-tests" for p in load_points() if "gpus_per_thread" in p)
+
+
+def test_ring_all_gather_moves_less_than_the_ring_all_reduce():
+    """NCCL's ring all_gather kernel reaches 350 GB/s busBW on 8xH100 (fitted); the 4-GPU sweep is held out:
+    at 1 GiB the ring's full bandwidth (efficiency 1.0, the old model) is more than 10% fast."""
+    topo = load_topology("hgx-h100")
+    full = dataclasses.replace(topo, nccl={**topo.nccl, "ring_allgather_efficiency": 1.0})
+    assert predict(topo, "all_gather", 8 << 30, 8).busbw_GBps == pytest.approx(350.0, rel=0.01)
+    assert predict(topo, "reduce_scatter", 8 << 30, 8).busbw_GBps == predict(full, "reduce_scatter", 8 << 30, 8).busbw_GBps
+    measured = _point("h100x4-ntag-1gib")["measured"]
+    assert abs(predict(topo, "all_gather", 1 << 30, 4).time_us / measured - 1) <= 0.10
+    assert abs(predict(full, "all_gather", 1 << 30, 4).time_us / measured - 1) > 0.10

@@ -3,7 +3,8 @@ whether it meets the target of its regime.
 
 Targets: within 10% for sizes >= 4 MiB (bandwidth regime); within 30% or 5 µs below 256 KiB (latency
 regime); sizes in between are reported without a target. `context` points are shown but not judged.
-Each point's `harness` says what its measurement timed besides the collective (harness_us).
+Each point's `harness` says what its measurement timed besides the collective (harness_us); a point that
+sets `gpus_per_thread` was launched by one host thread for several GPUs (host_floor_us).
 """
 from __future__ import annotations
 
@@ -75,6 +76,13 @@ def harness_us(topo: Topology, model: dict, harness: str, nbytes: int) -> float:
     return graph + 2 * copy
 
 
+def host_floor_us(model: dict, point: dict) -> float:
+    """nccl-tests run as `-g N` (one thread, N GPUs) launches every rank's kernel of an iteration in turn,
+    host-launched; its loop cannot run faster than N such launches, so a small collective takes
+    max(kernel, N x nccl_group_launch_us) per iteration (host and GPUs overlap across iterations)."""
+    return point.get("gpus_per_thread", 0) * model["launch"]["nccl_group_launch_us"]
+
+
 def evaluate(engine: str = "closed") -> list[Row]:
     model = host_model()
     rows = []
@@ -83,7 +91,7 @@ def evaluate(engine: str = "closed") -> list[Row]:
         nbytes = parse_size(p["size"])
         ranks = p.get("ranks", p.get("nranks"))
         pred = predict(topo, p["op"], nbytes, ranks, algo=p.get("algo"), engine=engine)
-        t = pred.time_us + harness_us(topo, model, p["harness"], nbytes)
+        t = max(pred.time_us + harness_us(topo, model, p["harness"], nbytes), host_floor_us(model, p))
         n = pred.nranks
         value = t if p["metric"] == "time_us" else nbytes / t / 1e3 * bus_factor(p["op"], n)
         reg = regime(nbytes)

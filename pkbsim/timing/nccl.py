@@ -118,8 +118,11 @@ def latency_us(topo: Topology, op: str, algo: str, proto: str, lay: Layout, nbyt
     raise ValueError(algo)
 
 
-def wire_and_cap(topo: Topology, algo: str, proto: str, lay: Layout, nchannels: int) -> tuple[float, float]:
-    """(wire bytes per payload byte, per-channel payload cap in GB/s) for NCCL's protocol refinements."""
+def wire_and_cap(topo: Topology, op: str, algo: str, proto: str, lay: Layout,
+                 nchannels: int) -> tuple[float, float]:
+    """(wire bytes per payload byte, per-channel payload cap in GB/s) for NCCL's protocol refinements. NCCL's
+    ring all_gather kernel moves fewer bytes per second than its reduce_scatter or all_reduce on the same ring
+    (measured, no known reason: nccl#1281), which ring_allgather_efficiency charges as extra wire bytes."""
     if algo in ("nvls", "nvls_custom"):
         return 1.0 / topo.nccl["nvls_efficiency"], math.inf
     table = nccl_constants()["protocol"].get(algo)
@@ -127,6 +130,8 @@ def wire_and_cap(topo: Topology, algo: str, proto: str, lay: Layout, nchannels: 
         return 1.0, math.inf
     p = PROTOCOLS.index(proto)
     wire = table["wire_multinode" if lay.nodes > 1 and "wire_multinode" in table else "wire"][p]
+    if (algo, op) == ("ring", "all_gather"):
+        wire /= topo.nccl["ring_allgather_efficiency"]
     key = table["cap"][p]
     if not key:
         return wire, math.inf

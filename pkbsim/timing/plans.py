@@ -46,7 +46,7 @@ def build_plan(topo: Topology, router: Router, op: str, nbytes: int, ranks: list
                ctas: int | None = None) -> Plan:
     lay = nccl.layout(topo, ranks)
     nch = nccl.channels(topo, algo, proto, nbytes, lay)
-    wire, cap = nccl.wire_and_cap(topo, algo, proto, lay, nch)
+    wire, cap = nccl.wire_and_cap(topo, op, algo, proto, lay, nch)
     lat = nccl.latency_us(topo, op, algo, proto, lay, nbytes, nch)
     if algo in ("one_shot", "two_shot", "nvls_custom"):
         phases, nch = _custom(topo, router, algo, nbytes, ranks, lat, ctas)
