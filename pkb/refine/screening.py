@@ -1,0 +1,66 @@
+"""One candidate file screened for the loop, through the batch's machinery (pkb/batch.py: a sandboxed worker
+process, the screen store, a stored result reused for the same content), at most `workers` at once over
+every task of a run."""
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass, field
+
+from pkbsim.screen.result import Prediction, Reason, ScreenResult, Verdict
+
+
+@dataclass(frozen=True)
+class ScreenSpec:
+    """How every candidate of one task is screened (the same seed for every step, so steps compare)."""
+    task: str
+    world_size: int
+    topology: str
+    seed: int
+    margin: float = 0.8
+    timeout: float = 120.0
+    cost: bool = True
+    pkb_root: str | None = None
+    pkb_dtype: str = "bfloat16"
+
+
+@dataclass
+class Screener:
+    db: str
+    workers: int = 1
+    time_limit: float = 600.0
+    memory_gb: float = 12.0
+    sandboxed: bool = True
+    _slots: threading.BoundedSemaphore = field(init=False, repr=False)
+    _store_lock: threading.Lock = field(init=False, repr=False, default_factory=threading.Lock)
+
+    def __post_init__(self):
+        self._slots = threading.BoundedSemaphore(max(1, self.workers))
+
+    def screen(self, spec: ScreenSpec, path: str) -> ScreenResult:
+        from pkb import batch
+
+        path = os.path.abspath(path)
+        job = {"task": spec.task, "candidate": path, "world_size": spec.world_size, "topology": spec.topology,
+               "seed": spec.seed, "margin": spec.margin, "timeout": spec.timeout,
+               "timeline": os.path.join(batch.timelines_dir(self.db), batch.timeline_name(spec.task, path)),
+               "pkb_root": spec.pkb_root, "pkb_dtype": spec.pkb_dtype, "cost": spec.cost}
+        with self._store_lock:
+            store = batch.open_store(self.db)
+            results, todo = batch.resume([job], store, fresh=False)
+        if todo:
+            with self._slots:
+                store = batch.open_store(self.db)  # a connection per thread (sqlite3)
+                batch.screen(todo, store, results, executor="local", workers=1, time_limit=self.time_limit,
+                             memory_gb=self.memory_gb, sandboxed=lambda: self.sandboxed, on_result=lambda r: None)
+        return result_from_json(results[(spec.task, path)])
+
+
+def result_from_json(d: dict) -> ScreenResult:
+    """A ScreenResult back from its JSON (`ScreenResult.to_json`)."""
+    p = d.get("predicted")
+    res = ScreenResult(d["task"], d["candidate"], d["world_size"], d["topology"], d["seed"],
+                       Verdict(d["verdict"]), d["stage"], [Reason(**r) for r in d.get("reasons", [])],
+                       d.get("correct"), d.get("findings", []), Prediction(**p) if p else None, d.get("timeline"),
+                       d.get("checked", []), d.get("not_simulated", []), d.get("compile"), d.get("seconds", {}))
+    return res

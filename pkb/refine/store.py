@@ -1,0 +1,114 @@
+"""Refinement runs in the results' SQLite file (tables `refine_runs`, `refine_steps`): every attempt with the
+prompt sent, the reply, the file and its hash, the verdict, the feedback, tokens and times. A run is
+resumed from its rows: the conversation is rebuilt from them and the loop goes on at the next step.
+No API key is ever written here (a run stores the endpoint's URL and the model's name)."""
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+import time
+from dataclasses import asdict, dataclass, fields
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS refine_runs (run TEXT PRIMARY KEY, created REAL, options TEXT);
+CREATE TABLE IF NOT EXISTS refine_steps (
+  run TEXT, task TEXT, step INTEGER, prompt TEXT, reply TEXT, code TEXT, file_sha TEXT, candidate TEXT,
+  verdict TEXT, stage TEXT, speedup REAL, feedback TEXT, prompt_tokens INTEGER, completion_tokens INTEGER,
+  request_s REAL, screen_s REAL, started REAL, finished REAL, result TEXT,
+  PRIMARY KEY (run, task, step));
+"""
+STEPS_DIR = "pkb_refine"  # beside the results file: <run>/<task>/step_NN.py
+
+
+@dataclass
+class Step:
+    run: str
+    task: str
+    step: int                       # 1-based; step 0 is a file the run started from (no request)
+    prompt: str                     # the user message sent for this step (the task's prompt, or feedback)
+    reply: str                      # the model's reply ('' for step 0)
+    code: str | None                # the candidate file extracted from it (None: malformed reply)
+    file_sha: str | None
+    candidate: str | None           # where the file was written and screened
+    verdict: str                    # pass, reject, inconclusive, or malformed (no screen)
+    stage: str                      # the screen's last stage, or what was malformed (no_code, several_files, ...)
+    speedup: float | None           # predicted
+    feedback: str                   # the message sent back to the model
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    request_s: float = 0.0
+    screen_s: float = 0.0           # wall time of the screen (worker start included), 0 for a malformed reply
+    started: float = 0.0
+    finished: float = 0.0
+    result: dict | None = None      # the screen's JSON
+
+
+class RefineStore:
+    def __init__(self, path: str):
+        self.path = path
+        self._lock = threading.Lock()
+        self.db = sqlite3.connect(path, timeout=30, check_same_thread=False)
+        self.db.executescript(SCHEMA)
+
+    def steps_dir(self, run: str, task: str) -> str:
+        d = os.path.join(os.path.dirname(os.path.abspath(self.path)), STEPS_DIR, run, task)
+        os.makedirs(d, exist_ok=True)
+        return d
+
+    def run_options(self, run: str) -> dict | None:
+        with self._lock:
+            row = self.db.execute("SELECT options FROM refine_runs WHERE run=?", (run,)).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def save_run(self, run: str, options: dict) -> None:
+        with self._lock:
+            self.db.execute("INSERT OR REPLACE INTO refine_runs VALUES (?,?,?)", (run, time.time(), json.dumps(options)))
+            self.db.commit()
+
+    def put(self, s: Step) -> None:
+        row = asdict(s)
+        row["result"] = json.dumps(s.result) if s.result is not None else None
+        names = [f.name for f in fields(Step)]
+        with self._lock:
+            self.db.execute(f"INSERT OR REPLACE INTO refine_steps ({','.join(names)}) VALUES "
+                            f"({','.join('?' * len(names))})", [row[n] for n in names])
+            self.db.commit()
+
+    def steps(self, run: str, task: str | None = None) -> list[Step]:
+        names = [f.name for f in fields(Step)]
+        q = f"SELECT {','.join(names)} FROM refine_steps WHERE run=?" + (" AND task=?" if task else "")
+        with self._lock:
+            rows = self.db.execute(q + " ORDER BY task, step", (run, task) if task else (run,)).fetchall()
+        out = []
+        for r in rows:
+            d = dict(zip(names, r))
+            d["result"] = json.loads(d["result"]) if d["result"] else None
+            out.append(Step(**d))
+        return out
+
+    def runs(self) -> list[tuple[str, dict]]:
+        with self._lock:
+            rows = self.db.execute("SELECT run, options FROM refine_runs ORDER BY created").fetchall()
+        return [(r, json.loads(o)) for r, o in rows]
+
+
+def trajectories(db: str) -> list[dict]:
+    """Per run and task, the steps' verdicts and predicted speed-ups (for `pkb report`); [] where the file
+    has no refinement tables."""
+    con = sqlite3.connect(db, timeout=30)
+    try:
+        have = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if "refine_steps" not in have:
+            return []
+        rows = con.execute("SELECT run, task, step, verdict, stage, speedup, screen_s FROM refine_steps "
+                           "ORDER BY run, task, step").fetchall()
+    finally:
+        con.close()
+    out: dict[tuple[str, str], dict] = {}
+    for run, task, step, verdict, stage, speedup, screen_s in rows:
+        t = out.setdefault((run, task), {"run": run, "task": task, "steps": []})
+        t["steps"].append({"step": step, "verdict": verdict, "stage": stage, "speedup": speedup,
+                           "screen_s": screen_s})
+    return list(out.values())
