@@ -83,18 +83,9 @@ def run(args) -> int:
 
 
 def feedback(res) -> str:
-    """A few lines a refinement loop can act on."""
-    lines = [f"verdict: {res.verdict} (stage: {res.stage})"]
-    for r in res.reasons[:3]:
-        lines.append(f"{r.kind}: {r.message}" + (f" [at {r.site}]" if r.site else ""))
-    p = res.predicted
-    if p:
-        lines.append(f"predicted speed-up: {p.speedup:.2f}x ({'uncertain, ' if p.uncertain else ''}bottleneck: "
-                     f"{p.bottleneck})")
-        if p.critical_path:
-            last = p.critical_path[-1]
-            lines.append(f"critical path ends in: {last['name']} on rank {last['rank']} at {last['site']}")
-    return "\n".join(lines)
+    """A few lines a refinement loop can act on (the text lives with the loop's: pkb/refine/feedback.py)."""
+    from pkb.refine.feedback import brief
+    return brief(res)
 
 
 def render(res) -> str:
