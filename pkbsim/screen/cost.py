@@ -74,12 +74,6 @@ def predict(task: TaskSpec, source: Session, cand: CandidateReport, ref_screen_t
     if untimed:
         uncertain = True
         notes.append(f"device kernels {', '.join(untimed)} are not timed by the model; the prediction leaves them out")
-    if any(map(source.mentions, ("symm_mem", "_symmetric_memory", "tasks.solutions._symm"))) or any(
-            op["kind"] == "symm" or op.get("peer_bytes") for r in cand_trace["ranks"] for op in r["ops"]):
-        uncertain = True
-        notes.append("the candidate uses symmetric memory: peer accesses are timed as NVLink traffic and signals "
-                     "at link latency, a model not yet checked against multi-GPU measurements: not a basis to "
-                     "reject")
     for res, who in ((ref_res, "reference"), (cand_res, "candidate")):
         notes += [f"{who}: {n}" for n in res.notes]
         uncertain |= bool(res.unfinished)
