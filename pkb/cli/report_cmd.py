@@ -43,6 +43,10 @@ def run(args) -> int:
         print(f"rank correlation of predicted and measured speed-ups: {rep.spearman:.2f} ({len(rep.pairs)} pairs)")
     for n in rep.notes:
         print(n)
+    for t in rep.trajectories:
+        print(f"refine {t['run']} {t['task']}: " + " -> ".join(
+            s["verdict"] + (f" ({s['why']})" if s.get("why") else "")
+            + (f" {s['speedup']:.2f}x" if s.get("speedup") is not None else "") for s in t["steps"]))
     if args.html:
         print(f"wrote {args.html}")
     return 0

@@ -102,13 +102,15 @@ def trajectories(db: str) -> list[dict]:
         have = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         if "refine_steps" not in have:
             return []
-        rows = con.execute("SELECT run, task, step, verdict, stage, speedup, screen_s FROM refine_steps "
+        rows = con.execute("SELECT run, task, step, verdict, stage, speedup, screen_s, result FROM refine_steps "
                            "ORDER BY run, task, step").fetchall()
     finally:
         con.close()
     out: dict[tuple[str, str], dict] = {}
-    for run, task, step, verdict, stage, speedup, screen_s in rows:
+    for run, task, step, verdict, stage, speedup, screen_s, result in rows:
         t = out.setdefault((run, task), {"run": run, "task": task, "steps": []})
-        t["steps"].append({"step": step, "verdict": verdict, "stage": stage, "speedup": speedup,
+        reasons = (json.loads(result) if result else {}).get("reasons") or []
+        why = reasons[0]["kind"] if reasons else (stage if verdict == "malformed" else "")
+        t["steps"].append({"step": step, "verdict": verdict, "stage": stage, "why": why, "speedup": speedup,
                            "screen_s": screen_s})
     return list(out.values())

@@ -17,14 +17,16 @@ class Report:
     spearman: float | None = None
     gpu_hours_saved: float | None = None
     notes: list[str] = field(default_factory=list)
+    trajectories: list[dict] = field(default_factory=list)  # `pkb refine` runs: per run and task, its steps
 
     def to_json(self) -> dict:
         return {"rows": self.rows, "confusion": self.confusion, "pairs": self.pairs, "spearman": self.spearman,
-                "gpu_hours_saved": self.gpu_hours_saved, "notes": self.notes}
+                "gpu_hours_saved": self.gpu_hours_saved, "notes": self.notes, "trajectories": self.trajectories}
 
 
 def collect(db: str) -> Report:
     from hwbackend.store import Store
+    from pkb.refine.store import trajectories
     from pkbsim.screen.store import ScreenStore
 
     screens = {}
@@ -32,7 +34,7 @@ def collect(db: str) -> Report:
         screens[(r["task"], r["candidate"])] = r
     scores = {(s["task"], s["candidate"]): s for s in Store(db).latest_runs()}
     rows = [dict(r, score=scores.get(key)) for key, r in screens.items()]
-    rep = Report(rows)
+    rep = Report(rows, trajectories=trajectories(db))
     for r in rows:
         if r["score"]:
             hw = r["score"]["status"]

@@ -6,7 +6,7 @@ import os
 
 from pkb.batch import summary_row, tally
 from pkb.report.collect import Report
-from pkb.report.svg import scatter, timeline
+from pkb.report.svg import scatter, timeline, trajectory
 
 CSS = """body{font-family:system-ui,sans-serif;margin:24px;color:#222}table{border-collapse:collapse;margin:12px 0}
 td,th{border:1px solid #ccc;padding:3px 8px;font-size:13px;text-align:left;vertical-align:top}
@@ -48,6 +48,14 @@ def render(rep: Report, title: str = "pkb report") -> str:
     if rep.gpu_hours_saved is not None:
         out.append(f"<p>GPU hours saved: {rep.gpu_hours_saved:.3f}</p>")
     out += [f"<p class='note'>{html.escape(n)}</p>" for n in rep.notes]
+    if rep.trajectories:
+        out.append("<h2>Refinement runs</h2>")
+    for t in rep.trajectories:
+        path = " &rarr; ".join(html.escape(s["verdict"] + (f" ({s['why']})" if s.get("why") else "")
+                                           + (f" {s['speedup']:.2f}x" if s.get("speedup") else ""))
+                               for s in t["steps"])
+        out.append(f"<div class='refine'><h3>{html.escape(t['run'])} / {html.escape(t['task'])}</h3>"
+                   f"<p>{path}</p>{trajectory(t['steps'])}</div>")
     out.append("<h2>Timelines</h2>")
     for r in rep.rows:
         if r.get("timeline"):

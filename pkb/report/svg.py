@@ -65,3 +65,48 @@ def timeline(path: str | None, width: int = 900, max_events: int = 400) -> str:
     parts.append(f'<text x="{left}" y="{height - 6}" font-size="10">0 us</text>'
                  f'<text x="{width - 10}" y="{height - 6}" font-size="10" text-anchor="end">{end:.1f} us</text></svg>')
     return "".join(parts)
+
+
+def trajectory(steps: list[dict], width: int = 420, height: int = 200) -> str:
+    """One refinement run of one task: per step its verdict (colour) and predicted speed-up (height); steps
+    without a prediction (rejected, malformed) sit on the axis, marked with a cross."""
+    if not steps:
+        return "<p>No steps.</p>"
+    pad, top = 40, max([1.2] + [s["speedup"] * 1.1 for s in steps if s.get("speedup")])
+    last = max(s["step"] for s in steps)
+    first = min(s["step"] for s in steps)
+
+    def xy(step: int, value: float) -> tuple[float, float]:
+        fx = (step - first) / max(1, last - first)
+        return pad + fx * (width - 2 * pad), height - pad - value / top * (height - 2 * pad)
+
+    colour = {"pass": "#2a7a2a", "inconclusive": "#a60", "reject": "#b00", "malformed": "#888"}
+    x0, y1 = xy(first, 1.0)
+    x1, _ = xy(last, 1.0)
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" class="trajectory">',
+             f'<line x1="{x0:.1f}" y1="{y1:.1f}" x2="{x1:.1f}" y2="{y1:.1f}" stroke="#bbb" stroke-dasharray="4"/>',
+             f'<text x="{x1:.1f}" y="{y1 - 4:.1f}" font-size="10" text-anchor="end">reference (1x)</text>',
+             f'<text x="{width / 2}" y="{height - 8}" text-anchor="middle" font-size="12">step</text>',
+             (f'<text x="12" y="{height / 2}" transform="rotate(-90 12 {height / 2})" text-anchor="middle" '
+              f'font-size="12">predicted speed-up</text>')]
+    line = [xy(s["step"], s["speedup"]) for s in steps if s.get("speedup")]
+    if len(line) > 1:
+        parts.append('<polyline fill="none" stroke="#3465a4" points="'
+                     + " ".join(f"{x:.1f},{y:.1f}" for x, y in line) + '"/>')
+    for s in steps:
+        x, y = xy(s["step"], s.get("speedup") or 0.0)
+        tip = html.escape(f"step {s['step']}: {s['verdict']} ({s.get('why') or s.get('stage') or ''})"
+                          + (f", predicted {s['speedup']:.2f}x" if s.get("speedup") else ""))
+        fill = colour.get(s["verdict"], "#888")
+        if s.get("speedup"):
+            parts.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="5" fill="{fill}" class="step {s["verdict"]}">'
+                         f'<title>{tip}</title></circle>')
+        else:
+            parts.append(f'<path d="M{x - 5:.1f},{y - 5:.1f}L{x + 5:.1f},{y + 5:.1f}M{x - 5:.1f},{y + 5:.1f}'
+                         f'L{x + 5:.1f},{y - 5:.1f}" stroke="{fill}" stroke-width="2" class="step {s["verdict"]}">'
+                         f'<title>{tip}</title></path>'
+                         f'<text x="{x:.1f}" y="{y - 9:.1f}" font-size="10" text-anchor="middle">'
+                         f'{html.escape(s.get("why") or s["verdict"])}</text>')
+        parts.append(f'<text x="{x:.1f}" y="{height - pad + 14}" font-size="10" text-anchor="middle">{s["step"]}</text>')
+    parts.append("</svg>")
+    return "".join(parts)
