@@ -10,8 +10,10 @@ the processes that run candidates (`pkb screen`, `pkb run`'s workers, `pkb score
 `bwrap` with new user, PID, network (loopback only), IPC and UTS namespaces, every capability dropped, the
 whole file system read-only except a private /tmp and the folders pkb must write (its build cache and the
 output paths the user named), and die with their parent. GPU device nodes are passed through where they
-exist. Without bwrap a command that needs it stops with one line naming the package; `--no-sandbox` (or
-PKB_NO_SANDBOX=1) runs without it, by the user's explicit choice.
+exist. Process 1 of the sandbox is the supervisor (supervisor.py), which caps CPU time per process and
+the number of processes and threads (`Limits`), and names a breach in one line. Without bwrap a command
+that needs it stops with one line naming the package; `--no-sandbox` (or PKB_NO_SANDBOX=1) runs without
+it, by the user's explicit choice.
 """
 from __future__ import annotations
 
@@ -22,11 +24,48 @@ import shutil
 import subprocess
 import sys
 import threading
+from dataclasses import dataclass
+
+from candidate_sandbox.supervisor import LINE
 
 INSIDE = "PKB_SANDBOXED"       # set inside the sandbox: a command never wraps itself twice
 DISABLE = "PKB_NO_SANDBOX"     # "1": run without the sandbox (what --no-sandbox sets)
 MISSING = ("the candidate sandbox needs bubblewrap (bwrap), which is not installed: apt-get install bubblewrap "
            "(or dnf/pacman install bubblewrap), or pass --no-sandbox to run candidates unconfined")
+
+
+MAX_TASKS = "PKB_SANDBOX_MAX_TASKS"  # overrides the default cap on processes and threads
+CPU_SECONDS = "PKB_SANDBOX_CPU_S"    # overrides the default cap on CPU time per process
+SUPERVISOR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "supervisor.py")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Caps for every process of one sandbox. The defaults: 4096 processes and threads (an 8-rank NCCL job
+    with its builds runs a few hundred) and, where the caller knows no time limit, 6 hours of CPU time per
+    process (a long-lived screening worker runs many candidates); a job with a time limit derives its cap
+    from it (for_timeout)."""
+    max_tasks: int = 4096
+    cpu_seconds: float = 6 * 3600.0
+
+    @classmethod
+    def for_timeout(cls, timeout: float) -> Limits:
+        """A job that may run `timeout` seconds: each process may use two cores for all of it (a rank's own
+        thread and its communication library's), plus a minute for builds."""
+        return cls(cpu_seconds=2 * timeout + 60)
+
+    def effective(self) -> Limits:
+        """These caps, or what PKB_SANDBOX_MAX_TASKS / PKB_SANDBOX_CPU_S set instead."""
+        return Limits(int(os.environ.get(MAX_TASKS) or self.max_tasks),
+                      float(os.environ.get(CPU_SECONDS) or self.cpu_seconds))
+
+
+def breach(log: str) -> str | None:
+    """The supervisor's line naming a breached cap, if `log` (a sandbox's stderr) holds one."""
+    for line in log.splitlines():
+        if line.startswith(LINE):
+            return line.strip()
+    return None
 
 
 class SandboxUnavailable(Exception):
@@ -46,17 +85,21 @@ def bwrap() -> str:
     return path
 
 
-def prefix(writable: list[str] = (), readable: list[str] = ()) -> list[str]:
-    """The bwrap command line that runs a command inside the sandbox. `writable` folders (created if
-    missing: the caller's build caches, its output folders) stay writable; `readable` ones stay visible
-    although under /tmp (the private /tmp hides the machine's own)."""
-    args = [bwrap(), "--die-with-parent", "--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc",
-            "--unshare-uts", "--cap-drop", "ALL", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+def prefix(writable: list[str] = (), readable: list[str] = (), limits: Limits = Limits(),
+           network: bool = False) -> list[str]:
+    """The bwrap command line that runs a command inside the sandbox, under the supervisor's `limits`.
+    `writable` folders (created if missing: the caller's build caches, its output folders) stay writable;
+    `readable` ones stay visible although under /tmp (the private /tmp hides the machine's own). `network`:
+    keep the machine's network (a job across nodes needs it), else only a loopback of its own."""
+    args = [bwrap(), "--die-with-parent", "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
+            "--as-pid-1", "--cap-drop", "ALL", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
             "--tmpfs", "/tmp", "--tmpfs", "/dev/shm"]
+    if not network:
+        args.append("--unshare-net")
     for node in sorted(glob.glob("/dev/nvidia*")) + sorted(glob.glob("/dev/dri")):
         args += ["--dev-bind", node, node]
     python_path = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]  # e.g. packages under /tmp
-    for path in [os.getcwd(), *python_path, *readable]:
+    for path in [os.getcwd(), os.path.dirname(SUPERVISOR), *python_path, *readable]:
         path = os.path.abspath(path)
         if os.path.exists(path):
             args += ["--ro-bind", path, path]
@@ -64,8 +107,9 @@ def prefix(writable: list[str] = (), readable: list[str] = ()) -> list[str]:
         path = os.path.abspath(path)
         os.makedirs(path, exist_ok=True)
         args += ["--bind", path, path]
+    caps = limits.effective()
     args += ["--setenv", INSIDE, "1", "--setenv", "TRITON_CACHE_DIR", "/tmp/triton-cache", "--chdir", os.getcwd(),
-             "--"]
+             "--", sys.executable, "-I", "-S", SUPERVISOR, str(caps.max_tasks), f"{caps.cpu_seconds:g}", "--"]
     return args
 
 

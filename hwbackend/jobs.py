@@ -5,6 +5,7 @@ scorer is their subreaper) and killed too, and reported.
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import select
 import signal
@@ -120,6 +121,7 @@ class Job:
         self.deadline = 0.0
         self.leftovers = 0
         self.world_size = nproc
+        self.limits = sandbox.Limits.for_timeout(timeout).effective()  # CPU time per process, processes+threads
 
     def _env(self, sock_path: str) -> dict:
         env = {k: os.environ[k] for k in PASS_THROUGH if k in os.environ}
@@ -152,19 +154,20 @@ class Job:
         """Start torchrun in a session of its own; its workers will connect to `control`."""
         cmd = [sys.executable, "-m", "torch.distributed.run", *self.launcher_args(), "--max-restarts=0",
                "-m", "hwbackend.worker"]
-        if sandbox.wanted() and not control.startswith("tcp://"):
-            # every rank of the job in one sandbox, with a loopback of its own for torchrun and NCCL/gloo; the
-            # job folder (its control socket, outputs, HOME and TMPDIR) writable. A job across nodes talks
-            # to the scorer over TCP and is not sandboxed.
+        if sandbox.wanted():
+            # every rank of this node in one sandbox, the job folder (its control socket, outputs, HOME and
+            # TMPDIR) writable; on one node with a loopback of its own for torchrun and NCCL/gloo, across
+            # nodes (control over TCP) with the machine's network, which the ranks need to reach the others
             sandbox.check()
             readable = [os.path.dirname(os.path.abspath(self.candidate))] if self.candidate else []
             checkout = checkout_of(self.task)
             readable += [checkout.root] if checkout else []
-            cmd = [*sandbox.prefix([self.dir], [*readable, REPO_ROOT]), *cmd]
+            cmd = [*sandbox.prefix([self.dir], [*readable, REPO_ROOT], self.limits,
+                                   network=control.startswith("tcp://")), *cmd]
         self.log = open(os.path.join(self.dir, "job.log"), "wb")
         self.proc = subprocess.Popen(cmd, env=self._env(control), cwd=self.dir, stdout=self.log,
                                      stderr=subprocess.STDOUT, start_new_session=True,
-                                     preexec_fn=_limits)
+                                     preexec_fn=functools.partial(_limits, self.limits.cpu_seconds))
         self.deadline = time.monotonic() + self.timeout
 
     def accept_ranks(self, listener: socket.socket) -> None:
@@ -192,6 +195,9 @@ class Job:
 
     def check_launcher(self) -> None:
         if self.proc.poll() is not None:
+            capped = self._capped()
+            if capped:
+                raise capped
             raise JobFailure("error", f"torchrun exited with status {self.proc.returncode} before "
                              f"all ranks connected", details=self.log_tail())
 
@@ -223,10 +229,21 @@ class Job:
     def _died(self) -> JobFailure:
         """A rank's connection closed without a report: its log may still say why (NCCL's watchdog aborts
         the process on an asynchronous CUDA error before the worker can send it)."""
+        capped = self._capped()
+        if capped:
+            return capped
         line = cuda_error_line(self.log_text())
         if line is not None:
             return JobFailure("cuda_error", f"a rank died on a CUDA error: {line}", details=self.log_tail())
         return JobFailure("error", "a rank died without reporting", details=self.log_tail())
+
+    def _capped(self) -> JobFailure | None:
+        """The job's end when a cap of the sandbox (or, unsandboxed, the kernel's CPU-time limit) ended it."""
+        log = self.log_text()
+        line = sandbox.breach(log)
+        if line is None and "SIGXCPU" in log:
+            line = f"a rank was killed at the CPU-time limit of {self.limits.cpu_seconds:g} s per process (SIGXCPU)"
+        return JobFailure("resource_limit", line, details=self.log_tail()) if line else None
 
     def _await(self, ch: Channel) -> None:
         """Block until `ch` has something to read; between looks, watch() may end the job early."""
@@ -242,6 +259,9 @@ class Job:
         """When one rank fails its peers fail too ("connection closed"); report the rank that failed first
         in its own right: wait briefly for the others' reports and prefer an error that is not a peer's.
         If every report is a peer's and a rank's channel closed without one, that rank died (`_died`)."""
+        capped = self._capped()
+        if capped:
+            return capped
         errors, silent = [first], False
         for ch in self.channels:
             ch.sock.settimeout(1.0)
@@ -320,8 +340,11 @@ class Job:
             self.log.close()
 
 
-def _limits() -> None:
+def _limits(cpu_seconds: float) -> None:
     import resource
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # no core dumps of candidate memory
+    # the kernel's cap on CPU time per process: above the sandbox's own (whose supervisor names a breach
+    # first), and the only one under --no-sandbox, where a breach is named from the log's SIGXCPU
+    resource.setrlimit(resource.RLIMIT_CPU, (int(cpu_seconds) + 5, int(cpu_seconds) + 10))
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(soft, 65536), min(hard, 65536)))

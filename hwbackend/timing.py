@@ -1,7 +1,7 @@
 """What the timing samples mean: speed-up with a bootstrap confidence interval and a noise margin.
 
-Samples are per-call times of one timed batch (the scorer's clock from "go" to the last rank's
-"done", over the calls of the batch), gathered over several launches of each job.
+Samples are per-call times of the timed batches (the worker's, checked against the scorer's clock by
+clock_check.py), gathered over several launches of each job.
 """
 from __future__ import annotations
 
@@ -32,12 +32,14 @@ def noise_margin(ref_by_launch: list[list[float]]) -> float:
     return max(MIN_NOISE, (max(meds) - min(meds)) / statistics.median(meds))
 
 
-def summarize(ref_by_launch: list[list[float]], cand_by_launch: list[list[float]]) -> dict:
+def summarize(ref_by_launch: list[list[float]], cand_by_launch: list[list[float]], clock_tolerance: float = 0.0) -> dict:
+    """`clock_tolerance`: the share of a batch a patched clock could hide from the scorer's cross-check
+    (clock_check.py); the noise margin is never below it, so such a patch cannot make a candidate faster."""
     ref = [x for g in ref_by_launch for x in g]
     cand = [x for g in cand_by_launch for x in g]
     speedup = statistics.median(ref) / statistics.median(cand)
     lo, hi = bootstrap_ratio(ref, cand)
-    noise = max(noise_margin(ref_by_launch), noise_margin(cand_by_launch))
+    noise = max(noise_margin(ref_by_launch), noise_margin(cand_by_launch), clock_tolerance)
     faster = lo > 1.0 and speedup > 1.0 + noise
     return {"speedup": speedup, "speedup_ci95": [lo, hi], "noise_margin": noise,
             "reference_ms": statistics.median(ref) * 1e3, "candidate_ms": statistics.median(cand) * 1e3,
