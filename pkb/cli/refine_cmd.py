@@ -118,10 +118,12 @@ def _refine(args) -> int:
     store = RefineStore(args.db) if args.run_name and os.path.isfile(args.db) else None
     stored = store.run_options(args.run_name) if store else None
     if stored:
-        if args.task or args.problem or args.start_dir:
-            raise UsageError(f"run {args.run_name} exists in {args.db} with its own tasks; resume it without --task/"
-                             f"--problem/--from, or pick a new --run name")
         plans = planning.from_json(stored["plans"])
+        asked = {p.spec.task for p in planning.plans_for(_selection(args))} if (
+            args.task or args.problem or args.start_dir) else None
+        if asked is not None and asked != {p.spec.task for p in plans}:
+            raise UsageError(f"run {args.run_name} in {args.db} refines {', '.join(p.spec.task for p in plans)}; "
+                             f"resume it with those tasks (or none named), or pick a new --run name")
         options = dict(stored, model=args.model or stored["model"], base_url=args.base_url or stored["base_url"])
     else:
         if not args.model:

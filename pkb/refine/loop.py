@@ -96,7 +96,7 @@ def refine_task(plan: TaskPlan, opts: LoopOptions, client: ChatClient, screener:
             store.put(step)
         else:
             step = _screened(plan, opts, screener, store, run, n, messages[-1].content, reply.text, got.code, reply,
-                             started)
+                             started, out.steps)
         out.steps.append(step)
         _tell(on_step, step)
         messages += [Message("assistant", reply.text), Message("user", step.feedback)]
@@ -112,16 +112,22 @@ def conversation(prompt: str, steps: list[Step]) -> list[Message]:
 
 
 def _screened(plan: TaskPlan, opts: LoopOptions, screener: Screener, store: RefineStore, run: str, n: int,
-              prompt: str, reply_text: str, code: str, reply, started: float) -> Step:
-    path = os.path.join(store.steps_dir(run, plan.spec.task), f"step_{n:02d}.py")
+              prompt: str, reply_text: str, code: str, reply, started: float, earlier: list[Step] = ()) -> Step:
+    sha = hashlib.sha256(code.encode()).hexdigest()
+    # named by content: a file the model sends again is the same file, whose stored screen names its lines
+    path = os.path.join(store.steps_dir(run, plan.spec.task), f"cand_{sha[:12]}.py")
     with open(path, "w") as f:
         f.write(code)
     t0 = time.perf_counter()
     res = screener.screen(plan.spec, path)
     screen_s = round(time.perf_counter() - t0, 3)
-    step = Step(run, plan.spec.task, n, prompt, reply_text, code, hashlib.sha256(code.encode()).hexdigest(), path,
+    feedback = for_model(res, code, opts.target)
+    again = [s.step for s in earlier if s.file_sha == sha]
+    if again:
+        feedback = f"This file is the same as the one of your step {again[-1]}.\n" + feedback
+    step = Step(run, plan.spec.task, n, prompt, reply_text, code, sha, path,
                 str(res.verdict), res.stage, res.predicted.speedup if res.predicted else None,
-                for_model(res, code, opts.target), getattr(reply, "prompt_tokens", None),
+                feedback, getattr(reply, "prompt_tokens", None),
                 getattr(reply, "completion_tokens", None), getattr(reply, "seconds", 0.0), screen_s, started,
                 time.time(), res.to_json())
     store.put(step)

@@ -19,7 +19,7 @@ CREATE TABLE IF NOT EXISTS refine_steps (
   request_s REAL, screen_s REAL, started REAL, finished REAL, result TEXT,
   PRIMARY KEY (run, task, step));
 """
-STEPS_DIR = "pkb_refine"  # beside the results file: <run>/<task>/step_NN.py
+STEPS_DIR = "pkb_refine"  # beside the results file: <run>/<task>/cand_<sha256[:12]>.py
 
 
 @dataclass
