@@ -2,7 +2,8 @@
 own, as the real (pybind) handle: a candidate that caches its peer-pointer table on the handle raised
 AttributeError on an H200 and passed the screen (ParallelKernelBench problem 22, Triton tree); its twin
 keeps the cache beside the handle. `rendezvous` requires its group (PKB problem 66, gemini CUDA tree, and
-Triton-tree 32 called it without one: TypeError on the H200, a pass in the screen); the twin passes it."""
+Triton-tree 32 called it without one: TypeError on the H200, a pass in the screen); the twin passes it.
+`empty` takes no `group` (PKB problem 75, gemini CUDA tree, passed one: TypeError on the H200)."""
 import pytest
 
 PROGRAM = """
@@ -44,6 +45,21 @@ def test_rendezvous_needs_its_group_as_on_the_gpu(run_program, call, fails):
         assert "TypeError" in text and "group" in text, text
     else:
         assert res.output.count("rendezvous 2") == 2, (res.output, text)
+
+
+@pytest.mark.parametrize("call,fails", [('symm_mem.empty(16, device="cuda", group=dist.group.WORLD)', True),
+                                        ('symm_mem.empty(16, device="cuda")', False)])
+def test_empty_takes_only_torchs_keywords(run_program, call, fails):
+    res = run_program(f"""
+        import torch.distributed._symmetric_memory as symm_mem
+        buf = {call}
+        print("allocated", buf.numel())
+    """)
+    text = " ".join(f.render() for f in res.findings)
+    if fails:
+        assert "TypeError" in text and "group" in text, text
+    else:
+        assert res.output.count("allocated 16") == 2, (res.output, text)
 
 
 @pytest.mark.parametrize("disabled", [True, False])

@@ -20,7 +20,8 @@ from pkbsim.world.sites import user_site
 from pkbsim.world.world import SimAbort
 
 
-def empty(*size, dtype: torch.dtype | None = None, device=None, **_) -> torch.Tensor:
+def empty(*size, dtype: torch.dtype | None = None, device=None) -> torch.Tensor:
+    """torch's signature exactly (2.11 and 2.13): a keyword it lacks, such as `group`, is a TypeError there."""
     ctx = require()
     if len(size) == 1 and isinstance(size[0], (tuple, list, torch.Size)):
         size = tuple(size[0])
