@@ -186,3 +186,27 @@ def test_quoted_lines_mark_each_site():
     out = _quote(src, [3, 15])
     assert ">   3 | line3" in out and ">  15 | line15" in out and "     ..." in out
     assert "    1 | line1" in out and "    6 | line6" not in out
+
+
+def test_parallelkernelbench_problem_prompt_and_kernelgen_name(tmp_path, capsys):
+    import argparse
+
+    from pkb.refine.kernelgen import file_name
+    from pkb.resolve import pkb_tasks
+    from pkb_checkout import write_checkout
+
+    builder = ("import torch\n\ndef create_input_tensor(rank, world_size, problem_id, base_shape, dtype, trial=0, "
+               "device=None):\n    torch.manual_seed(rank + trial)\n    return (torch.randn(base_shape, dtype=dtype, "
+               "device=device),)\n")
+    (tmp_path / "pkb").mkdir()
+    root = write_checkout(tmp_path / "pkb", builder, {"7_sum_over_ranks": "def solution(x):\n    out = x.clone()\n"
+                                                                          "    dist.all_reduce(out)\n    return out\n"})
+    assert main(["refine", "--pkb-root", str(root), "--problem", "7", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "ParallelKernelBench problem 7" in out and "def create_input_tensor" in out and "dist.all_reduce(out)" in out
+    assert "every output: bfloat16" in out
+    ids = pkb_tasks(argparse.Namespace(pkb_root=str(root), pkb_dtype="bfloat16"))
+    assert file_name(get(ids[7]), "triton") == "7_sum_over_ranks_triton.py"
+    assert file_name(get("all_reduce"), "cuda") == "1_all_reduce_cuda.py"
+    assert main(["refine", "--pkb-root", str(root), "--problem", "8", "--dry-run"]) == 2
+    assert "no such problem" in capsys.readouterr().err
