@@ -220,7 +220,7 @@ def score(task: str, candidate: str, nproc: int, backend: str = "nccl", protocol
             allowed = {_behaviour(m) for m in ref.findings}  # what the reference itself does is no violation
             result["findings"] += [{"kind": "integrity", "rank": None, "message": m} for m in cand.findings
                                    if m not in seen and _behaviour(m) not in allowed]
-            clocks = cross_check(ref.clocks, cand.clocks)  # the candidate's times against the scorer's clock
+            clocks = cross_check(ref.clocks, cand.clocks, backend)  # the candidate's times against the scorer's clock
             result["findings"] += [{"kind": "integrity", "rank": None, "message": m} for m in clocks.findings]
             unreported, hideable = max(unreported, clocks.unexplained), max(hideable, clocks.tolerance)
             if failures:

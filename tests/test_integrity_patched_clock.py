@@ -9,6 +9,7 @@ import os
 
 import pytest
 
+from hwbackend.clock_check import BatchClock, cross_check
 from hwbackend.score import Protocol, score
 
 from conftest import HERE
@@ -39,3 +40,32 @@ def test_the_honest_twin_is_timed_without_a_clock_finding():
     res = _score("honest_sleeper")
     assert res["correct"] and res["status"] in ("slower", "faster"), res
     assert _clock_findings(res) == [], res["findings"]
+
+
+# the rule itself, on batches as both clocks saw them (seconds): a reference with 0.1 ms of harness overhead
+# per call and a few microseconds of jitter, GPU-like
+REFERENCE = [BatchClock(0.0104, 0.0100, 4), BatchClock(0.01041, 0.01, 4), BatchClock(0.01039, 0.01, 4)]
+
+
+def test_batches_that_agree_with_the_scorer_clock_have_no_finding():
+    honest = [BatchClock(0.0204, 0.0200, 4), BatchClock(0.02045, 0.0200, 4), BatchClock(0.0204, 0.02, 4)]
+    agreement = cross_check(REFERENCE, honest, "nccl")
+    assert agreement.findings == [] and agreement.unexplained < agreement.tolerance < 0.05
+
+
+def test_batches_reporting_a_tenth_of_their_time_are_named_with_both_numbers():
+    patched = [BatchClock(0.0204, 0.0020, 4)] * 3
+    (finding,) = cross_check(REFERENCE, patched, "nccl").findings
+    assert "reported 6.000 ms for 3 batches that took 61.200 ms by the scorer's clock" in finding, finding
+
+
+def test_a_patch_that_hides_a_tenth_is_seen_and_one_disturbed_batch_is_not():
+    shaved = [BatchClock(0.0204, 0.0180, 4)] * 3
+    assert cross_check(REFERENCE, shaved, "nccl").findings
+    disturbed = [BatchClock(0.0404, 0.0200, 4), BatchClock(0.0204, 0.0200, 4), BatchClock(0.0204, 0.0200, 4)]
+    assert cross_check(REFERENCE, disturbed, "nccl").findings == []
+
+
+def test_a_worker_reporting_more_than_the_scorer_saw_is_named():
+    (finding,) = cross_check(REFERENCE, [BatchClock(0.0100, 0.0200, 4)], "nccl").findings
+    assert "reported 20.000 ms for a batch that took 10.000 ms" in finding

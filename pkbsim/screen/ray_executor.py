@@ -1,8 +1,11 @@
 """`pkb run --executor ray`: the same jobs fanned out over a Ray cluster (RAY_ADDRESS, or a local instance).
 
-Each screen is one Ray task running the local worker's `screen_job`; a task over the time limit is
-cancelled with force (its worker process is killed) and recorded as inconclusive, like the local pool.
-Ray is an optional extra: `pip install 'pkb[ray]'`.
+Each screen is one Ray task, whose body (`screen_one`) runs the job in a screening worker of its own inside
+the candidate sandbox on whatever node runs it: the same worker, sandbox and caps as `pkb run`'s local pool
+(a Ray worker process is long-lived and shared, so the candidate must never run in it). A node without
+bwrap answers inconclusive, naming the fix; PKB_NO_SANDBOX=1 in the driver's environment runs the screen
+in the Ray worker itself. A task over the time limit is cancelled with force (its worker process is
+killed) and recorded as inconclusive, like the local pool. Ray is an optional extra: `pip install 'pkb[ray]'`.
 """
 from __future__ import annotations
 
@@ -10,7 +13,10 @@ import os
 import time
 from collections.abc import Callable
 
+import candidate_sandbox
 from pkbsim.screen.worker import inconclusive
+
+FORWARDED = (candidate_sandbox.DISABLE, candidate_sandbox.MAX_TASKS, candidate_sandbox.CPU_SECONDS)
 
 
 class RayUnavailable(Exception):
@@ -24,15 +30,14 @@ def run_ray(jobs: list[dict], time_limit: float, memory_gb: float, on_result: Ca
         raise RayUnavailable("--executor ray needs Ray: pip install 'pkb[ray]' (or use --executor local)") from None
     started_here = not ray.is_initialized()
     if started_here:
+        path = os.pathsep.join(p for p in (_root(), os.environ.get("PYTHONPATH")) if p)
         ray.init(address=os.environ.get("RAY_ADDRESS"), include_dashboard=False, log_to_driver=False,
-                 runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join(p for p in (_root(), os.environ.get(
-                     "PYTHONPATH")) if p)}})
+                 runtime_env={"env_vars": {"PYTHONPATH": path} | {k: os.environ[k] for k in FORWARDED
+                                                                  if k in os.environ}})
 
     @ray.remote(max_retries=0, memory=int(memory_gb * 2**30) if memory_gb > 0 else None)
     def screen_remote(job: dict) -> dict:
-        from pkbsim.screen.worker import limit_memory, screen_job
-        limit_memory(memory_gb)
-        return screen_job(job)
+        return screen_one(job, time_limit, memory_gb)
 
     try:
         _collect(ray, {screen_remote.remote(j): (j, time.monotonic() + time_limit) for j in jobs}, time_limit,
@@ -40,6 +45,23 @@ def run_ray(jobs: list[dict], time_limit: float, memory_gb: float, on_result: Ca
     finally:
         if started_here:  # a local instance's processes must not outlive the batch
             ray.shutdown()
+
+
+def screen_one(job: dict, time_limit: float, memory_gb: float) -> dict:
+    """A Ray task's body: the job in a sandboxed screening worker of its own (pool.run_local with one
+    worker), or, with the sandbox disabled, here."""
+    if not candidate_sandbox.wanted():
+        from pkbsim.screen.worker import limit_memory, screen_job
+        limit_memory(memory_gb)
+        return screen_job(job)
+    try:
+        candidate_sandbox.check()
+    except candidate_sandbox.SandboxUnavailable as e:
+        return inconclusive(job, "pkb_error", f"this Ray node cannot sandbox the candidate: {e}")
+    from pkbsim.screen.pool import run_local
+    results: list[dict] = []
+    run_local([job], 1, time_limit, memory_gb, results.append, sandboxed=True)
+    return results[0]
 
 
 def _collect(ray, pending: dict, time_limit: float, on_result: Callable[[dict], None]) -> None:

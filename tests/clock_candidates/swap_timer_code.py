@@ -1,6 +1,6 @@
 """Cheat: the honest sleeper's work, but the code of the scorer's own timer (Guard.stop_timer) is swapped
 for one that reports a tenth of the time. The function object stays the same one, so no check of names
-sees it (at 4c1e0a0 it was scored "slower" with no finding). Must be "integrity": the worker's times
+sees it (at d7af08b it was scored "slower" with no finding). Must be "integrity": the worker's times
 disagree with the scorer's clock."""
 import time
 

@@ -1,0 +1,102 @@
+"""Exploit class: a candidate that takes the machine's CPU or process table (a fork bomb, a spinning loop).
+Every sandbox's process 1 (candidate_sandbox/supervisor.py) counts the sandbox's processes and threads and
+each process's CPU time; past a cap it kills the sandbox and names the cap in one line. Shown on the bare
+sandbox, on `pkb score` (status "error", a resource_limit finding) and on `pkb screen` (the line, exit 86),
+each with its honest twin under the same caps. Asserts are on verdicts, never on speed."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+import candidate_sandbox as sandbox
+from candidate_sandbox.supervisor import BREACH_EXIT
+from hwbackend.score import Protocol, score
+from pkb.cli.main import main
+
+from conftest import HERE
+
+CAPS = os.path.join(HERE, "cap_candidates")
+HONEST = os.path.join(HERE, "candidates", "reference_copy.py")
+BOMB = "import os, time\nfor _ in range(8):\n    os.fork()\ntime.sleep(60)\n"  # 256 processes at most
+FEW = "import os, time\nfor _ in range(3):\n    os.fork()\ntime.sleep(0.5)\n"   # 8 processes
+
+
+def _inside(limits, code):
+    cmd = [*sandbox.prefix(limits=limits), sys.executable, "-c", code]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+
+
+def test_a_fork_bomb_is_stopped_at_the_cap_on_processes_and_named():
+    proc = _inside(sandbox.Limits(max_tasks=32), BOMB)
+    assert proc.returncode == BREACH_EXIT, proc
+    line = proc.stderr.strip()
+    assert len(line.splitlines()) == 1 and "over its cap of 32 processes and threads" in line, line
+
+
+def test_a_few_processes_stay_under_the_cap():
+    proc = _inside(sandbox.Limits(max_tasks=32), FEW)
+    assert proc.returncode == 0 and proc.stderr == "", proc
+
+
+def test_a_spinning_process_is_stopped_at_the_cap_on_cpu_time_and_named():
+    proc = _inside(sandbox.Limits(cpu_seconds=1), "while True: pass")
+    assert proc.returncode == BREACH_EXIT, proc
+    line = proc.stderr.strip()
+    assert len(line.splitlines()) == 1 and "of CPU time, over the sandbox's cap of 1 s" in line, line
+
+
+def test_a_waiting_process_stays_under_the_cap_on_cpu_time():
+    proc = _inside(sandbox.Limits(cpu_seconds=1), "import time; time.sleep(2)")
+    assert proc.returncode == 0 and proc.stderr == "", proc
+
+
+def test_the_caps_come_from_the_job_timeout_unless_set():
+    assert sandbox.Limits.for_timeout(300).cpu_seconds == 660
+    assert sandbox.Limits().max_tasks == 4096
+
+
+@pytest.fixture
+def small_caps(monkeypatch):
+    monkeypatch.setenv(sandbox.MAX_TASKS, "96")
+    monkeypatch.setenv(sandbox.CPU_SECONDS, "20")
+
+
+def _score(path):
+    return score("all_reduce", path, 2, "gloo", Protocol(launches=1, batches=1, calls=2, timeout=150))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name,needle", [("fork_bomb", "processes and threads (a fork bomb?)"),
+                                         ("cpu_spin", "s of CPU time, over the sandbox's cap of 20 s")])
+def test_a_scored_candidate_that_breaks_a_cap_is_an_error_naming_it(name, needle, small_caps):
+    res = _score(os.path.join(CAPS, f"{name}.py"))
+    assert res["status"] == "error", res
+    (finding,) = [f for f in res["findings"] if f["kind"] == "resource_limit"]
+    assert needle in finding["message"] and "\n" not in finding["message"], finding
+
+
+@pytest.mark.slow
+def test_the_honest_twin_is_scored_under_the_same_caps(small_caps):
+    res = _score(HONEST)
+    assert res["correct"] and res["status"] in ("slower", "faster"), res
+
+
+def _screen(capsys, path):
+    code = main(["screen", path, "--task", "all_reduce", "--world-size", "2", "--no-cost", "--json"])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_a_screened_fork_bomb_ends_with_the_line(capsys, monkeypatch):
+    monkeypatch.setenv(sandbox.MAX_TASKS, "96")
+    code, out, err = _screen(capsys, os.path.join(CAPS, "fork_bomb.py"))
+    assert code == BREACH_EXIT and out == "", (code, out, err)
+    assert [line for line in err.splitlines() if "over its cap of 96" in line], err
+
+
+def test_the_screened_honest_twin_passes_under_the_same_cap(capsys, monkeypatch):
+    monkeypatch.setenv(sandbox.MAX_TASKS, "96")
+    code, out, err = _screen(capsys, HONEST)
+    assert (code, json.loads(out)["verdict"]) == (0, "pass"), err
