@@ -15,6 +15,7 @@ import json
 import os
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -37,9 +38,10 @@ def default_script() -> list[str]:
 class StandIn(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, replies: list[str], faults: list[int] = (), port: int = 0):
+    def __init__(self, replies: list[str], faults: list[int] = (), port: int = 0, delay: float = 0.0):
         super().__init__(("127.0.0.1", port), _Handler)
-        self.replies, self.faults = list(replies), list(faults)
+        self.replies, self.faults, self.delay = list(replies), list(faults), delay
+        self.in_flight = self.most_in_flight = 0  # requests being answered at once, and the most seen
         self.requests: list[dict] = []   # {"headers": {...}, "body": {...}, "status": int}
         self.lock = threading.Lock()
         self.thread = threading.Thread(target=self.serve_forever, daemon=True)
@@ -69,6 +71,17 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+        with self.server.lock:
+            self.server.in_flight += 1
+            self.server.most_in_flight = max(self.server.most_in_flight, self.server.in_flight)
+        try:
+            self._answer(body)
+        finally:
+            with self.server.lock:
+                self.server.in_flight -= 1
+
+    def _answer(self, body: dict):
+        time.sleep(self.server.delay)  # a model takes a while: lets concurrent requests overlap
         with self.server.lock:
             fault = self.server.faults.pop(0) if self.server.faults else None
             turn = sum(m.get("role") == "assistant" for m in body.get("messages", []))

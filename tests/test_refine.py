@@ -210,3 +210,17 @@ def test_parallelkernelbench_problem_prompt_and_kernelgen_name(tmp_path, capsys)
     assert file_name(get("all_reduce"), "cuda") == "1_all_reduce_cuda.py"
     assert main(["refine", "--pkb-root", str(root), "--problem", "8", "--dry-run"]) == 2
     assert "no such problem" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("bound", [1, 2])
+def test_many_tasks_at_once_within_the_bound_on_requests(tmp_path, capsys, bound):
+    tasks = ["all_reduce", "all_gather", "reduce_scatter"]
+    with StandIn(["Thinking about it; no code yet."], delay=0.2) as server:
+        rc = main(["refine", *[a for t in tasks for a in ("--task", t)], "--model", "m", "--base-url", server.base_url,
+                   "--steps", "2", "--parallel", "3", "--max-requests", str(bound), "--db", str(tmp_path / "r.sqlite"),
+                   "--json"])
+        doc = json.loads(capsys.readouterr().out)
+        assert rc == 1 and len(server.answered()) == 6 and 1 <= server.most_in_flight <= bound
+    assert sorted(t["task"] for t in doc["tasks"]) == sorted(tasks)
+    assert all([s["verdict"] for s in t["steps"]] == ["malformed"] * 2 and t["stopped"] == "budget"
+               for t in doc["tasks"])
