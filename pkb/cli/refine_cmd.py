@@ -178,7 +178,15 @@ def _api_key(options: dict) -> str | None:
 def _score(outcomes, args) -> dict:
     from pkb import batch
     rows = [o.best.result for o in outcomes if o.best and o.best.result]
-    return {k: v.to_json() if hasattr(v, "to_json") else v for k, v in batch.score(rows, args.db).items()}
+    where = {}
+
+    def started(row, nproc, backend):
+        where[row["candidate"]] = {"nproc": nproc, "backend": backend}
+        if not args.json:
+            print(f"  scoring {row['task']} step file {os.path.basename(row['candidate'])}: {nproc} ranks, {backend}",
+                  flush=True)
+
+    return {k: dict(v, **where.get(k, {})) for k, v in batch.score(rows, args.db, on_start=started).items()}
 
 
 def _progress(s) -> None:
@@ -197,7 +205,8 @@ def _summary(outcomes, scores: dict, written: list[str], name: str) -> None:
         best = (f"best: step {b.step}, {b.verdict}" + (f" {b.speedup:.2f}x" if b.speedup is not None else "")
                 + f" ({b.candidate})") if b else "no candidate passed"
         score = scores.get(b.candidate) if b else None
-        hw = f"; GPU: {score.get('status')}" if score else ""
+        hw = (f"; score ({score.get('backend', '?')}, {score.get('nproc', '?')} ranks): {score.get('status')}"
+              + (f" {score['speedup']:.2f}x" if score.get("speedup") else "")) if score else ""
         print(f"{o.task}: {len([s for s in o.steps if s.step > 0])} steps, stopped at {o.stopped}; {best}{hw}")
     for w in written:
         print(f"wrote {w}")
