@@ -83,11 +83,14 @@ def _prediction(p, name: str, target: float, sites: list[int]) -> list[str]:
         parts = [f"{k} {v:.0%}" for k, v in sorted(p.shares.items(), key=lambda kv: -kv[1]) if v >= 0.01]
         if parts:
             out.append("Critical path time: " + ", ".join(parts) + ".")
-    if p.critical_path:
-        spans = sorted(p.critical_path, key=lambda c: c.get("end_us", 0) - c.get("start_us", 0), reverse=True)[:3]
-        out.append("Longest steps on the critical path: " + "; ".join(
-            f"{c['name']} on rank {c['rank']} {_local(c.get('site', ''), name, sites) or 'outside your file'} "
-            f"{c.get('end_us', 0) - c.get('start_us', 0):.1f} us" for c in spans) + ".")
+    if p.critical_path:  # its last operations, summed per operation and line
+        by_site: dict[tuple[str, str], list[float]] = {}
+        for c in p.critical_path:
+            by_site.setdefault((c["name"], c.get("site", "")), []).append(c.get("end_us", 0) - c.get("start_us", 0))
+        top = sorted(by_site.items(), key=lambda kv: -sum(kv[1]))[:3]
+        out.append(f"End of the critical path (its last {len(p.critical_path)} operations), by line: " + "; ".join(
+            f"{op} {_local(site, name, sites) or 'outside your file'}"
+            + (f" x{len(d)}" if len(d) > 1 else "") + f" {sum(d):.1f} us" for (op, site), d in top) + ".")
     for n in p.notes[:2]:
         out.append(f"Note: {n}")
     return out

@@ -124,7 +124,7 @@ def _screened(plan: TaskPlan, opts: LoopOptions, screener: Screener, store: Refi
     feedback = for_model(res, code, opts.target)
     again = [s.step for s in earlier if s.file_sha == sha]
     if again:
-        feedback = f"This file is the same as the one of your step {again[-1]}.\n" + feedback
+        feedback = f"This file is the same as the one of your step {again[0]}.\n" + feedback
     step = Step(run, plan.spec.task, n, prompt, reply_text, code, sha, path,
                 str(res.verdict), res.stage, res.predicted.speedup if res.predicted else None,
                 feedback, getattr(reply, "prompt_tokens", None),
