@@ -8,7 +8,7 @@ import ctypes
 import numpy as np
 
 from pkbsim.device.ir import Event
-from pkbsim.device.kernel_report import Traffic
+from pkbsim.device.kernel_report import KernelWork, sector_bytes
 from pkbsim.device.protocol import device_state
 
 
@@ -22,14 +22,22 @@ def byte_runs(starts, width: int) -> list[tuple[int, int]]:
 
 
 class Access:
-    def __init__(self, ctx, lo: int, hi: int, nbytes: int, region, runs: list[tuple[int, int]] | None = None):
+    def __init__(self, ctx, lo: int, hi: int, nbytes: int, region, runs: list[tuple[int, int]] | None = None,
+                 sectors: int | None = None):
         self.lo, self.hi, self.nbytes, self.region = lo, hi, nbytes, region
         self.runs = runs  # the contiguous byte ranges within [lo, hi) it touches (None: all of it)
+        self.sectors = nbytes if sectors is None else sectors  # bytes of the 32-byte sectors it touches
         self.rank, self.world_size = ctx.rank, ctx.world.size
 
     @classmethod
     def find(cls, ctx, lo: int, hi: int, nbytes: int) -> Access:
         return cls(ctx, lo, hi, nbytes, device_state(ctx.world).memory.find(lo, hi))
+
+    @classmethod
+    def of(cls, ctx, addrs: np.ndarray, width: int, region, runs=None) -> Access:
+        """The access of `width` bytes at each of `addrs` (all in `region`)."""
+        return cls(ctx, int(addrs.min()), int(addrs.max()) + width, int(addrs.size) * width, region, runs,
+                   sector_bytes(addrs, width))
 
     def data_events(self, kind: str, site: str, where: str) -> list[Event]:
         """The race-checked get/put events of a data access of a symmetric buffer: one per contiguous run."""
@@ -46,14 +54,27 @@ class Access:
             return Event(kind, self.rank, site, where, r.owner, word, word + 1, True, **kw)
         return Event(kind, self.rank, site, where, r.owner, self.lo - r.base, self.hi - r.base, **kw)
 
-    def count(self, traffic: Traffic, write: bool) -> None:
+    @property
+    def peer(self) -> int | None:
+        """The rank whose memory this is, if not the accessing rank's own."""
+        r = self.region
+        return r.owner if r is not None and r.owner != self.rank else None
+
+    def count(self, work: KernelWork, write: bool) -> None:
+        """Add the access's bytes to the launch's work: payload, and sectors of local memory or payload per peer."""
         if write:
-            traffic.bytes_written += self.nbytes
+            work.bytes_written += self.nbytes
         else:
-            traffic.bytes_read += self.nbytes
-        if self.region is not None and self.region.owner != self.rank:
-            bucket = traffic.peer_write if write else traffic.peer_read
-            bucket[self.region.owner] = bucket.get(self.region.owner, 0) + self.nbytes
+            work.bytes_read += self.nbytes
+        peer = self.peer
+        if peer is None:
+            if write:
+                work.local_write += self.sectors
+            else:
+                work.local_read += self.sectors
+        else:
+            bucket = work.peer_write if write else work.peer_read
+            bucket[peer] = bucket.get(peer, 0) + self.nbytes
 
     def label(self) -> str:
         r = self.region

@@ -1,23 +1,110 @@
-"""What a finished kernel launch leaves behind, whichever interpreter ran it: a compute record with its
-bytes (per peer for the cost model) and, if a program/block waited for a later one, a co-residency
+"""What a finished kernel launch leaves behind, whichever interpreter ran it: a compute record with the work it
+did (pkbsim.timing.device_kernel times it) and, if a program/block waited for a later one, a co-residency
 finding."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from pkbsim.world.findings import Finding
+
+SECTOR = 32   # bytes: the unit in which a GPU's L2 and HBM move data
+
+
+def sector_bytes(addrs: np.ndarray, width: int) -> int:
+    """Bytes of the 32-byte sectors that accesses of `width` bytes at `addrs` touch: a warp reading every 8th
+    float moves whole sectors, 8x the bytes it uses."""
+    a = np.asarray(addrs).astype(np.int64).reshape(-1)
+    if not a.size:
+        return 0
+    first, last = a // SECTOR, (a + width - 1) // SECTOR
+    sectors = np.unique(np.concatenate((first, last)) if width > 1 else first)
+    return int(sectors.size) * SECTOR
 
 
 @dataclass
-class Traffic:
-    """Bytes a launch moved: all of it, and the part that crossed to each peer."""
-    bytes_read: int = 0
+class KernelWork:
+    """The work of one launch on one rank, counted from the interpreter's access records. Polls (spin-wait
+    reads and atomics that change nothing) are not traffic: how often the simulator polls depends on its own
+    schedule, not on the kernel; a wait is counted once, as a flag hop, when the value it waited for arrives."""
+    bytes_read: int = 0            # payload bytes, every memory
     bytes_written: int = 0
-    peer_read: dict[int, int] = field(default_factory=dict)
+    peer_read: dict[int, int] = field(default_factory=dict)    # payload bytes from/to each peer's memory
     peer_write: dict[int, int] = field(default_factory=dict)
+    local_read: int = 0            # sector bytes in the rank's own memory (HBM traffic)
+    local_write: int = 0
+    load_ops: int = 0              # block-level load instructions (a Triton tl.load, a PTX ld per CTA)
+    atomics: int = 0               # value-returning atomic updates that changed memory (lanes; PTX atom, Triton)
+    reductions: int = 0            # fire-and-forget ones (PTX red: an atomicAdd whose result is unused)
+    atomic_hot: int = 0            # the most atomics on one address
+    reduction_hot: int = 0         # the most reductions on one address
+    local_hops: int = 0            # longest chain of flag waits among the launch's own blocks
+    remote_waits: int = 0          # the most waits for a peer's write that one block completed
+    waits_on: set[int] = field(default_factory=set)   # peers whose writes the launch waited for
+    warp_instructions: int = 0     # PTX only (Triton's interpreter counts none)
+    polled: bool = False           # some block spun (its instruction count includes the simulator's spins)
+    threads: int = 128             # per block
+    _hits: dict = field(default_factory=dict, repr=False)
+
+    def atomic(self, addrs: np.ndarray, returns: bool = True, combined: bool = False) -> None:
+        """Lanes that updated memory atomically at `addrs` (one entry per lane). `combined`: one instruction's
+        lanes on one address are one update at that address (Triton's vector atomics: measured on an H200,
+        benchmarks/results/device_kernel_model_check_h200.json)."""
+        uniq, counts = np.unique(np.asarray(addrs).astype(np.int64).reshape(-1), return_counts=True)
+        hot = "atomic_hot" if returns else "reduction_hot"
+        if returns:
+            self.atomics += int(counts.sum())
+        else:
+            self.reductions += int(counts.sum())
+        for a, n in zip(uniq.tolist(), counts.tolist()):
+            key = (hot, a)
+            self._hits[key] = self._hits.get(key, 0) + (1 if combined else n)
+            setattr(self, hot, max(getattr(self, hot), self._hits[key]))
+
+    def record(self, blocks: int) -> dict:
+        """The trace's `device` field (JSON-able)."""
+        return {"blocks": blocks, "threads": self.threads, "local_read": self.local_read,
+                "peer_read": sum(self.peer_read.values()),
+                "local_write": self.local_write, "load_ops": self.load_ops, "atomics": self.atomics,
+                "atomic_hot": self.atomic_hot, "reductions": self.reductions, "reduction_hot": self.reduction_hot, "local_hops": self.local_hops, "remote_waits": self.remote_waits,
+                "waits_on": sorted(self.waits_on), "warp_instructions": self.warp_instructions,
+                "polled": self.polled}
 
 
-def report_launch(ctx, name: str, site: str, units: int, unit: str, traffic: Traffic, co_resident: list[str],
+@dataclass
+class FlagChains:
+    """Flag waits of one launch as hops on a chain: a block that waited for a write made by another block of
+    the launch is one hop behind that block's chain (a ping-pong of n rounds is 2n hops, a barrier that every
+    block passes on one flag is one); a wait for a peer rank's write is one remote wait."""
+    seen: dict = field(default_factory=dict)    # (block, address) -> bytes it last read there
+    stamp: dict = field(default_factory=dict)   # address -> (block, value, its chain depth) of the last write
+    depth: dict = field(default_factory=dict)   # block -> its chain depth
+    remote: dict = field(default_factory=dict)  # block -> peer writes it waited for
+
+    def read(self, work: KernelWork, block, addr: int, value: bytes, peers: set[int]) -> None:
+        """A poll (or the read half of an atomic) by `block` saw `value` at `addr`: if that changed since its last
+        read there, its wait ended, on a write of another block of the launch (the value it stamped) or else of
+        a peer rank."""
+        prev = self.seen.get((block, addr))
+        self.seen[(block, addr)] = value
+        if prev is None or prev == value:
+            return
+        writer = self.stamp.get(addr)
+        if writer is not None and writer[0] != block and writer[1] == value:
+            self.depth[block] = max(self.depth.get(block, 0), writer[2] + 1)
+            work.local_hops = max(work.local_hops, self.depth[block])
+        else:
+            self.remote[block] = self.remote.get(block, 0) + 1
+            work.remote_waits = max(work.remote_waits, self.remote[block])
+            work.waits_on |= peers
+
+    def wrote(self, block, addr: int, value: bytes) -> None:
+        self.seen[(block, addr)] = value
+        self.stamp[addr] = (block, value, self.depth.get(block, 0))
+
+
+def report_launch(ctx, name: str, site: str, units: int, unit: str, work: KernelWork, co_resident: list[str],
                   kernel: str) -> None:
     if co_resident:
         ctx.world.add_finding(Finding(
@@ -25,8 +112,8 @@ def report_launch(ctx, name: str, site: str, units: int, unit: str, traffic: Tra
             f"{unit} of the same launch, which a GPU runs only if every {unit} is resident at once (use one "
             f"{unit} per rank's work, a cooperative launch, or split the kernel)", [ctx.rank], [site],
             co_resident[:4]))
-    fields = {"flops": 0, "bytes_read": traffic.bytes_read, "bytes_written": traffic.bytes_written, "kernel": kernel,
-              "programs": units}
-    if traffic.peer_read or traffic.peer_write:
-        fields["peer_bytes"] = {"read": dict(traffic.peer_read), "write": dict(traffic.peer_write)}
+    fields = {"flops": 0, "bytes_read": work.bytes_read, "bytes_written": work.bytes_written, "kernel": kernel,
+              "programs": units, "device": work.record(units)}
+    if work.peer_read or work.peer_write:
+        fields["peer_bytes"] = {"read": dict(work.peer_read), "write": dict(work.peer_write)}
     ctx.trace.record("compute", name, site, stream=ctx.stream_id, **fields)

@@ -12,10 +12,11 @@ the launch, so the race detector sees blocks as unordered unless they synchronis
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from pkbsim.device.ir import Event
-from pkbsim.device.kernel_report import Traffic, report_launch
+from pkbsim.device.kernel_report import FlagChains, KernelWork, report_launch
 from pkbsim.device.protocol import device_state
 from pkbsim.device.ptx_memory import KernelObserver
 from pkbsim.device.spin import block_on
@@ -35,7 +36,8 @@ class KernelRun:
     grid: tuple[int, int, int]
     polls: dict = field(default_factory=dict)
     poll_site: str = ""
-    traffic: Traffic = field(default_factory=Traffic)
+    work: KernelWork = field(default_factory=KernelWork)
+    chains: FlagChains = field(default_factory=FlagChains)
     co_resident: list[str] = field(default_factory=list)
     blocks: dict = field(default_factory=dict)  # lane group -> its first block
 
@@ -101,12 +103,14 @@ def launch(ctx, module, kernel: str, name: str, grid, block, params: bytes, shar
     """Run `kernel` of `module` on the calling rank; `memory` maps every address it may touch."""
     g = tuple(grid) + (1,) * (3 - len(grid))
     run = KernelRun(name, site, g)
+    run.work.threads = math.prod((block,) if isinstance(block, int) else tuple(block))
     device_state(ctx.world).log.append(Event("kernel", ctx.rank, site, name, value=g[0] * g[1] * g[2]))
     clocks = ctx.world.clocks.kernel(ctx.rank)
     try:
-        module.launch_raw(kernel, g, block, params, shared_bytes, memory=memory, observer=KernelObserver(ctx, run),
-                          schedule=_schedule(ctx, run, cooperative, clocks))
+        counters = module.launch_raw(kernel, g, block, params, shared_bytes, memory=memory,
+                                     observer=KernelObserver(ctx, run), schedule=_schedule(ctx, run, cooperative, clocks))
+        run.work.warp_instructions = counters.warp_instructions
     finally:
         with ctx.world.lock:
             clocks.finish()
-    report_launch(ctx, name, site, g[0] * g[1] * g[2], "block", run.traffic, run.co_resident, "cuda")
+    report_launch(ctx, name, site, g[0] * g[1] * g[2], "block", run.work, run.co_resident, "cuda")

@@ -42,8 +42,7 @@ class KernelObserver:
         self.state = device_state(ctx.world)
 
     def _accesses(self, addrs: np.ndarray, width: int) -> list[Access]:
-        return [Access(self.ctx, int(sub.min()), int(sub.max()) + width, int(sub.size) * width, region,
-                       byte_runs(sub, width) if region is not None else None)
+        return [Access.of(self.ctx, sub, width, region, byte_runs(sub, width) if region is not None else None)
                 for region, sub in self.state.memory.split(addrs, width)]
 
     def _words(self, addrs: np.ndarray, width: int) -> list[Access]:
@@ -64,15 +63,15 @@ class KernelObserver:
         quals = set(ins.parts)
         site, where = site_of(ins.loc), self.run.where(g)
         if op == "ld" and not quals & _FLAG_LOAD:
-            return self._load(self._data_or_pad_words(glob, width), quals, site, where, perform)
+            return self._load(g, self._data_or_pad_words(glob, width), quals, site, where, perform)
         if op == "st" and not quals & _FLAG_STORE:
-            return self._store(self._data_or_pad_words(glob, width), quals, site, where, perform)
+            return self._store(g, self._data_or_pad_words(glob, width), quals, site, where, perform)
         words = self._words(glob, width)
         if op == "ld":
-            return self._load(words, quals, site, where, perform)
+            return self._load(g, words, quals, site, where, perform)
         if op == "st":
-            return self._store(words, quals, site, where, perform)
-        return self._atomic(words, quals, op, site, where, perform)
+            return self._store(g, words, quals, site, where, perform)
+        return self._atomic(g, words, quals, op, site, where, perform)
 
     def _data_or_pad_words(self, addrs, width) -> list[Access]:
         """Data ranges per region, but signal-pad words one by one."""
@@ -82,8 +81,8 @@ class KernelObserver:
                                                 if a.region is not None and a.region.on_pad else [a])]
         return accs
 
-    def _load(self, accs, quals, site, where, perform):
-        world, traffic = self.ctx.world, self.run.traffic
+    def _load(self, g, accs, quals, site, where, perform):
+        world, work, block = self.ctx.world, self.run.work, self.run.blocks.get(id(g))
         flag = bool(quals & _FLAG_LOAD)
         polled = [a for a in accs if flag or (a.region is not None and a.region.on_pad)]
         for a in accs:
@@ -94,16 +93,20 @@ class KernelObserver:
         with world.lock if polled else contextlib.nullcontext():
             out = perform()
             seen = [a.snapshot() for a in polled]
-        for a in accs:
-            a.count(traffic, write=False)
+        data_accs = [a for a in accs if a not in polled]
+        for a in data_accs:
+            a.count(work, write=False)
+        if data_accs:
+            work.load_ops += g.nctas
         sem = "acquire" if "acquire" in quals else "relaxed"
         for a, data in zip(polled, seen):
             emit(world, a.event("wait", site, where, op="poll", value=_nonzero(data), sem=sem), a.region, a.lo)
+            self.run.chains.read(work, block, a.lo, data, a.writers())
             self._poll(a, site, data)
         return out
 
-    def _store(self, accs, quals, site, where, perform):
-        world, traffic = self.ctx.world, self.run.traffic
+    def _store(self, g, accs, quals, site, where, perform):
+        world, work, block = self.ctx.world, self.run.work, self.run.blocks.get(id(g))
         flag = bool(quals & _FLAG_STORE)
         signals = [a for a in accs if flag or (a.region is not None and a.region.on_pad)]
         for a in accs:
@@ -114,15 +117,16 @@ class KernelObserver:
             out = perform()
             sem = "release" if "release" in quals else "relaxed"
             for a in signals:
-                emit(world, a.event("signal", site, where, op="store", value=_nonzero(a.snapshot()), sem=sem), a.region,
-                     a.lo)
+                value = a.snapshot()
+                emit(world, a.event("signal", site, where, op="store", value=_nonzero(value), sem=sem), a.region, a.lo)
+                self.run.chains.wrote(block, a.lo, value)
         for a in accs:
-            a.count(traffic, write=True)
+            a.count(work, write=True)
         self._wrote()
         return out
 
-    def _atomic(self, accs, quals, op, site, where, perform):
-        world = self.ctx.world
+    def _atomic(self, g, accs, quals, op, site, where, perform):
+        world, work, block = self.ctx.world, self.run.work, self.run.blocks.get(id(g))
         order = next((q for q in _ORDERS if q in quals), "relaxed")
         with world.lock:
             before = [a.snapshot() for a in accs]
@@ -132,9 +136,14 @@ class KernelObserver:
                 emit(world, a.event("wait", site, where, op=op, value=_nonzero(b), sem=order), a.region, a.lo)
                 if c != b:
                     emit(world, a.event("signal", site, where, op=op, value=_nonzero(c), sem=order), a.region, a.lo)
+        for a, b, c in zip(accs, before, after):
+            self.run.chains.read(work, block, a.lo, b, a.writers())
+            if c != b:
+                self.run.chains.wrote(block, a.lo, c)
         changed = [a for a, b, c in zip(accs, before, after) if c != b]
         for a in changed:
-            a.count(self.run.traffic, write=True)
+            a.count(work, write=True)
+            work.atomic(np.full(a.nbytes // max(a.hi - a.lo, 1), a.lo), returns="red" not in quals)
         if changed:
             self._wrote()
         for a, b, c in zip(accs, before, after):
@@ -157,7 +166,9 @@ class KernelObserver:
                     emit(self.ctx.world, ev, a.region)
         out = perform()
         for a in accs:
-            a.count(self.run.traffic, write=write)
+            a.count(self.run.work, write=write)
+        if not write:
+            self.run.work.load_ops += g.nctas
         if write:
             self._wrote()
         return out
@@ -172,6 +183,7 @@ class KernelObserver:
                                    sem="acq_rel"))
 
     def _poll(self, a: Access, site: str, observed: bytes) -> None:
+        self.run.work.polled = True
         prev = self.run.polls.get((a.lo, a.hi))
         repeats = prev.repeats + 1 if prev is not None and prev.observed == observed else 0
         self.run.polls[(a.lo, a.hi)] = Poll(observed, repeats, a.label(), a.writers())

@@ -24,7 +24,7 @@ from triton.runtime import interpreter as interp
 from triton.runtime.jit import JITFunction
 
 from pkbsim.device.ir import Event
-from pkbsim.device.kernel_report import Traffic, report_launch
+from pkbsim.device.kernel_report import FlagChains, KernelWork, report_launch
 from pkbsim.device.protocol import device_state
 from pkbsim.device.spin import PollSet
 from pkbsim.device.triton_compile_check import check_compiles
@@ -39,6 +39,7 @@ _lang_lock = threading.Lock()
 _lang_users = 0
 _lang_scope = None
 _interpreted: dict = {}
+DEFAULT_WARPS = 4   # Triton's num_warps when a launch names none: a program is 128 threads
 
 
 # the interpreter builds its language patch from a kernel's globals: this one names both modules it patches
@@ -93,7 +94,8 @@ class Launch:
     started: set = field(default_factory=set)
     current: tuple[int, int, int] = (0, 0, 0)
     polls: PollSet = field(default_factory=PollSet)
-    traffic: Traffic = field(default_factory=Traffic)
+    work: KernelWork = field(default_factory=KernelWork)
+    chains: FlagChains = field(default_factory=FlagChains)
     co_resident: list[str] = field(default_factory=list)
 
     @property
@@ -161,6 +163,7 @@ def launch(fn, args: tuple, kwargs: dict, grid) -> None:
     g = tuple(grid(call_args) if callable(grid) else grid)
     g = g + (1,) * (3 - len(g))
     run = Launch(fn.__name__, g, rewritten, call_args, user_site(), clocks=ctx.world.clocks.kernel(ctx.rank))
+    run.work.threads = 32 * int(kwargs.get("num_warps", DEFAULT_WARPS))
     outer = current_launch()
     _tls.launch = run
     _enter_lang()
@@ -177,7 +180,7 @@ def launch(fn, args: tuple, kwargs: dict, grid) -> None:
 
 
 def _report(ctx, run: Launch) -> None:
-    report_launch(ctx, run.name, run.site, run.grid[0] * run.grid[1] * run.grid[2], "program", run.traffic,
+    report_launch(ctx, run.name, run.site, run.grid[0] * run.grid[1] * run.grid[2], "program", run.work,
                   run.co_resident, "triton")
 
 

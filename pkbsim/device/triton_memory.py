@@ -15,7 +15,7 @@ from triton.runtime import interpreter as interp
 
 from pkbsim.device import spin
 from pkbsim.device.accesses import Access, byte_runs
-from pkbsim.device.protocol import emit
+from pkbsim.device.protocol import device_state, emit
 from pkbsim.device.triton_launch import current_launch
 from pkbsim.ptx.access import check_aligned
 from pkbsim.ptx.errors import MemoryFault
@@ -38,13 +38,20 @@ def _active(ptrs, mask) -> tuple[np.ndarray, int]:
 
 
 def _access(ctx, addrs: np.ndarray, itemsize: int) -> Access:
-    acc = Access.find(ctx, int(addrs.min()), int(addrs.max()) + itemsize, int(addrs.size) * itemsize)
-    if acc.region is not None and not acc.region.on_pad:
-        acc.runs = byte_runs(addrs, itemsize)
-    return acc
+    region = device_state(ctx.world).memory.find(int(addrs.min()), int(addrs.max()) + itemsize)
+    runs = byte_runs(addrs, itemsize) if region is not None and not region.on_pad else None
+    return Access.of(ctx, addrs, itemsize, region, runs)
+
+
+FLAG_BYTES = 8  # a store this small may be a flag another program waits on: it stamps the wait chain
+
+
+def _flag_read(launch, acc: Access, seen: bytes) -> None:
+    launch.chains.read(launch.work, launch.current, acc.lo, seen, acc.writers())
 
 
 def _poll(ctx, launch, acc: Access, site: str, observed: bytes) -> None:
+    launch.work.polled = True
     spin.poll(ctx, launch.polls, acc.lo, acc.hi, observed, acc.label(), acc.writers(), site,
               launch.where, launch.has_pending, launch.run_pending)
 
@@ -69,9 +76,11 @@ def masked_load(original):
         with ctx.world.lock if polling else contextlib.nullcontext():  # a poll reports the value the load returned
             out = original(self, ptrs, mask, other, cache_modifier, eviction_policy, is_volatile)
             seen = acc.snapshot() if polling else b""
-        if acc is not None:
-            acc.count(launch.traffic, write=False)
+        if acc is not None and not polling:
+            acc.count(launch.work, write=False)
+            launch.work.load_ops += 1
         if polling:
+            _flag_read(launch, acc, seen)
             site = user_site()
             emit(ctx.world, acc.event("wait", site, launch.where, op="poll", value=_nonzero(seen), sem="relaxed"),
                  acc.region, acc.lo)
@@ -100,7 +109,9 @@ def masked_store(original):
                 out = original(self, ptrs, value, mask, cache_modifier, eviction_policy)
                 emit(ctx.world, acc.event("signal", site, launch.where, op="store", value=_nonzero(acc.snapshot()),
                                           sem="relaxed"), acc.region, acc.lo)
-        acc.count(launch.traffic, write=True)
+        acc.count(launch.work, write=True)
+        if acc.nbytes <= FLAG_BYTES:
+            launch.chains.wrote(launch.current, acc.lo, acc.snapshot())
         _wrote(ctx, launch)
         return out
     return store
@@ -123,8 +134,11 @@ def _atomic(ctx, launch, ptr, mask, sem, op: str, run):
         if after != before:
             emit(ctx.world, acc.event("signal", site, launch.where, op=op, value=_nonzero(after), sem=order),
                  acc.region, acc.lo)
+    _flag_read(launch, acc, before)
     if after != before:  # polls that change nothing are not counted: their number depends on timing
-        acc.count(launch.traffic, write=True)
+        acc.count(launch.work, write=True)
+        launch.work.atomic(addrs, combined=True)
+        launch.chains.wrote(launch.current, acc.lo, after)
         _wrote(ctx, launch)
     else:
         _poll(ctx, launch, acc, site, after)

@@ -19,6 +19,7 @@ from pkbsim.taskrun import Call, run_calls
 from pkbsim.timing import chrome_trace
 from pkbsim.timing.replay import Replay
 from pkbsim.timing.topology import Topology
+from pkbsim.timing.trace_scale import moved_bytes, scale_trace
 from tasks.registry import TaskSpec
 
 if TYPE_CHECKING:
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
 
 SHAPE_RUN_SECONDS = 60.0  # shape runs move no data: one that takes longer is stuck, not slow
 LATENCY_BYTES = 256 << 10  # communication kernels moving less than this are latency-, not link-bound
+DEVICE_BOUNDS = {"link": "link", "flags": "waits"}   # else its memory, issue or atomics: compute-bound
 LABELS = {"compute": "compute-bound", "link": "link-bound", "latency": "latency/launch-bound",
           "launch": "latency/launch-bound", "waits": "serialised waits"}
 
@@ -49,21 +51,22 @@ def predict(task: TaskSpec, source: Session, cand: CandidateReport, ref_screen_t
     (trace or None, why not)); the candidate's traces come from its own process (`cand`)."""
     notes: list[str] = []
     uncertain = True
-    if source.mentions("triton.jit"):
-        notes.append("the candidate launches Triton kernels, which a shape run cannot execute (no data); predicted "
-                     "at screen size instead")
-    elif cand.compile:
-        notes.append("the candidate launches inline-CUDA kernels, which a shape run cannot execute (no data); "
-                     "predicted at screen size from the bytes they move")
-    elif cand.shape_trace is None:
+    device = "Triton" if source.mentions("triton.jit") else "inline-CUDA" if cand.compile else None
+    if device is None and cand.shape_trace is None:
         notes.append(f"the full-size shape run failed ({cand.shape_why}); predicted at screen size instead")
     else:
         ref, why = ref_shape or shape_trace(task, None, world_size, seed, "full", min(timeout, SHAPE_RUN_SECONDS))
-        uncertain = ref is None
-        if uncertain:
+        if ref is None:
             notes.append(f"the reference's full-size shape run failed ({why}); predicted at screen size instead")
-        else:
-            cand_trace = cand.shape_trace
+        elif device is None:
+            uncertain, cand_trace = False, cand.shape_trace
+        elif ref_screen_trace is not None and cand.screen_trace is not None and moved_bytes(ref_screen_trace):
+            ratio = moved_bytes(ref) / moved_bytes(ref_screen_trace)
+            uncertain, cand_trace = False, scale_trace(cand.screen_trace, ratio)
+            notes.append(f"the candidate launches {device} kernels, which a shape run cannot execute (no data): its "
+                         f"screen-size trace is scaled to full size by r = {ratio:.4g} (the reference's bytes at full "
+                         f"over screen size): bytes, FLOPs, each kernel's loads, atomics and instructions, and its "
+                         f"grid, times r; flag hops and waits unchanged")
     if uncertain:
         ref, cand_trace = ref_screen_trace, cand.screen_trace
         if ref is None or cand_trace is None:
@@ -93,8 +96,8 @@ def bottleneck(res) -> tuple[str, dict]:
     busy: dict = defaultdict(float)
     for k in res.critical_path:
         dur = k["end_us"] - k["start_us"]
-        if k["kind"] == "compute":
-            busy["compute"] += dur
+        if k["kind"] == "compute":   # a device kernel says what bounds it (pkbsim.timing.device_kernel)
+            busy[DEVICE_BOUNDS.get(k.get("bound"), "compute")] += dur
         elif k["kind"] == "signal_wait":
             busy["waits"] += dur
         elif k["kind"] in ("collective", "p2p", "signal_put"):

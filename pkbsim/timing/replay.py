@@ -19,6 +19,7 @@ import simpy
 
 from pkbsim.timing.closed_form import choose
 from pkbsim.timing.compute import kernel_us, local_copy_us
+from pkbsim.timing.device_kernel import kernel_time, peer_read_cap_GBps
 from pkbsim.timing.flowsim import run_plan
 from pkbsim.timing.host_model import host_model
 from pkbsim.timing.nccl import latency_us, layout
@@ -85,6 +86,8 @@ class Replay:
         self._plans: dict = {}
         self._host_end: dict[int, float] = {}
         self._host_waited: dict[int, Kernel] = {}
+        self._device_starts: dict = {}
+        self._device_count: dict = defaultdict(int)
 
     # ---- host -----------------------------------------------------------------------------------------
     def run(self) -> ReplayResult:
@@ -170,9 +173,17 @@ class Replay:
     # ---- kernels --------------------------------------------------------------------------------------
     def _compute(self, k: Kernel, op: dict):
         nbytes = op.get("bytes_read", 0) + op.get("bytes_written", 0)
-        dur = kernel_us(self.topo, op.get("flops", 0), nbytes, op.get("dtype", self.dtype), self.model,
-                        self.comm_sms[k.rank])
+        dev = op.get("device")
         k.args.update(flops=op.get("flops", 0), bytes=nbytes)
+        if dev is None:
+            dur = kernel_us(self.topo, op.get("flops", 0), nbytes, op.get("dtype", self.dtype), self.model,
+                            self.comm_sms[k.rank])
+        else:
+            yield from self._peer_waits(k, dev)
+            hop = self._remote_hop_us(k.rank, dev.get("waits_on", ()))
+            t = kernel_time(self.topo, dev, self.model, hop, self.comm_sms[k.rank])
+            dur = t.total_us
+            k.args.update(bound=t.bound)
         waits = [self.env.timeout(dur)]
         peer = op.get("peer_bytes") or {}
         pairs = [(int(p), k.rank, b) for p, b in peer.get("read", {}).items()] + \
@@ -180,10 +191,39 @@ class Replay:
         pairs = [(s, d, b) for s, d, b in pairs if s != d and b > 0]
         if pairs:
             bw, _ = kernel_GBps(self.topo, "one_shot", None)
+            if dev is not None:   # a kernel's pulls are limited by the loads its blocks keep in flight
+                bw = min(bw, peer_read_cap_GBps(self.topo, dev, 2 * self._remote_hop_us(k.rank, [p for p, *_ in pairs])))
             routes = self.router.pack([self.router.route(s, d) for s, d, _ in pairs])
             waits.append(self.net.start(routes, [b for *_, b in pairs], bw * 1e3 / len(pairs)))
             k.args["peer_bytes"] = sum(b for *_, b in pairs)
+        began = self.env.now
         yield self.env.all_of(waits)
+        if dev is not None and self.env.now > began + dur * (1 + 1e-9):
+            k.args["bound"] = "link"   # its peer traffic outlasted the kernel's own work
+
+    def _device_start(self, rank: int, name: str, idx: int) -> simpy.Event:
+        return self._device_starts.setdefault((rank, name, idx), self.env.event())
+
+    def _peer_waits(self, k: Kernel, dev: dict):
+        """A device kernel that spun on peers' flags waits until the same launch has started on each of them
+        (the n-th launch of a kernel on one rank meets the n-th on the others): the predicted time of the
+        writes it waited for, never the simulator's polls."""
+        idx = self._device_count[(k.rank, k.name)]
+        self._device_count[(k.rank, k.name)] += 1
+        self._device_start(k.rank, k.name, idx).succeed(k)
+        peers = [int(p) for p in dev.get("waits_on", ()) if int(p) != k.rank and int(p) < self.world]
+        if not peers:
+            return
+        started = yield self.env.all_of([self._device_start(p, k.name, idx) for p in peers])
+        last = max(started.values(), key=lambda x: x.start)
+        if last.start > k.start:
+            k.pred = last
+
+    def _remote_hop_us(self, rank: int, peers) -> float:
+        """One flag's trip to the farthest of `peers` (one LL hop, as a signal put)."""
+        hops = [self.router.hop_class(rank, int(p)) for p in peers if int(p) != rank] or [self.topo.intra_link]
+        lat = nccl_constants()["latency"]["hop"]
+        return max(lat[h]["ring"][0] for h in hops)
 
     def _collective(self, k: Kernel, a):
         coll, size, algo, group = a.coll

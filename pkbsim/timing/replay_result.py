@@ -31,7 +31,7 @@ COMM = ("collective", "p2p", "signal_put", "signal_wait")
 def describe(k) -> dict:
     return {"rank": k.rank, "stream": k.stream, "name": k.name, "kind": k.kind, "site": k.site,
             "start_us": k.start, "end_us": k.end,
-            **{key: v for key, v in k.args.items() if key in ("op", "bytes", "algorithm", "protocol")}}
+            **{key: v for key, v in k.args.items() if key in ("op", "bytes", "algorithm", "protocol", "bound")}}
 
 
 def critical_path(kernels: list) -> list:

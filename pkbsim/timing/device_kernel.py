@@ -1,0 +1,104 @@
+"""Time of a device kernel (Triton or inline CUDA) from the work the interpreter counted, not from how long
+the simulator took to run it: its local memory traffic through the memory-level parallelism its blocks
+have in flight, in waves of resident blocks; the instructions it issued; its atomics; and its flag waits as
+hops of one flag's latency each. Peer traffic is timed by the flow network (pkbsim.timing.replay); this
+module gives its rate cap and the kernel's own part.
+
+The constants are for Hopper (sm90); `benchmarks/device_kernel_model_check.py` measures them and the
+model against one H200 (docs/timing_model.md says which were fitted and which are held out).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from pkbsim.timing.topology import Topology
+
+CLOCK_GHZ = 1.98            # H100/H200 SXM boost clock (datasheets)
+ISSUE_PER_SM_CLOCK = 4      # warp instructions per SM per clock: four schedulers
+THREADS_PER_SM = 2048       # resident threads per SM (sm90)
+BLOCKS_PER_SM = 32          # resident blocks per SM (sm90)
+# Fitted on one H200, one point each (benchmarks/results/device_kernel_model_check_h200.json):
+LOAD_LATENCY_US = 0.47      # a load's round trip at low load (a 16-block copy: t_copy_grid16)
+FLAG_HOP_US = 0.41          # a flag one SM writes, seen by another spinning on it (200-round ping-pong)
+ATOMICS_PER_US = 105_000    # value-returning atomics on distinct addresses (Triton atomic_add, 16 Mi)
+REDUCTIONS_PER_US = 316_000  # fire-and-forget ones (CUDA atomicAdd, result unused, 16 Mi)
+HOT_ATOMIC_US = 0.031       # one more value-returning atomic on the same address (Triton, 4 Mi)
+HOT_REDUCTION_US = 0.00074  # one more reduction on the same address (CUDA, 4 Mi)
+
+
+@dataclass(frozen=True)
+class KernelTime:
+    """The parts of a device kernel's time (us) and which one bounds it."""
+    memory_us: float
+    issue_us: float
+    atomic_us: float
+    flags_us: float
+    total_us: float
+    bound: str
+
+
+def resident_blocks(topo: Topology, dev: dict) -> int:
+    """Blocks the GPU runs at once (threads and block slots per SM; registers and shared memory unknown)."""
+    per_sm = max(1, min(BLOCKS_PER_SM, THREADS_PER_SM // max(int(dev.get("threads", 128)), 1)))
+    return topo.gpu.sms * per_sm
+
+
+def in_flight_bytes(topo: Topology, dev: dict, blocks: int) -> float:
+    """Bytes `blocks` resident blocks keep in flight: one block-level load each (a Triton tl.load, a PTX ld per
+    block), the average of the kernel's."""
+    per_load = (dev.get("local_read", 0) + dev.get("peer_read", 0)) / max(dev.get("load_ops", 0), 1)
+    return min(blocks, resident_blocks(topo, dev)) * per_load
+
+
+def memory_us(topo: Topology, dev: dict, hbm_GBps: float) -> float:
+    """Local memory time: each read waits a load's latency with the bytes in flight that the resident blocks
+    hold (Little's law: a grid of few blocks, or of blocks with one small load each, cannot fill the memory
+    system), and every byte read or written passes HBM; the two add (the latency grows as the bandwidth
+    fills: a queue)."""
+    read, write = dev.get("local_read", 0), dev.get("local_write", 0)
+    if read + write == 0:
+        return 0.0
+    flight = in_flight_bytes(topo, dev, max(int(dev.get("blocks", 1)), 1))
+    latency = read * LOAD_LATENCY_US / flight if flight > 0 and dev.get("load_ops", 0) else 0.0
+    return latency + (read + write) / hbm_GBps / 1e3
+
+
+def issue_us(topo: Topology, dev: dict) -> float:
+    """Instruction issue time on the SMs the grid occupies; left out for a kernel that spun (its count holds
+    the simulator's spin iterations, which depend on the simulated schedule)."""
+    if dev.get("polled"):
+        return 0.0
+    sms = min(topo.gpu.sms, max(int(dev.get("blocks", 1)), 1))
+    return dev.get("warp_instructions", 0) / (sms * ISSUE_PER_SM_CLOCK * CLOCK_GHZ * 1e3)
+
+
+def atomic_us(dev: dict) -> float:
+    """Atomics spread over addresses run at the L2's atomic rate (fire-and-forget reductions three times
+    faster than value-returning atomics); on one address they serialise."""
+    return max(dev.get("atomics", 0) / ATOMICS_PER_US, dev.get("reductions", 0) / REDUCTIONS_PER_US,
+               dev.get("atomic_hot", 0) * HOT_ATOMIC_US, dev.get("reduction_hot", 0) * HOT_REDUCTION_US)
+
+
+def kernel_time(topo: Topology, dev: dict, model: dict, remote_hop_us: float, comm_sms: int = 0) -> KernelTime:
+    """The kernel's own time: the largest of memory, issue and atomics (they overlap), plus its chain of flag
+    hops (local ones through L2, waits for a peer at `remote_hop_us`), at least the kernel floor, stretched
+    while communication kernels hold SMs."""
+    c = model["compute"]
+    hbm = topo.gpu.hbm_GBps * c["memory_efficiency"]
+    parts = {"memory": memory_us(topo, dev, hbm), "issue": issue_us(topo, dev), "atomics": atomic_us(dev)}
+    flags = dev.get("local_hops", 0) * FLAG_HOP_US + dev.get("remote_waits", 0) * remote_hop_us
+    bound = max(parts, key=parts.get)
+    body = max(parts.values())
+    if flags > body:
+        bound = "flags"
+    total = max(body + flags, c["min_kernel_us"])
+    free = max(topo.gpu.sms - comm_sms, 1)
+    total *= topo.gpu.sms / free
+    return KernelTime(parts["memory"], parts["issue"], parts["atomics"], flags, total, bound)
+
+
+def peer_read_cap_GBps(topo: Topology, dev: dict, remote_latency_us: float) -> float:
+    """The most a kernel's blocks can pull from peers: their loads in flight over the remote round trip."""
+    flight = in_flight_bytes(topo, dev, max(int(dev.get("blocks", 1)), 1))
+    return flight / remote_latency_us / 1e3 if flight > 0 and remote_latency_us > 0 else math.inf

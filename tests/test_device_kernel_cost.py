@@ -1,0 +1,154 @@
+"""Device kernels timed from what they do (pkbsim.device.kernel_report, pkbsim.timing.device_kernel): sector
+traffic, polls kept out of the work, flag waits as hops, blocks against SMs, atomics, peer waits in the replay,
+and the full-size scaling rule. Each test has the old behaviour as its buggy twin."""
+import io
+import pathlib
+
+import pytest
+
+from pkbsim.device.kernel_report import FlagChains, KernelWork, sector_bytes
+from pkbsim.timing.device_kernel import FLAG_HOP_US, kernel_time, memory_us
+from pkbsim.timing.host_model import host_model
+from pkbsim.timing.replay import Replay
+from pkbsim.timing.topology import load_topology
+from pkbsim.timing.trace_scale import scale_device, scale_trace
+from pkbsim.world.check import check_script
+from pkbsim.world.launcher import RunOptions
+
+ROOT = pathlib.Path(__file__).parent.parent
+TOPO = load_topology("hgx-h200")
+MODEL = host_model(None, TOPO)
+
+STRIDED = """
+import torch, triton, triton.language as tl
+
+@triton.jit
+def strided(src, dst, n, STRIDE: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(dst + offs, tl.load(src + offs * STRIDE, mask=offs < n), mask=offs < n)
+
+src, dst = torch.rand(8 * 1024, device="cuda"), torch.empty(1024, device="cuda")
+strided[(4,)](src, dst, 1024, STRIDE={stride}, BLOCK=256)
+"""
+
+CHAIN = """
+import torch, triton, triton.language as tl
+
+@triton.jit
+def chain(flags, N: tl.constexpr):
+    me = tl.program_id(0)
+    if me < N - 1:
+        while tl.load(flags + me + 1, volatile=True) == 0:
+            pass
+    tl.store(flags + me, 1)
+
+chain[({n},)](torch.zeros({n}, dtype=torch.int32, device="cuda"), N={n})
+"""
+
+
+def _device_record(tmp_path, source: str) -> dict:
+    pytest.importorskip("triton")
+    path = tmp_path / "prog.py"
+    path.write_text(source)
+    res = check_script(str(path), [], RunOptions(nproc=1, record_compute=True, output=io.StringIO()))
+    recs = [r for r in res.traces[0].records if r.get("device")]
+    assert recs, [f.render() for f in res.findings]
+    return recs[-1]
+
+
+def test_strided_reads_move_whole_sectors(tmp_path):
+    """Every 8th float: each 4-byte element costs its 32-byte sector (the old count: 4 bytes each)."""
+    dense = _device_record(tmp_path, STRIDED.format(stride=1))["device"]
+    strided = _device_record(tmp_path, STRIDED.format(stride=8))["device"]
+    assert dense["local_read"] == 1024 * 4
+    assert strided["local_read"] == 1024 * 32
+    assert sector_bytes([0, 4, 8, 12], 4) == 32 and sector_bytes([0, 32, 64], 4) == 96
+
+
+@pytest.mark.parametrize("n", [3, 6])
+def test_a_chain_of_waits_is_flag_hops_not_polled_bytes(tmp_path, n):
+    """Program p waits for program p+1's flag: n - 1 hops in a row, whatever the simulator's polling; the polls
+    are not traffic (before: every poll's 4 bytes were counted as bytes read)."""
+    rec = _device_record(tmp_path, CHAIN.format(n=n))
+    dev = rec["device"]
+    assert dev["local_hops"] == n - 1
+    assert rec["bytes_read"] == 0 and dev["local_read"] == 0
+    t = kernel_time(TOPO, dev, MODEL, remote_hop_us=0.0)
+    assert t.bound == "flags" and t.flags_us == pytest.approx((n - 1) * FLAG_HOP_US)
+
+
+def test_flag_chains_barrier_is_one_hop_and_peer_writes_are_remote_waits():
+    work, chains = KernelWork(), FlagChains()
+    for block in range(4):                       # every block polls one flag, unset
+        chains.read(work, block, 100, b"\0", set())
+    chains.wrote("leader", 100, b"\1")           # one block of the launch sets it
+    for block in range(4):
+        chains.read(work, block, 100, b"\1", set())
+    assert work.local_hops == 1 and work.remote_waits == 0
+    chains.read(work, 0, 200, b"\0", {3})        # a peer's pad slot, set by rank 3 (no write of this launch)
+    chains.read(work, 0, 200, b"\1", {3})
+    assert work.remote_waits == 1 and work.waits_on == {3}
+
+
+def test_a_small_grid_cannot_fill_hbm():
+    """The same bytes through 16 blocks take far longer than through a full grid (the old roofline: equal)."""
+    full = {"blocks": 65536, "threads": 128, "local_read": 256 << 20, "local_write": 256 << 20, "load_ops": 65536}
+    small = dict(full, blocks=16)
+    assert memory_us(TOPO, small, TOPO.gpu.hbm_GBps) > 5 * memory_us(TOPO, full, TOPO.gpu.hbm_GBps)
+
+
+def test_atomics_on_one_address_serialise():
+    spread = {"blocks": 1024, "reductions": 1 << 20, "reduction_hot": 1}
+    hot = dict(spread, reduction_hot=1 << 20)
+    assert kernel_time(TOPO, hot, MODEL, 0.0).total_us > 2 * kernel_time(TOPO, spread, MODEL, 0.0).total_us
+
+
+def _trace(ops0, ops1):
+    return {"schema": "pkb.trace/1", "world_size": 2, "ranks": [{"rank": 0, "ops": ops0}, {"rank": 1, "ops": ops1}]}
+
+
+def test_a_kernel_spinning_on_a_peer_waits_for_the_peers_launch():
+    """Rank 1 computes 1 ms before its barrier kernel; rank 0's kernel spins on rank 1's flag, so it ends after
+    rank 1's starts (before: rank 0's kernel ended after its own few microseconds)."""
+    dev = {"blocks": 8, "threads": 128, "remote_waits": 1}
+    kern = {"kind": "compute", "op": "barrier_kernel", "site": "k.py:1", "bytes_read": 0, "bytes_written": 0}
+    slow = {"kind": "compute", "op": "mm", "site": "k.py:0", "flops": 2 * 700e12 * 1e-3, "dtype": "bfloat16"}
+    doc = _trace([dict(kern, device=dict(dev, waits_on=[1]))], [slow, dict(kern, device=dict(dev, waits_on=[0]))])
+    replay = Replay(TOPO, doc)
+    replay.run()
+    end = {k.rank: k.end for k in replay.kernels if k.name == "barrier_kernel"}
+    assert end[0] > 1000 and end[0] == pytest.approx(end[1], rel=0.01)
+
+
+def test_scaling_rule_scales_work_and_grid_not_protocol_rounds():
+    dev = {"blocks": 4, "local_read": 1000, "load_ops": 10, "atomics": 8, "atomic_hot": 2, "reductions": 8,
+           "reduction_hot": 8, "local_hops": 3, "remote_waits": 2, "warp_instructions": 100}
+    out = scale_device(dev, 16.0, 16.0)
+    assert (out["blocks"], out["local_read"], out["load_ops"], out["atomics"], out["warp_instructions"]) == \
+        (64, 16000, 160, 128, 1600)
+    assert out["atomic_hot"] == 2      # a block's own slot (2 of its 2 atomics): a barrier, not data
+    assert out["reduction_hot"] == 128  # all 4 blocks' updates on one address: a counter, grows with data
+    assert out["local_hops"] == 3 and out["remote_waits"] == 2
+    assert scale_device(dev, 16.0, 1.0)["blocks"] == 4
+    doc = scale_trace(_trace([{"kind": "compute", "op": "k", "bytes_read": 10, "device": dev,
+                               "peer_bytes": {"read": {"1": 5}, "write": {}}}], []), 4.0)
+    op = doc["ranks"][0]["ops"][0]
+    assert op["bytes_read"] == 40 and op["peer_bytes"]["read"] == {"1": 20} and op["device"]["blocks"] == 16
+
+
+def test_triton_candidate_is_predicted_at_full_size(tmp_path):
+    """A Triton one-shot all-reduce is timed at the task's full size by the scaling rule, not at screen size."""
+    pytest.importorskip("triton")
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("triton_screen", ROOT / "benchmarks" / "triton_screen.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    from pkbsim.screen.pipeline import ScreenOptions, screen
+    from tasks.registry import get
+    path = tmp_path / "all_reduce__triton.py"
+    path.write_text(bench.CANDIDATE)
+    res = screen(get("all_reduce"), str(path), ScreenOptions(2, load_topology("hgx-h100"), seed=3))
+    p = res.predicted
+    assert any("scaled to full size" in n for n in p.notes), p.notes
+    assert not any("at screen size" in n for n in p.notes), p.notes
+    assert p.candidate_us > 100   # 256 MiB per rank moves for over 100 us (at screen size: about 10 us)
