@@ -238,6 +238,9 @@ def _show(store, name: str, as_json: bool) -> int:
         if s.step == 0:
             print(f"{head}: started from {s.candidate}")
         else:
+            if s.step == 1:
+                print(f"== {s.task}: the task's prompt ({len(s.prompt)} characters; --dry-run prints it), first line: "
+                      f"{s.prompt.splitlines()[0] if s.prompt else ''}")
             print(f"{head}: the model's reply ({s.request_s:.1f} s{tokens})\n{s.reply.rstrip()}")
         screen = f", screen {s.screen_s:.1f} s" if s.candidate else ""
         print(f"-- feedback ({s.verdict}{screen})\n{s.feedback.rstrip()}\n")
