@@ -224,3 +224,21 @@ def test_many_tasks_at_once_within_the_bound_on_requests(tmp_path, capsys, bound
     assert sorted(t["task"] for t in doc["tasks"]) == sorted(tasks)
     assert all([s["verdict"] for s in t["steps"]] == ["malformed"] * 2 and t["stopped"] == "budget"
                for t in doc["tasks"])
+
+
+def test_feedback_on_wrong_output_quotes_the_solution_and_on_a_limit_names_it():
+    from pkb.refine.feedback import for_model
+    from pkbsim.screen.result import Reason, ScreenResult
+
+    code = ('"""doc"""\nimport torch.distributed as dist\n\n\ndef solution(x):\n    out = x.clone()\n'
+            '    dist.all_reduce(out)\n    return out / dist.get_world_size()\n')
+    wrong = ScreenResult("all_reduce", "/runs/cand_ab.py", 2, "hgx-h100", 1).reject("functional", [
+        Reason("wrong_output", "call 1: rank 0: out: 4096 of 4096 elements outside rtol=0.0001 atol=1e-05 (worst at "
+                               "flat index 7: got -2.45, expected -4.90)", "/runs/cand_ab.py:5")])
+    fb = for_model(wrong, code, 1.0)
+    assert "got -2.45, expected -4.90" in fb and ">   5 | def solution(x):" in fb
+    assert "    8 |     return out / dist.get_world_size()" in fb and fb.endswith("code block.")
+    limit = ScreenResult("all_reduce", "/runs/cand_ab.py", 2, "hgx-h100", 1).inconclusive(
+        "functional", Reason("not_simulated", "torch.cuda.graphs is not simulated"))
+    fb = for_model(limit, code, 1.0)
+    assert "INCONCLUSIVE" in fb and "torch.cuda.graphs is not simulated" in fb and "limit of the screen" in fb
