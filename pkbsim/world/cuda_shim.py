@@ -25,7 +25,7 @@ from pkbsim.world.unsimulated import refuse_on_ranks
 
 from pkbsim.world.context import current
 from pkbsim.world.device_identity import bound_device  # noqa: F401 - process_group imports it from here
-from pkbsim.world.device_identity import program_frame, seen_device, tag, target_device
+from pkbsim.world.device_identity import program_frame, seen_device, tag, tagged, target_device
 from pkbsim.world.gpu_model import DEFAULT_TOPOLOGY, device_properties
 from pkbsim.world.patching import Patches
 from pkbsim.world.reduce import NotSimulated
@@ -41,7 +41,14 @@ _RANDOM = {torch.randn, torch.rand, torch.randint, torch.randperm, torch.normal,
            torch.bernoulli, torch.Tensor.normal_, torch.Tensor.uniform_, torch.Tensor.random_,
            torch.Tensor.bernoulli_, torch.Tensor.exponential_} | set(_INIT)
 _MOVES = {torch.Tensor.to, torch.Tensor.cuda, torch.Tensor.cpu}
-_SPECIAL = _RANDOM | _MOVES | {torch.Tensor.pin_memory}
+# torch's CUDA sort keeps ties in index order: its default sort equalled the stable one on every row of 14
+# shapes on an H200, the CPU's on 0-37% (benchmarks/pkb_disagreement_probe.py, results/pkb_agreement/probe_h200.json)
+_SORTS = {torch.sort: ("dim", "descending"), torch.Tensor.sort: ("dim", "descending"),
+          torch.argsort: ("dim", "descending", "stable"), torch.Tensor.argsort: ("dim", "descending", "stable")}
+_SPECIAL = _RANDOM | _MOVES | set(_SORTS) | {torch.Tensor.pin_memory}
+
+
+CUDA = torch.device("cuda")
 
 
 def _is_cuda(dev) -> bool:
@@ -84,12 +91,19 @@ class DeviceMapMode(TorchFunctionMode):
             if _is_cuda(asked):
                 _note_explicit_device(asked)
                 args = (args[0], "cpu", *args[2:])
+        if func in _SORTS and _on_gpu(args[0]):
+            args, kwargs = args[:1], {**kwargs, **dict(zip(_SORTS[func], args[1:])), "stable": True}
         if func in _RANDOM and kwargs.get("generator") is None and len(args) <= _INIT.get(func, len(args)):
             kwargs["generator"] = self.generator
         out = args[0] if func is torch.Tensor.cuda else func(*args, **kwargs)
         if (asked is not None or func is torch.Tensor.to) and isinstance(out, torch.Tensor):
             out = _place(func, args, out, asked)
         return out
+
+
+def _on_gpu(t) -> bool:
+    """A simulated GPU's tensor: one the program did not make on, or move to, the host."""
+    return isinstance(t, torch.Tensor) and (tagged(t) or CUDA).type == "cuda"
 
 
 def _place(func, args, out, asked):
