@@ -97,6 +97,18 @@ def test_a_small_grid_cannot_fill_hbm():
     assert memory_us(TOPO, small, TOPO.gpu.hbm_GBps) > 5 * memory_us(TOPO, full, TOPO.gpu.hbm_GBps)
 
 
+def test_hot_address_is_shared_only_when_several_blocks_update_it():
+    work = KernelWork()
+    work.atomic([8, 8], block=0)
+    work.atomic([16], block=0)
+    assert work.atomic_hot == 2 and not work.atomic_hot_shared     # a block's own slot
+    work.atomic([16, 16], block=1)
+    assert work.atomic_hot == 3 and work.atomic_hot_shared         # a counter fed by two blocks
+    combined = KernelWork()
+    combined.atomic([4] * 128, block=0, combined=True)             # one Triton vector atomic on one address
+    assert combined.atomic_hot == 1 and combined.atomics == 128
+
+
 def test_atomics_on_one_address_serialise():
     spread = {"blocks": 1024, "reductions": 1 << 20, "reduction_hot": 1}
     hot = dict(spread, reduction_hot=1 << 20)
@@ -122,11 +134,12 @@ def test_a_kernel_spinning_on_a_peer_waits_for_the_peers_launch():
 
 def test_scaling_rule_scales_work_and_grid_not_protocol_rounds():
     dev = {"blocks": 4, "local_read": 1000, "load_ops": 10, "atomics": 8, "atomic_hot": 2, "reductions": 8,
-           "reduction_hot": 8, "local_hops": 3, "remote_waits": 2, "warp_instructions": 100}
+           "reduction_hot": 8, "reduction_hot_shared": True, "local_hops": 3, "remote_waits": 2,
+           "warp_instructions": 100}
     out = scale_device(dev, 16.0, 16.0)
     assert (out["blocks"], out["local_read"], out["load_ops"], out["atomics"], out["warp_instructions"]) == \
         (64, 16000, 160, 128, 1600)
-    assert out["atomic_hot"] == 2      # a block's own slot (2 of its 2 atomics): a barrier, not data
+    assert out["atomic_hot"] == 2      # a block's own slot: a barrier, not data
     assert out["reduction_hot"] == 128  # all 4 blocks' updates on one address: a counter, grows with data
     assert out["local_hops"] == 3 and out["remote_waits"] == 2
     assert scale_device(dev, 16.0, 1.0)["blocks"] == 4

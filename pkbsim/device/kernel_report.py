@@ -39,6 +39,8 @@ class KernelWork:
     reductions: int = 0            # fire-and-forget ones (PTX red: an atomicAdd whose result is unused)
     atomic_hot: int = 0            # the most atomics on one address
     reduction_hot: int = 0         # the most reductions on one address
+    atomic_hot_shared: bool = False      # that address took updates from several blocks (a counter, not a slot)
+    reduction_hot_shared: bool = False
     local_hops: int = 0            # longest chain of flag waits among the launch's own blocks
     remote_waits: int = 0          # the most waits for a peer's write that one block completed
     waits_on: set[int] = field(default_factory=set)   # peers whose writes the launch waited for
@@ -47,27 +49,33 @@ class KernelWork:
     threads: int = 128             # per block
     _hits: dict = field(default_factory=dict, repr=False)
 
-    def atomic(self, addrs: np.ndarray, returns: bool = True, combined: bool = False) -> None:
-        """Lanes that updated memory atomically at `addrs` (one entry per lane). `combined`: one instruction's
-        lanes on one address are one update at that address (Triton's vector atomics: measured on an H200,
-        benchmarks/results/device_kernel_model_check_h200.json)."""
+    def atomic(self, addrs: np.ndarray, block, returns: bool = True, combined: bool = False) -> None:
+        """Lanes of `block` that updated memory atomically at `addrs` (one entry per lane). `combined`: one
+        instruction's lanes on one address are one update there (Triton's vector atomics, as measured on an
+        H200: benchmarks/results/device_kernel_model_check_h200.json)."""
         uniq, counts = np.unique(np.asarray(addrs).astype(np.int64).reshape(-1), return_counts=True)
-        hot = "atomic_hot" if returns else "reduction_hot"
+        kind = "atomic" if returns else "reduction"
         if returns:
             self.atomics += int(counts.sum())
         else:
             self.reductions += int(counts.sum())
         for a, n in zip(uniq.tolist(), counts.tolist()):
-            key = (hot, a)
-            self._hits[key] = self._hits.get(key, 0) + (1 if combined else n)
-            setattr(self, hot, max(getattr(self, hot), self._hits[key]))
+            hits, first, shared = self._hits.get((kind, a), (0, block, False))
+            hits, shared = hits + (1 if combined else n), shared or first != block
+            self._hits[(kind, a)] = (hits, first, shared)
+            if hits > getattr(self, f"{kind}_hot"):
+                setattr(self, f"{kind}_hot", hits)
+                setattr(self, f"{kind}_hot_shared", shared)
+            elif hits == getattr(self, f"{kind}_hot") and shared:
+                setattr(self, f"{kind}_hot_shared", True)
 
     def record(self, blocks: int) -> dict:
         """The trace's `device` field (JSON-able)."""
         return {"blocks": blocks, "threads": self.threads, "local_read": self.local_read,
                 "peer_read": sum(self.peer_read.values()),
                 "local_write": self.local_write, "load_ops": self.load_ops, "atomics": self.atomics,
-                "atomic_hot": self.atomic_hot, "reductions": self.reductions, "reduction_hot": self.reduction_hot, "local_hops": self.local_hops, "remote_waits": self.remote_waits,
+                "atomic_hot": self.atomic_hot, "reductions": self.reductions, "reduction_hot": self.reduction_hot,
+                "atomic_hot_shared": self.atomic_hot_shared, "reduction_hot_shared": self.reduction_hot_shared, "local_hops": self.local_hops, "remote_waits": self.remote_waits,
                 "waits_on": sorted(self.waits_on), "warp_instructions": self.warp_instructions,
                 "polled": self.polled}
 

