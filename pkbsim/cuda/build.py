@@ -82,7 +82,8 @@ def build(name: str, tu: str, extra_cuda_cflags: list[str], include_paths: list[
         prelude = f.read()
     with building():  # waiting for another rank's (or process's) build is building time too
         rt = runtime_dir()
-        key = hashlib.sha256("\0".join((tu, *flags, prelude, torch.__version__, nvcc_version(nvcc), rt)).encode())
+        cut = device_pass.split(tu, PRELUDE) or ""  # what nvcc compiles: a change of the cut is a new build
+        key = hashlib.sha256("\0".join((tu, cut, *flags, prelude, torch.__version__, nvcc_version(nvcc), rt)).encode())
         out_dir = os.path.join(cache_root(), "cuda-ext", f"{name}_{key.hexdigest()[:8]}")
         so = os.path.join(out_dir, f"{name}.so")
         if not os.path.exists(so):

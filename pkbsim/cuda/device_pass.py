@@ -5,7 +5,7 @@ torch's headers each pass takes tens of seconds, and the device pass is about a 
 The device code of most candidates needs none of those headers: `device_only` blanks every top-level
 block that mentions torch, ATen, c10 or pybind11 (line numbers kept, so nvcc's lines stay the
 candidate's). When every kernel survives that cut and none is a template (host code may be what
-instantiates it), `split` gives the device pass the cut source behind `#ifdef __CUDA_ARCH__`, while the
+instantiates it; cub's and thrust's kernels are such templates), `split` gives the device pass the cut source behind `#ifdef __CUDA_ARCH__`, while the
 host pass sees the whole unit after the prelude. The screen's compile check (cuda_check.py) compiles the
 same cut on its own.
 """
@@ -16,13 +16,18 @@ import re
 HOST_MARKERS = re.compile(r"\b(torch|at|c10|pybind11|py)::|\bTensor\b|\bTORCH_|\bPYBIND11_|\bAT_DISPATCH|\bC10_|"
                           r"#\s*include\s*[<\"](torch|ATen|c10|pybind11)/")
 TEMPLATE_KERNEL = re.compile(r"template\s*<[^;{]*__global__")
+# libraries whose kernels are templates that host calls instantiate (cub::DeviceSegmentedRadixSort::SortPairs
+# from a function taking torch::Tensor): the cut would drop the call, so nvcc would neither compile nor
+# register those kernels, and cub reports cudaErrorInvalidDeviceFunction without launching anything
+HOST_INSTANTIATED = re.compile(r"#\s*include\s*[<\"](cub|thrust)/")
 
 
 def split(tu: str, prelude: str) -> str | None:
     """`tu` with the device pass on its device-only cut and the host pass on all of it after `prelude`
     (which then is not force-included); None when a kernel would be lost or left uninstantiated."""
     kept, _ = device_only(tu)
-    if kept.count("__global__") != tu.count("__global__") or TEMPLATE_KERNEL.search(kept):
+    if kept.count("__global__") != tu.count("__global__") or TEMPLATE_KERNEL.search(kept) or \
+            HOST_INSTANTIATED.search(tu):
         return None
     return f'#ifdef __CUDA_ARCH__\n{kept}\n#else\n#include "{prelude}"\n{tu}\n#endif\n'
 

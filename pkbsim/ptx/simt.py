@@ -48,6 +48,8 @@ class LaneGroup:
         self.wait_id = np.zeros(n, np.int64)          # which of the 16 barriers a waiting lane is at
         self.wait_count = np.full(n, -1, np.int64)     # its thread count (-1: the whole CTA)
         self.arrivals = np.zeros((16, len(ctas)), np.int64)   # bar.arrive counts per barrier and CTA
+        self.red_val = np.zeros(n, bool)               # a waiting lane's predicate at a bar.red
+        self.red_specs: dict[tuple[int, int], object] = {}   # (CTA, barrier id) -> the bar.red waited at
         self.pc = np.zeros(n, np.int64)
         self.upc = 0                      # the shared pc while uniform, -1 once divergent
         self.live = None if self.alive.all() else self.alive.copy()
@@ -266,6 +268,10 @@ class LaneGroup:
             self.waiting |= mask
             self.wait_id[mask] = bid
             self.wait_count[mask] = count
+            if spec.red:
+                self.red_val[mask] = np.broadcast_to(spec.pred(self), (self.nlanes,))[mask]
+                for c in np.unique(self.cta_of_lane[mask]):
+                    self.red_specs[(int(c), bid)] = spec
         else:
             np.add.at(self.arrivals[bid], self.cta_of_lane[mask].astype(np.int64), 1)
         self._open_barriers()
@@ -275,7 +281,7 @@ class LaneGroup:
         with a thread count, once that many threads waited or arrived at it."""
         if not self.waiting.any():
             return
-        if (self.wait_count[self.waiting] < 0).all() and not self.arrivals.any():
+        if (self.wait_count[self.waiting] < 0).all() and not self.arrivals.any() and not self.red_specs:
             pending = (self.alive & ~self.waiting).reshape(self.nctas, self.per_cta).any(axis=1)
             self.waiting.reshape(self.nctas, self.per_cta)[~pending] = False
             return
@@ -293,6 +299,18 @@ class LaneGroup:
                 if done:
                     waiting[c][sel] = False
                     self.arrivals[bid, c] = 0
+                    spec = self.red_specs.pop((int(c), int(bid)), None)
+                    if spec is not None:
+                        self._reduce(spec, c, sel)
+
+    def _reduce(self, spec, cta: int, sel) -> None:
+        """bar.red's result for the lanes `sel` of CTA `cta` that waited: the count, and or or of their predicates."""
+        vals = self.red_val.reshape(self.nctas, self.per_cta)[cta][sel]
+        result = {"popc": np.uint32(np.count_nonzero(vals)), "and": np.bool_(vals.all()),
+                  "or": np.bool_(vals.any())}[spec.red]
+        lanes = np.zeros((self.nctas, self.per_cta), bool)
+        lanes[cta] = sel
+        spec.dest(self, result, lanes.reshape(-1))
 
     def _maybe_reconverge(self):
         if self.waiting.any() or self.parked.any():

@@ -188,6 +188,10 @@ cudaError_t cudaFuncSetAttribute(const void*, cudaFuncAttribute, int) { return c
 cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* a, const void*) {
   std::memset(a, 0, sizeof(*a));
   a->maxThreadsPerBlock = 1024;
+  // device code is built for compute_90a (build.py): cub picks its tuning policy from ptxVersion and returns
+  // cudaErrorInvalidDeviceFunction, launching nothing, when it matches no architecture it was compiled for
+  a->ptxVersion = 90;
+  a->binaryVersion = 90;
   return cudaSuccess;
 }
 cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* n, const void*, int, size_t) { *n = 1; return cudaSuccess; }
