@@ -86,11 +86,12 @@ def bwrap() -> str:
 
 
 def prefix(writable: list[str] = (), readable: list[str] = (), limits: Limits = Limits(),
-           network: bool = False) -> list[str]:
+           network: bool = False, cwd: str | None = None) -> list[str]:
     """The bwrap command line that runs a command inside the sandbox, under the supervisor's `limits`.
     `writable` folders (created if missing: the caller's build caches, its output folders) stay writable;
     `readable` ones stay visible although under /tmp (the private /tmp hides the machine's own). `network`:
-    keep the machine's network (a job across nodes needs it), else only a loopback of its own."""
+    keep the machine's network (a job across nodes needs it), else only a loopback of its own. `cwd`: where
+    the command starts (a folder visible inside; by default this process's own)."""
     args = [bwrap(), "--die-with-parent", "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
             "--as-pid-1", "--cap-drop", "ALL", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
             "--tmpfs", "/tmp", "--tmpfs", "/dev/shm"]
@@ -108,7 +109,8 @@ def prefix(writable: list[str] = (), readable: list[str] = (), limits: Limits = 
         os.makedirs(path, exist_ok=True)
         args += ["--bind", path, path]
     caps = limits.effective()
-    args += ["--setenv", INSIDE, "1", "--setenv", "TRITON_CACHE_DIR", "/tmp/triton-cache", "--chdir", os.getcwd(),
+    args += ["--setenv", INSIDE, "1", "--setenv", "TRITON_CACHE_DIR", "/tmp/triton-cache", "--chdir",
+             os.path.abspath(cwd or os.getcwd()),
              "--", sys.executable, "-I", "-S", SUPERVISOR, str(caps.max_tasks), f"{caps.cpu_seconds:g}", "--"]
     return args
 

@@ -7,7 +7,8 @@ threads and reads each one's CPU time; past a cap it prints one line (LINE: what
 stderr, kills every process of the namespace and exits with BREACH_EXIT. RLIMIT_CPU (a little above the
 cap) is the kernel's backstop should this process be starved. As process 1 it cannot be killed or stopped
 from inside the namespace, and when it ends the kernel ends the whole namespace. It also reaps orphans,
-as process 1 must. Standard library only: it runs as a script before anything else is imported.
+as process 1 must. Its exit status is the command's (a death by signal N as 128 + N, as a shell reports
+it). Standard library only: it runs as a script before anything else is imported.
 
 Usage: supervisor.py MAX_TASKS CPU_SECONDS -- COMMAND... (CPU_SECONDS 0: no cap on CPU time)
 """

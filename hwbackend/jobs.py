@@ -118,6 +118,7 @@ class Job:
         self.channels: list[Channel] = []
         self.proc: subprocess.Popen | None = None
         self.log = None
+        self.sandboxed = False
         self.deadline = 0.0
         self.leftovers = 0
         self.world_size = nproc
@@ -163,7 +164,8 @@ class Job:
             checkout = checkout_of(self.task)
             readable += [checkout.root] if checkout else []
             cmd = [*sandbox.prefix([self.dir], [*readable, REPO_ROOT], self.limits,
-                                   network=control.startswith("tcp://")), *cmd]
+                                   network=control.startswith("tcp://"), cwd=self.dir), *cmd]
+            self.sandboxed = True
         self.log = open(os.path.join(self.dir, "job.log"), "wb")
         self.proc = subprocess.Popen(cmd, env=self._env(control), cwd=self.dir, stdout=self.log,
                                      stderr=subprocess.STDOUT, start_new_session=True,
@@ -193,12 +195,20 @@ class Job:
         """The channel of a connecting rank (a Unix socket in the job's private folder needs no check)."""
         return Channel(conn)
 
+    def launcher_exit(self) -> int | None:
+        """torchrun's exit status (negative: killed by that signal), None while it runs. Inside the sandbox
+        the supervisor passes on a death by signal N as status 128 + N (as a shell does)."""
+        code = self.proc.poll()
+        if code is not None and self.sandboxed and code > 128:
+            return 128 - code
+        return code
+
     def check_launcher(self) -> None:
-        if self.proc.poll() is not None:
+        if self.launcher_exit() is not None:
             capped = self._capped()
             if capped:
                 raise capped
-            raise JobFailure("error", f"torchrun exited with status {self.proc.returncode} before "
+            raise JobFailure("error", f"torchrun exited with status {self.launcher_exit()} before "
                              f"all ranks connected", details=self.log_tail())
 
     def _left(self) -> float:

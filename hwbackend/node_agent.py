@@ -88,7 +88,7 @@ class Agent:
 
     def _start(self, msg: dict) -> None:
         self.job = SpreadJob(self.rdzv, msg["rdzv_id"], msg["role"], msg["task"], msg["nproc"], msg["backend"],
-                             msg["timeout"], msg["preset"])
+                             msg["timeout"], msg["preset"], node=self.node)
         self.stopped = False
         self.jobs += 1
         if msg["candidate"]:
@@ -121,7 +121,7 @@ class Agent:
         job = self.job
         if job is None or self.stopped:
             return
-        code = job.proc.poll()
+        code = job.launcher_exit()
         overdue = time.monotonic() > job.deadline + GRACE
         if code is None and not overdue:
             return

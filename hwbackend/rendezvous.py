@@ -47,15 +47,25 @@ class Rendezvous:
     def loopback(self) -> bool:
         return is_loopback(self.host)
 
-    def torchrun_args(self, nproc: int, rdzv_id: str, join_timeout: float) -> list[str]:
-        """torchrun's options for one job over all the nodes. Global rank = torchrun's node (group) rank
-        * nproc + local rank: node-major, local rank = GPU index, the layout the inter-node tasks use."""
+    def torchrun_args(self, nproc: int, rdzv_id: str, join_timeout: float, node: int = 0) -> list[str]:
+        """torchrun's options for one job over all the nodes, on node `node`. Global rank = torchrun's node
+        (group) rank * nproc + local rank: node-major, local rank = GPU index, the layout the inter-node
+        tasks use."""
         args = [f"--nnodes={self.nnodes}", f"--nproc-per-node={nproc}", "--rdzv-backend=c10d",
                 f"--rdzv-endpoint={self.host}:{self.port}", f"--rdzv-id={rdzv_id}",
                 f"--rdzv-conf=is_host=0,join_timeout={max(1, int(join_timeout))}"]
-        if self.loopback:
-            args.append(f"--local-addr={self.host}")  # else torchrun tells the workers the machine's own name
+        if self.loopback:  # else torchrun tells the workers the machine's own name
+            args.append(f"--local-addr={self.local_addr(node)}")
         return args
+
+    def local_addr(self, node: int) -> str:
+        """A loopback address of the node's own (127.0.0.1 for node 0, 127.0.0.2 for node 1, ...): torchrun
+        tells nodes apart by (address, process id), and the "nodes" of one machine run their launchers in
+        sandboxes whose PID namespaces give them all the same process id."""
+        try:
+            return str(ipaddress.ip_address(socket.gethostbyname(self.host)) + node)
+        except (OSError, ValueError):  # an IPv6 loopback (::1 has no neighbours)
+            return self.host
 
     def env(self) -> dict:
         """Keep gloo's and NCCL's own sockets on the loopback interface when the nodes are one machine."""

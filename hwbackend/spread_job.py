@@ -8,13 +8,13 @@ from hwbackend.rendezvous import Rendezvous
 
 class SpreadJob(Job):
     def __init__(self, rdzv: Rendezvous, rdzv_id: str, role: str, task: str, nproc: int, backend: str,
-                 timeout: float, preset: str = "screen", candidate: str | None = None):
+                 timeout: float, preset: str = "screen", candidate: str | None = None, node: int = 0):
         super().__init__(role, task, nproc, backend, timeout, preset, candidate)
-        self.rdzv, self.rdzv_id = rdzv, rdzv_id
+        self.rdzv, self.rdzv_id, self.node = rdzv, rdzv_id, node
         self.world_size = nproc * rdzv.nnodes
 
     def launcher_args(self) -> list[str]:
-        return self.rdzv.torchrun_args(self.nproc, self.rdzv_id, self.timeout)
+        return self.rdzv.torchrun_args(self.nproc, self.rdzv_id, self.timeout, self.node)
 
     def _env(self, control: str) -> dict:
         return super()._env(control) | self.rdzv.env()
