@@ -76,7 +76,28 @@ def display_name(mangled: str) -> str:
     return out.split("(")[0].split("<")[0].split("::")[-1] or mangled
 
 
+class LaunchRefused(Exception):
+    """A launch configuration the GPU refuses: CUDA reports the error and runs nothing (torch then raises
+    AcceleratorError at its next check), so the program fails as on the GPU instead of running the kernel."""
+
+
+def refusal(grid: tuple, block: tuple, shmem: int, dynamic_limit: int) -> str | None:
+    """Why sm_90 refuses this launch, in CUDA's words and ours, or None."""
+    if 0 in grid or 0 in block or block[0] * block[1] * block[2] > 1024 or block[2] > 64 or max(grid[1:]) > 65535:
+        return (f"CUDA error: invalid configuration argument (grid {grid}, block {block}: at most 1024 threads "
+                f"per block, block z <= 64, grid y and z <= 65535, no zero dimension)")
+    if shmem > dynamic_limit:
+        return (f"CUDA error: invalid argument ({shmem} bytes of dynamic shared memory; the kernel may launch "
+                f"with {dynamic_limit}: beyond 48 KiB it needs cudaFuncSetAttribute(kernel, "
+                f"cudaFuncAttributeMaxDynamicSharedMemorySize, bytes), at most 227 KiB on sm_90)")
+    return None
+
+
 def _run(launch: SimLaunch, scope: CallScope | None) -> None:
+    why = refusal(tuple(launch.grid), tuple(launch.block), launch.shmem,
+                  runtime_libs.load().sim_max_dynamic_smem(launch.host_fun))
+    if why:
+        raise LaunchRefused(f"launch of {display_name(launch.name.decode())} refused: {why}")
     ctx = current()
     mod = _module(launch.module, scope.origin if scope else "?", ctx)
     name = launch.name.decode()

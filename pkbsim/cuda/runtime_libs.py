@@ -109,6 +109,7 @@ def load() -> ctypes.CDLL:
                                                 ctypes.POINTER(ctypes.c_size_t)]
             rt.sim_module_fatbin.restype = ctypes.c_void_p
             rt.sim_module_path.restype = ctypes.c_char_p
+            rt.sim_max_dynamic_smem.argtypes = [ctypes.c_void_p]
             rt.c10 = c10
             _loaded = rt
     return _loaded

@@ -11,6 +11,7 @@
 #include <dlfcn.h>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 extern "C" {
@@ -38,6 +39,10 @@ std::vector<Function> functions;
 std::vector<const void*> fatbins;
 std::vector<std::string> module_paths;
 sim_launch_cb launch_cb = nullptr;
+// dynamic shared memory a kernel may launch with: 48 KiB unless cudaFuncSetAttribute raises it (sm_90: 227 KiB)
+constexpr int kDefaultDynamicShared = 48 << 10;
+constexpr int kMaxSharedPerBlock = 227 << 10;
+std::unordered_map<const void*, int> max_dynamic_smem;
 sim_sync_cb sync_cb = nullptr;
 int n_devices = 8;
 thread_local int current_device = 0;
@@ -76,6 +81,11 @@ int sim_num_modules() { std::lock_guard<std::mutex> g(mu); return (int)fatbins.s
 const void* sim_module_fatbin(int i) { std::lock_guard<std::mutex> g(mu); return fatbins.at(i); }
 const char* sim_module_path(int i) { std::lock_guard<std::mutex> g(mu); return module_paths.at(i).c_str(); }
 void sim_set_error_text(const char* text) { error_text = text ? text : ""; }
+int sim_max_dynamic_smem(const void* host) {
+  std::lock_guard<std::mutex> g(mu);
+  auto it = max_dynamic_smem.find(host);
+  return it == max_dynamic_smem.end() ? kDefaultDynamicShared : it->second;
+}
 
 // ---- registration (nvcc's static constructors) --------------------------------------------------
 void** __cudaRegisterFatBinary(void* fatCubin) {
@@ -184,7 +194,13 @@ cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr a, int d) {
   }
   return cudaSuccess;
 }
-cudaError_t cudaFuncSetAttribute(const void*, cudaFuncAttribute, int) { return cudaSuccess; }
+cudaError_t cudaFuncSetAttribute(const void* f, cudaFuncAttribute a, int v) {
+  if (a != cudaFuncAttributeMaxDynamicSharedMemorySize) return cudaSuccess;
+  if (v < 0 || v > kMaxSharedPerBlock) return fail(cudaErrorInvalidValue);
+  std::lock_guard<std::mutex> g(mu);
+  max_dynamic_smem[f] = v;
+  return cudaSuccess;
+}
 cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* a, const void*) {
   std::memset(a, 0, sizeof(*a));
   a->maxThreadsPerBlock = 1024;

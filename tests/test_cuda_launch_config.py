@@ -1,0 +1,44 @@
+"""Launches the GPU refuses are refused on the simulator too (tests/programs/cuda_dynamic_shared_memory.py):
+64 KiB of dynamic shared memory without cudaFuncSetAttribute(..., MaxDynamicSharedMemorySize, ...) is
+"invalid argument" on sm_90 (ParallelKernelBench claude-opus-4-7 CUDA 57 passed the screen and failed so on
+an H200); its twin raises the limit first and runs. The configuration rule itself is checked without a
+build. Builds take minutes: the program tests are slow."""
+import io
+import os
+
+import pytest
+from conftest import HERE
+
+from pkbsim.cuda.launch import refusal
+from pkbsim.cuda.toolchain import unavailable
+from pkbsim.world.check import check_script
+from pkbsim.world.launcher import RunOptions
+
+PROGRAM = os.path.join(HERE, "programs", "cuda_dynamic_shared_memory.py")
+needs_nvcc = pytest.mark.skipif(unavailable() is not None, reason=str(unavailable()))
+
+
+@pytest.mark.parametrize("grid,block,shmem,limit,refused", [
+    ((1, 1, 1), (128, 1, 1), 65536, 49152, "invalid argument"),
+    ((1, 1, 1), (128, 1, 1), 65536, 65536, None),
+    ((1, 1, 1), (1025, 1, 1), 0, 49152, "invalid configuration argument"),
+    ((1, 70000, 1), (32, 1, 1), 0, 49152, "invalid configuration argument"),
+    ((0, 1, 1), (32, 1, 1), 0, 49152, "invalid configuration argument"),
+    ((2 ** 31 - 1, 65535, 65535), (32, 32, 1), 49152, 49152, None),
+])
+def test_the_launch_rule(grid, block, shmem, limit, refused):
+    why = refusal(grid, block, shmem, limit)
+    assert (why is None) if refused is None else (refused in why), why
+
+
+@pytest.mark.slow
+@needs_nvcc
+@pytest.mark.parametrize("argv,ok", [([], False), (["raised"], True)])
+def test_dynamic_shared_memory_beyond_48k_needs_the_attribute(argv, ok):
+    out = io.StringIO()
+    res = check_script(PROGRAM, argv, RunOptions(nproc=1, timeout=900, output=out))
+    if ok:
+        assert res.verdict == "ok" and "sum 16384.0" in out.getvalue(), [f.render() for f in res.findings]
+    else:
+        text = " ".join(f.render() for f in res.findings)
+        assert res.verdict == "error" and "invalid argument" in text and "cudaFuncSetAttribute" in text, text
