@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 SHAPE_RUN_SECONDS = 60.0  # shape runs move no data: one that takes longer is stuck, not slow
 LATENCY_BYTES = 256 << 10  # communication kernels moving less than this are latency-, not link-bound
-DEVICE_BOUNDS = {"link": "link", "flags": "waits"}   # else its memory, issue or atomics: compute-bound
+KERNEL_BOUNDS = {"link": "link", "flags": "waits"}   # else its FLOPs, memory, issue or atomics: compute-bound
 LABELS = {"compute": "compute-bound", "link": "link-bound", "latency": "latency/launch-bound",
           "launch": "latency/launch-bound", "waits": "serialised waits"}
 
@@ -96,10 +96,12 @@ def bottleneck(res) -> tuple[str, dict]:
     busy: dict = defaultdict(float)
     for k in res.critical_path:
         dur = k["end_us"] - k["start_us"]
-        if k["kind"] == "compute":   # a device kernel says what bounds it (pkbsim.timing.device_kernel)
-            busy[DEVICE_BOUNDS.get(k.get("bound"), "compute")] += dur
+        if k["kind"] == "compute":   # a kernel whose peer traffic outlasted its work is link-bound (the replay)
+            busy[KERNEL_BOUNDS.get(k.get("bound"), "compute")] += dur
         elif k["kind"] == "signal_wait":
             busy["waits"] += dur
+        elif k.get("bound") == "compute":   # a fused GEMM that hid its collective
+            busy["compute"] += dur
         elif k["kind"] in ("collective", "p2p", "signal_put"):
             busy["link" if k.get("bytes", 0) >= LATENCY_BYTES else "latency"] += dur
     busy["launch"] = max(0.0, total - sum(busy.values()))

@@ -21,6 +21,7 @@ from pkbsim.timing.closed_form import choose
 from pkbsim.timing.compute import kernel_us, local_copy_us
 from pkbsim.timing.device_kernel import kernel_time, peer_read_cap_GBps
 from pkbsim.timing.flowsim import run_plan
+from pkbsim.timing.fused_matmul import pipeline
 from pkbsim.timing.host_model import host_model
 from pkbsim.timing.nccl import latency_us, layout
 from pkbsim.timing.network import FlowNetwork
@@ -198,8 +199,8 @@ class Replay:
             k.args["peer_bytes"] = sum(b for *_, b in pairs)
         began = self.env.now
         yield self.env.all_of(waits)
-        if dev is not None and self.env.now > began + dur * (1 + 1e-9):
-            k.args["bound"] = "link"   # its peer traffic outlasted the kernel's own work
+        if self.env.now > began + dur * (1 + 1e-9):
+            k.args["bound"] = "link"   # its peer traffic (a device kernel's or a torch op's) outlasted its work
 
     def _device_start(self, rank: int, name: str, idx: int) -> simpy.Event:
         return self._device_starts.setdefault((rank, name, idx), self.env.event())
@@ -227,6 +228,12 @@ class Replay:
 
     def _collective(self, k: Kernel, a):
         coll, size, algo, group = a.coll
+        fused = None
+        if a.matmul is not None:   # symm_mem's fused GEMM: its chunks overlap the communication
+            fused = pipeline(self.topo, self.model, a.name, a.matmul, size, len(group), self.dtype,
+                             self.comm_sms[k.rank])
+            k.args.update(flops=a.matmul.get("flops", 0))
+            yield self.env.timeout(fused.lead_us)
         key = (a.op["kind"], a.op.get("group"), a.op.get("seq"), a.name)
         rv = self._colls.setdefault(key, Rendezvous(len(group)))
         if rv.done is None:
@@ -239,6 +246,9 @@ class Replay:
         last = max(rv.arrived, key=lambda x: x.start)
         if last is not k:
             k.pred = last
+        if fused is not None:
+            k.args["bound"] = "compute" if fused.gemm_bound(k.start, self.env.now) else "link"
+            yield self.env.timeout(fused.end(k.start, self.env.now) - self.env.now)
 
     def _run_collective(self, rv: Rendezvous, coll: str, size: int, algo, group, in_place: bool):
         if len(group) == 1:   # one rank: an in-place op moves nothing, an out-of-place one copies

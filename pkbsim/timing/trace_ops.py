@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from pkbsim.timing.compute import HOST_SYNC, NO_KERNEL
+from pkbsim.timing.fused_matmul import FUSED
 
 # torch collective -> (nccl-tests op, factor from the trace's `bytes` (the input tensor) to the nccl-tests size:
 # a number, or "n" for the group size)
@@ -44,6 +45,7 @@ class Action:
     name: str
     coll: tuple | None = None  # (nccl-tests op, size, algorithm or None, group ranks) for collectives
     p2p: list = field(default_factory=list)   # the ops of one p2p kernel (a batch is one kernel)
+    matmul: dict | None = None  # a fused GEMM's compute record, overlapping this collective (fused_matmul.py)
 
 
 class TraceError(ValueError):
@@ -90,9 +92,9 @@ def actions(ops: list[dict], notes: set[str]) -> list[Action]:
             elif name in SYMM:
                 coll, factor, algo = SYMM[name]
                 out.append(Action("collective", op, stream, name, coll=_sized(op, coll, factor, algo)))
-                if algo is None:
-                    notes.add(f"{name}: its communication ({coll}) and its matmul are timed one after the "
-                              f"other (the fused kernel's overlap is not modelled)")
+                if name in FUSED:
+                    notes.add(f"{name}: its GEMM overlaps its {coll} chunk by chunk, as PyTorch's pipeline runs "
+                              f"them: max(GEMM, one chunk's GEMM + communication)")
             elif op.get("group_ranks"):
                 notes.add(f"symm op {name}: not modelled (no time)")
         elif kind == "device" and name == "untimed_kernel":
@@ -107,6 +109,23 @@ def actions(ops: list[dict], notes: set[str]) -> list[Action]:
                 out.append(Action("wait_stream", op, stream, name))
             elif name in ("device_synchronize", "synchronize", "stream_synchronize"):
                 out.append(Action("sync", op, stream, name))
+    return _fuse_matmuls(out)
+
+
+def _fuse_matmuls(acts: list[Action]) -> list[Action]:
+    """A fused GEMM's compute record joins its collective, next to it on the same stream (a shape run records
+    the GEMM first, a screen-size run the collective first), so the replay can overlap the two."""
+    out: list[Action] = []
+    for a in acts:
+        prev = out[-1] if out else None
+        pair = prev is not None and a.name in FUSED and prev.name == a.name and prev.stream == a.stream and \
+            {prev.kind, a.kind} == {"compute", "collective"} and (prev.matmul is None and a.matmul is None)
+        if not pair:
+            out.append(a)
+            continue
+        coll, mm = (prev, a) if prev.kind == "collective" else (a, prev)
+        coll.matmul = mm.op
+        out[-1] = coll
     return out
 
 
