@@ -8,9 +8,16 @@ reduce-scatter + all-gather for large ones, two-shot for large ones that do not 
   buffer (copy engines), sums the ws slots of its own block locally into a second symmetric buffer,
   and one kernel then pulls every rank's summed block into the output. That is 2(ws-1)/ws of the
   bytes per rank over the links, NCCL's ring volume, without its 2(ws-1) synchronised steps, and
-  with no copy into or out of symmetric memory. At the full size (256 MiB fp32, 8 ranks, NVLS off)
-  NCCL's ring needs ~1.3 ms at ~360 GB/s bus bandwidth; direct transfers at ~380-420 GB/s plus the
-  local sum (~60 us) give ~1.0-1.15x.
+  with no copy into or out of symmetric memory. At the full size (256 MiB fp32, 8 ranks) that is
+  2 x 7/8 x 268 MB = 470 MB per rank: >= 1.24 ms at the ~380 GB/s a copy-engine copy reaches one way
+  (nccl#1264; the gather is an SM kernel, ~360 GB/s), plus the local sum (reads 256 MiB, writes 32 MiB:
+  302 MB, 90-110 us at 80-100% of the H100's 3.35 TB/s) and the own block's copy: ~1.4-1.5 ms.
+  NCCL picks NVLS on 8 H100s at this size: the switch reduces and multicasts, S(n+1)/n = 1.125 S per
+  direction instead of 1.75 S, ~480 GB/s bus bandwidth (nccl-tests#212): ~1.0 ms, plus the
+  reference's input clone (536 MB of HBM traffic, ~0.2 ms). Expect ~0.8-0.9x (pkb predicts 0.82x;
+  0.87x with every peer copy at 380 GB/s); with NVLS off (ring at ~365 GB/s, nccl#1455: ~1.3 ms,
+  ~1.5 ms with the clone) it would be ~1.0x. An earlier estimate here (1.0-1.15x) assumed NVLS off,
+  left out the reference's clone and took the sum at 60 us (H200 bandwidth).
 - otherwise PyTorch's two-shot kernel (reduce-scatter + all-gather in one launch), after a copy in
   and before a copy out. Measured on one H200 (torch 2.11) it streams ~0.7 TB/s of local traffic
   (its launch is capped to a few dozen blocks), so at 256 MiB it is not expected to beat NCCL.

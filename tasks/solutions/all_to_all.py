@@ -5,11 +5,17 @@ Rank r copies chunk j of its input into slot r of rank j's cached symmetric buff
 rotated order so that all links carry traffic at once), a barrier publishes the writes, and the
 output is one local copy of the rank's own buffer. A leading barrier keeps a rank from overwriting a
 slot its owner is still copying out from the previous call.
-Bytes over the links per rank: (ws-1) chunks out and in, as in NCCL. NCCL's all-to-all is ws-1
-grouped send/recv pairs staged through its FIFO buffers (~0.45 ms at ~300-330 GB/s for the full
-size, 16 MiB chunks at 8 ranks); direct writes avoid the staging and the per-peer protocol and run at
-~380-420 GB/s, plus a 128 MiB local copy-out (~60 us): expect ~1.05-1.15x, and ~2x for small chunks
-where NCCL's per-peer latency dominates.
+Bytes over the links per rank: (ws-1) chunks out and in, as in NCCL. At the full size (16 MiB chunks,
+8 ranks) that is 7 x 16.8 MB = 117 MB each way. NCCL moves it through all peers at once at about the
+NVLink rate SM-driven traffic reaches on H100 (~350-370 GB/s of the 450 GB/s per direction: nccl-tests
+#212, nccl#1455): ~0.33 ms. Here the same 117 MB leaves one peer at a time from one stream, each
+contiguous copy_ a copy-engine copy of at most ~380 GB/s one way (nccl#1264): >= 0.31 ms, a tie at best.
+Then the copy-out reads and writes 128 MiB (268 MB of HBM traffic: 80 us at the H100's 3.35 TB/s peak,
+~100 us at a copy's ~80%), which NCCL does not do (it receives into the output), plus two barriers:
+~0.42-0.45 ms, so expect ~0.75-0.8x at the full size (pkb predicts 0.71x; 0.75x with every peer copy at
+380 GB/s). The gain is for small chunks, where NCCL's per-peer latency dominates (~2x). An earlier
+estimate here (1.05-1.15x) took the writes at 380-420 GB/s against NCCL at 300-330 GB/s and the copy-out
+at 60 us (that is H200 bandwidth).
 """
 import torch.distributed as dist
 

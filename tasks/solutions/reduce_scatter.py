@@ -5,10 +5,14 @@ buffer (ws-1 remote copies, peers in a rotated order so that no link is hot), th
 sums the ws slots of its own buffer locally. The input is never copied into symmetric memory first,
 and the reduction reads local HBM (4.8 TB/s) rather than the links.
 Bytes over the links per rank: (ws-1) blocks out, as in NCCL's ring. At the full size (32 MiB
-blocks, 256 MiB input at 8 ranks) NCCL's ring needs ~0.65 ms at ~360 GB/s bus bandwidth, each step
-reducing through its FIFO; the pushes run at copy-engine speed (~400 GB/s aggregate) and the local
-sum of 256 MiB costs ~60 us: expect ~1.0-1.1x. Small blocks gain ~2x from replacing NCCL's launch
-and ring latency by two barriers.
+blocks, 256 MiB input at 8 ranks) that is 7 x 33.6 MB = 235 MB; NCCL's ring needs ~0.65 ms at ~360 GB/s
+bus bandwidth (nccl#1281), its reduction hidden inside the pipeline. Here the pushes go one peer at a
+time from one stream, each a copy-engine copy of at most ~380 GB/s one way (nccl#1264): >= 0.62 ms, a
+tie at best; then, after the barrier, the local sum reads 256 MiB and writes 32 MiB (302 MB: 90 us at
+the H100's 3.35 TB/s peak, ~110 us at ~80%), plus the own block's local copy (~25 us): ~0.75-0.8 ms,
+so expect ~0.8-0.9x at the full size (pkb predicts 0.80x; 0.85x with every peer copy at 380 GB/s).
+Small blocks gain ~2x from replacing NCCL's launch and ring latency by two barriers. An earlier
+estimate here (1.0-1.1x) took the pushes at ~400 GB/s and the sum at 60 us (H200 bandwidth).
 """
 import torch.distributed as dist
 
