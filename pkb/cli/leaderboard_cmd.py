@@ -11,11 +11,12 @@ import json
 import os
 
 from pkb.errors import UsageError
+from pkb.cli._arguments import add_db_argument
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("leaderboard", help="aggregate scored runs: correctness, fast_p, geomean speed-up")
-    p.add_argument("--db", default=os.environ.get("PKB_DB", "pkb_results.sqlite"), help="SQLite results file")
+    add_db_argument(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(run=run)
 

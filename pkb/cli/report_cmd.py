@@ -5,6 +5,7 @@ import json
 import os
 
 from pkb.errors import UsageError
+from pkb.cli._arguments import add_db_argument
 
 
 def add_parser(sub) -> None:
@@ -12,7 +13,7 @@ def add_parser(sub) -> None:
                        description="The batch's table (screen verdict, reasons, predicted and measured speed-up), "
                                    "screening quality where hardware results exist (confusion matrix, rank "
                                    "correlation, GPU hours saved), timelines. Exit: 0, 2 bad usage.")
-    p.add_argument("--db", default=os.environ.get("PKB_DB", "pkb_results.sqlite"), help="SQLite results file")
+    add_db_argument(p)
     p.add_argument("--html", metavar="FILE", help="write a self-contained HTML page")
     p.add_argument("--timeline", metavar="CANDIDATE", help="print the simulated critical path of one candidate "
                                                            "(file name) and the path of its Chrome trace")

@@ -9,7 +9,7 @@ import time
 from contextlib import contextmanager
 
 import candidate_sandbox
-from pkb.cli._arguments import add_pkb_arguments
+from pkb.cli._arguments import add_db_argument, add_pkb_arguments
 from pkb.cli._layout import check_node_layout
 from pkb.cli._sandbox import add_sandbox_argument, sandbox_ready
 from pkb.errors import UsageError
@@ -47,7 +47,7 @@ def add_parser(sub) -> None:
                    help="this node's number; node 0 runs the scorer and prints the result")
     p.add_argument("--rdzv-endpoint", "--rdzv_endpoint", metavar="HOST:PORT",
                    help="with --nnodes > 1: node 0's address and a free port (torchrun's c10d rendezvous)")
-    p.add_argument("--db", default=os.environ.get("PKB_DB", "pkb_results.sqlite"), help="SQLite results file")
+    add_db_argument(p)
     p.add_argument("--label", help="group name for the leaderboard (default: the candidate's folder)")
     p.add_argument("--resume", action="store_true", help="reuse a stored result for the same file, task and size")
     p.add_argument("--json", action="store_true", help="print the result document as JSON")

@@ -10,6 +10,7 @@ from pkb.cli._arguments import add_pkb_arguments
 from pkb.cli._sandbox import add_sandbox_argument
 from pkb.errors import UsageError
 from pkb.resolve import DEFAULT_TOPOLOGY, default_topology, load, pick_world_size, task_of
+from pkbsim.screen.defaults import MARGIN, RUN_TIMEOUT_S
 
 
 def add_parser(sub) -> None:
@@ -26,9 +27,9 @@ def add_parser(sub) -> None:
                    help=f"machine to predict on (default {DEFAULT_TOPOLOGY}, or h100-ib-2node for more than 8 ranks)")
     p.add_argument("--world-size", type=int, default=None, metavar="N",
                    help="ranks (default 8 where the task allows it, else its smallest supported size)")
-    p.add_argument("--margin", type=float, default=0.8, help="reject below this predicted speed-up (default 0.8)")
+    p.add_argument("--margin", type=float, default=MARGIN, help=f"reject below this predicted speed-up (default {MARGIN})")
     p.add_argument("--seed", type=int, default=None, help="input seed (default: random, reported)")
-    p.add_argument("--timeout", type=float, default=120.0, metavar="S", help="limit per simulated run (seconds)")
+    p.add_argument("--timeout", type=float, default=RUN_TIMEOUT_S, metavar="S", help="limit per simulated run (seconds)")
     p.add_argument("--timeline", metavar="FILE", help="write the candidate's simulated timeline (Chrome trace JSON)")
     p.add_argument("--no-cost", action="store_true", help="stop after the functional stage")
     p.add_argument("--feedback", action="store_true",

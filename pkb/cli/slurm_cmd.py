@@ -9,6 +9,7 @@ import sys
 
 from pkb.cli._layout import check_node_layout
 from pkb.errors import UsageError
+from pkb.cli._arguments import add_db_argument
 
 
 def add_parser(sub) -> None:
@@ -25,8 +26,7 @@ def add_parser(sub) -> None:
     p.add_argument("--preset", choices=["screen", "full"], default=None,
                    help="input sizes (default: full with nccl, screen with gloo)")
     p.add_argument("--timeout", type=float, default=300.0, metavar="S", help="pkb score's limit per job")
-    p.add_argument("--db", default=os.environ.get("PKB_DB", "pkb_results.sqlite"),
-                   help="SQLite results file, on a filesystem every node shares")
+    add_db_argument(p, ", on a filesystem every node shares")
     p.add_argument("--label", help="group name for the leaderboard (default: each candidate's folder)")
     p.add_argument("--port", type=int, default=29400, help="rendezvous port of the first step (step i: PORT+i)")
     p.add_argument("--time", dest="time_limit", metavar="HH:MM:SS", help="Slurm time limit of the whole batch")

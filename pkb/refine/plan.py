@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass
 from pkb.errors import UsageError
 from pkb.refine.loop import TaskPlan
 from pkb.refine.screening import ScreenSpec
+from pkbsim.screen.defaults import MARGIN, RUN_TIMEOUT_S
 
 
 @dataclass(frozen=True)
@@ -23,8 +24,8 @@ class Selection:
     topology: str | None = None
     world_size: int | None = None
     seed: int | None = None
-    margin: float = 0.8
-    timeout: float = 120.0
+    margin: float = MARGIN
+    timeout: float = RUN_TIMEOUT_S
     cost: bool = True
 
 

@@ -8,6 +8,7 @@ import threading
 from dataclasses import dataclass, field
 
 from pkbsim.screen.result import Prediction, Reason, ScreenResult, Verdict
+from pkbsim.screen.defaults import MARGIN, RUN_TIMEOUT_S
 
 
 @dataclass(frozen=True)
@@ -17,8 +18,8 @@ class ScreenSpec:
     world_size: int
     topology: str
     seed: int
-    margin: float = 0.8
-    timeout: float = 120.0
+    margin: float = MARGIN
+    timeout: float = RUN_TIMEOUT_S
     cost: bool = True
     pkb_root: str | None = None
     pkb_dtype: str = "bfloat16"

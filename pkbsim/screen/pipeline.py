@@ -17,6 +17,7 @@ from pkbsim.screen.prebuild import BUILD_MARKERS
 from pkbsim.screen.result import Reason, ScreenResult
 from pkbsim.screen.static import static_reasons
 from pkbsim.timing.topology import Topology
+from pkbsim.screen.defaults import MARGIN, RUN_TIMEOUT_S
 from tasks.registry import TaskSpec
 
 CHILD_SLACK_S = 60.0  # beyond its build, functional and shape-run limits, before a candidate's process is killed
@@ -27,8 +28,8 @@ class ScreenOptions:
     world_size: int
     topology: Topology
     seed: int = 0
-    margin: float = 0.8          # reject when the predicted speed-up is below this (and the prediction is certain)
-    timeout: float = 120.0       # per simulated run
+    margin: float = MARGIN
+    timeout: float = RUN_TIMEOUT_S
     timeline: str | None = None  # where to write the candidate's simulated timeline (Chrome trace JSON)
     cost: bool = True
     build_timeout: float = 600.0  # for building the candidate's CUDA extensions, before the runs (off their clock)
