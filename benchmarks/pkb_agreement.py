@@ -87,7 +87,8 @@ def screen_rows(screen_dirs: list[str], trees: list[str]) -> dict[str, dict]:
             continue
         with sqlite3.connect(db) as con:
             for cand, result in con.execute("select candidate, result from screens"):
-                rows[key(cand)] = json.loads(result)
+                if key(cand).split("/")[0] == os.path.basename(os.path.normpath(tree)):  # a store may hold others
+                    rows[key(cand)] = json.loads(result)
     return rows
 
 
@@ -109,10 +110,16 @@ def table(args) -> None:
     for v in SCREEN:
         n = [matrix[(v, c)] for c in cols]
         print(f"{v:14}" + "".join(f"{x:>15}" for x in n) + f"{sum(n):>8}")
-    print("\nDisagreements (screen pass/inconclusive but GPU not correct; screen reject but GPU correct):")
-    for k in both:
-        v, s = screened[k]["verdict"], scored[k]["status"]
-        if (v != "reject") != (s == "correct"):
+    decided = [k for k in both if screened[k]["verdict"] != "inconclusive"]
+    agree = sum((screened[k]["verdict"] == "pass") == (scored[k]["status"] == "correct") for k in decided)
+    print(f"\nThe screen decided {len(decided)}; {agree} agree with the GPU ({agree / max(len(decided), 1):.0%}).")
+    for title, keys in (("Disagreements (screen pass but GPU not correct; screen reject but GPU correct):",
+                         [k for k in decided if (screened[k]["verdict"] == "pass") != (scored[k]["status"] == "correct")]),
+                        ("Inconclusive (sent to the GPU as passes are), and what the GPU said:",
+                         [k for k in both if screened[k]["verdict"] == "inconclusive"])):
+        print("\n" + title)
+        for k in keys:
+            v, s = screened[k]["verdict"], scored[k]["status"]
             gpu_said = " ".join("; ".join(scored[k]["findings"]).split())[:240]
             print(f"- {k}: screen {v} ({' '.join(reason(screened[k]).split())}); GPU {s} ({gpu_said})")
 
