@@ -7,9 +7,13 @@ Full size (4096 tokens, 28672 -> 8192, 8 ranks): the GEMM is 2*4096*3584*8192 = 
 (~0.33 ms) and the all-reduce moves 2*7/8 * 64 MiB per rank (~0.33 ms at ~360 GB/s bus bandwidth),
 the same volume as NCCL's ring. On one H200 at world size 1 (no communication) the two-shot
 kernel and the copy-out cost 0.2 ms (2.57 against 2.37 ms): PyTorch caps the kernel to a few dozen
-blocks, ~0.7 TB/s. At 8 ranks the links (~0.45 TB/s each way) are the tighter limit, so expect
-parity (~0.95-1.05x) at the full size; this file is a positive control for correctness and for
-decode-sized batches (< 512 KiB of output), where the one-shot path is ~2x faster than NCCL.
+blocks, ~0.7 TB/s. At 8 ranks the links are the tighter limit: the two-shot kernel's unicast traffic
+reaches ~360 GB/s at most (NCCL's symmetric-kernel model, sym_kernels.cc: ~0.33-0.35 ms), while NCCL
+picks NVLS for a 64 MiB all-reduce on 8 H100s (~480 GB/s bus bandwidth, nccl-tests#212: ~0.25-0.3 ms
+plus its launch), and the copy-out of the 64 MiB result (134 MB of HBM traffic, ~50 us) is extra: expect
+~0.9-1.0x at the full size (pkb predicts 0.90x; an earlier estimate here, 0.95-1.05x, took NCCL's ring).
+This file is a positive control for correctness and for decode-sized batches (< 512 KiB of output),
+where the one-shot path is ~2x faster than NCCL.
 """
 import torch
 import torch.distributed as dist

@@ -9,8 +9,11 @@ surrogate itself is the reference's arithmetic.
 Full size (64 prompts, 16 responses, 8192 tokens, 8 ranks): 1M tokens per rank, so the call is
 bound by launches and latency, not bytes. On one H200 at world size 1 (8 times the tokens) both did
 0.25 ms of GPU work and took ~0.55-0.6 ms per call, the solution ~50 us more of host time (buffer
-lookup, the op's dispatch). At 8 ranks the two NCCL all-reduces cost ~40 us and the one-shot ~7 us:
-expect ~1.0-1.1x, a latency win only; this file is mainly the example of packing small reductions
+lookup, the op's dispatch). At 8 ranks the two NCCL all-reduces cost ~40 us and the one-shot ~7 us,
+but the packing launches more kernels (31 against the reference's 25 in pkb's trace, ~4 us each when
+launched eagerly), which takes back most of the gain: expect ~0.9-1.0x (pkb predicts 0.90x,
+launch-bound; an earlier estimate here said 1.0-1.1x, leaving out the extra launches that the H200
+measurement above shows as host time). This file is mainly the example of packing small reductions
 into one symmetric buffer.
 """
 import torch
