@@ -32,8 +32,6 @@ INSIDE = "PKB_SANDBOXED"       # set inside the sandbox: a command never wraps i
 DISABLE = "PKB_NO_SANDBOX"     # "1": run without the sandbox (what --no-sandbox sets)
 MISSING = ("the candidate sandbox needs bubblewrap (bwrap), which is not installed: apt-get install bubblewrap "
            "(or dnf/pacman install bubblewrap), or pass --no-sandbox to run candidates unconfined")
-
-
 MAX_TASKS = "PKB_SANDBOX_MAX_TASKS"  # overrides the default cap on processes and threads
 CPU_SECONDS = "PKB_SANDBOX_CPU_S"    # overrides the default cap on CPU time per process
 SUPERVISOR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "supervisor.py")

@@ -52,6 +52,7 @@ def tasks_and_cpu(me: int) -> tuple[int, int, float, str]:
 
 
 def breach(max_tasks: int, cpu_seconds: float, me: int) -> str:
+    """The line naming the first cap the sandbox's processes are over, or ""."""
     procs, threads, worst, who = tasks_and_cpu(me)
     if threads > max_tasks:
         return (f"{LINE}{procs} processes with {threads} threads ran in the sandbox, over its cap of {max_tasks} "
@@ -66,11 +67,9 @@ def main(argv: list[str]) -> int:
     max_tasks, cpu_seconds, command = int(argv[0]), float(argv[1]), argv[3:]
 
     def limits() -> None:  # in the command's process (so not in this one), inherited by all it starts
-        if cpu_seconds:
-            soft = int(cpu_seconds + BACKSTOP)
-            resource.setrlimit(resource.RLIMIT_CPU, (soft, soft + int(BACKSTOP)))
-        resource.setrlimit(resource.RLIMIT_NPROC, (max_tasks, max_tasks))  # holds where the user is not root
-    child = subprocess.Popen(command, preexec_fn=limits)
+        soft = int(cpu_seconds + BACKSTOP)
+        resource.setrlimit(resource.RLIMIT_CPU, (soft, soft + int(BACKSTOP)))
+    child = subprocess.Popen(command, preexec_fn=limits if cpu_seconds else None)
     me = os.getpid()
     while True:
         while True:  # reap: the command, and orphans re-parented to process 1
