@@ -28,8 +28,11 @@ def test_symmetric_memory_candidates_are_predicted_at_full_size(task):
     assert not any(k["name"] == "_local_scalar_dense" for k in p.critical_path), p.critical_path
 
 
-def test_fused_all_gather_matmul_is_timed_with_its_matmul():
-    """The reference all-gathers then multiplies; the fused op does both: neither side may skip the GEMM."""
-    p = _predict("allgather_gemm_column_parallel")
-    assert 0.5 < p.speedup < 2.0, (p.reference_us, p.candidate_us)
+@pytest.mark.parametrize("task", ["allgather_gemm_column_parallel", "gemm_reduce_scatter_row_parallel"])
+def test_fused_gemm_is_timed_with_its_matmul_and_hides_its_collective(task):
+    """The reference runs its collective and GEMM back to back; the fused op does both, its GEMM chunks
+    overlapping the communication: faster, but never by skipping the GEMM (before: exactly 1.00x, timed back
+    to back; at 4 ranks now 1.22x and 1.16x)."""
+    p = _predict(task)
+    assert 1.1 < p.speedup < 2.0, (p.reference_us, p.candidate_us)
     assert p.bottleneck == "compute-bound"
