@@ -16,6 +16,7 @@ import torch
 import torch.distributed as dist
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from pkbsim.world import host_sync
 from pkbsim.world.comms import behind_the_program, is_fake
 from pkbsim.world.launcher import RunOptions, RunResult, run_ranks
 from pkbsim.world.ops_mode import ensure_ops_mode
@@ -136,6 +137,7 @@ def run_calls(task: TaskSpec, calls: list[Call], world_size: int, *, seed: int =
         loaded: dict = {}
         for i, c in enumerate(calls):
             if i and c.sync:
+                host_sync.wait_streams(ctx)  # the scorer synchronizes the device between calls (every stream)
                 dist.barrier(group=between)
             try:
                 if c.load is not None and c.load not in loaded:

@@ -41,9 +41,6 @@ class DeviceState:
         # (their next relaxed flag write releases)
         self.relaxed_polls: dict[int, set[int]] = defaultdict(set)
         self.fenced: set[int] = set()
-        with world.lock:
-            for r in range(world.size):  # epochs start at 1: "never synchronised" must not look ordered
-                world.clocks.tick(r)
 
 
 def device_state(world) -> DeviceState:
@@ -159,7 +156,8 @@ def _race_message(st: DeviceState, ev: Event, earlier: Event, what: str) -> str:
     if what == "stale read":
         msg = (f"stale read: rank {ev.rank} reads {span} in {ev.where} at {ev.site}, but rank {earlier.rank}'s "
                f"write in {earlier.where} at {earlier.site} is not ordered before it (no signal/wait, barrier or "
-               f"collective between them): wait for rank {earlier.rank}'s signal after its write")
+               f"collective between them on the stream that reads, nor on one it waited for): wait for rank "
+               f"{earlier.rank}'s signal after its write, on that stream or one it waits for (wait_stream, an event)")
     elif what == "write after read":
         msg = (f"unordered write after read: rank {ev.rank} writes {span} in {ev.where} at {ev.site}, which rank "
                f"{earlier.rank} reads in {earlier.where} at {earlier.site} with no synchronisation between them: "

@@ -3,7 +3,7 @@
 Each buffer word keeps its last writer (clock thread, epoch, access) and each rank's last read (thread,
 epoch), in pages made on first touch, one cell per page while its words share one state (memory in
 proportion to the accesses, not to the buffer). An access with clock V is ordered after an earlier access
-by thread q at epoch e iff V[q] >= e. Threads are ranks and the blocks of their kernels (pkbsim.world.clocks). Unordered pairs of different
+by thread q at epoch e iff V[q] >= e. Threads are the ranks' streams and the blocks of their kernels (pkbsim.world.clocks). Unordered pairs of different
 ranks with at least one write are races: a read of a peer's unordered write is a stale read (D5), a write
 over a peer's unordered read is a write-after-read (D6), two unordered writes collide. Releases (signals,
 put_signal) and acquires (waits) move clocks; collectives join them (pkbsim.world.comms). One read per

@@ -12,6 +12,7 @@ from pkbsim.symm.handle import (
     state,
     storage_key,
 )
+from pkbsim.world import host_sync
 from pkbsim.world.comms import behind_the_program
 from pkbsim.world.context import current, require
 from pkbsim.world.findings import Finding
@@ -79,6 +80,9 @@ def rendezvous(tensor: torch.Tensor, group) -> SimSymmetricMemory:
     op = ctx.engine.post_collective(comm, ctx.rank, "symm_mem.rendezvous", (nbytes,), alloc, exchange,
                                     f"symm_mem.rendezvous({nbytes} bytes)", site)
     ctx.engine.wait(ctx.rank, [op])
+    # a host-side exchange in torch, which it may follow with a barrier: taken as ordering everything the
+    # members did before it (never a race invented across it; one hidden at worst)
+    host_sync.wait_streams(ctx, [ctx.stream_id])
     hdl = op.slot.result[ctx.rank]
     with ctx.world.lock:
         st.handles[(storage_key(tensor), comm.name)] = hdl

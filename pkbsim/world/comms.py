@@ -47,6 +47,7 @@ class Op:
     tensor: torch.Tensor | None = None
     buffered: torch.Tensor | None = None
     clock: tuple = ()
+    thread: int = 0  # the clock thread of the stream it was posted on: NCCL runs it there (pkbsim.world.clocks)
 
     def active(self) -> bool:
         """True when nothing earlier in its lane is still pending (its own group excepted)."""
@@ -127,7 +128,7 @@ class Engine:
             seq = comm.next_seq[rank]
             comm.next_seq[rank] += 1
             lane = comm.lane(rank, "coll")
-            op = Op(rank, comm, "coll", f"{desc} seq#{seq}", site, lane, batch, seq=seq)
+            op = Op(rank, comm, "coll", f"{desc} seq#{seq}", site, lane, batch, seq=seq, thread=w.clocks.thread(rank))
             if w.no_comm:
                 op.done = True
                 return op
@@ -153,7 +154,7 @@ class Engine:
                  batch: Batch | None = None) -> Op:
         w = self.world
         if w.no_comm:
-            return Op(rank, comm, kind, f"{kind} to/from rank {peer}", site, deque(), done=True)
+            return Op(rank, comm, kind, f"{kind} to/from rank {peer}", site, deque(), done=True, thread=w.clocks.thread(rank))
         if w.lazy_p2p_init and batch is None:
             self._connect(comm, rank, peer, site)
         with w.lock:
@@ -167,7 +168,8 @@ class Engine:
             desc = (f"{verb}({tuple(tensor.shape)}, {str(tensor.dtype).replace('torch.', '')}, {prep} rank {peer}) "
                     f"#{len(mine)}")
             op = Op(rank, comm, kind, desc, site, lane, batch, peer=peer, tensor=tensor,
-                    clock=w.clocks.snapshot(rank) if kind == "send" and w.track_clocks else ())
+                    clock=w.clocks.snapshot(rank) if kind == "send" and w.track_clocks else (),
+                    thread=w.clocks.thread(rank))
             mine.append(op)
             lane.append(op)
             if batch is not None:
@@ -218,7 +220,7 @@ class Engine:
                 slot.result = slot.execute([slot.args[i] for i in range(len(members))])
                 del op.comm.slots[slot.seq]
                 if self.world.track_clocks:
-                    self.world.clocks.join(members)
+                    self.world.clocks.join([o.thread for o in slot.ops.values()])
             return list(slot.ops.values())
         return self._try_p2p(op)
 
@@ -241,7 +243,7 @@ class Engine:
                 break
             self._deliver(s, r)
             if s.clock:
-                w.clocks.acquire(r.rank, s.clock)
+                w.clocks.acquire_on(r.thread, s.clock)
             d.matched += 1
             if s.buffered is None:
                 finished.append(s)

@@ -6,7 +6,8 @@ CPU in factories, `.to()` and `.cuda()`, tags what the program creates on or mov
 share the process-wide RNG. `install_torch_cuda` replaces the torch.cuda functions programs call with
 versions that answer for the calling rank (the GPU's properties from the topology, gpu_model.py); the
 others end the run as not simulated, naming the call. Streams are recorded (ids, wait edges) for the
-timing engine; every stream runs synchronously on the CPU.
+timing engine and move the rank's stream clocks (pkbsim.world.clocks); every stream runs synchronously on
+the CPU. Host reads of device data (`.tolist()`, `.cpu()`, printing) are host waits (host_sync.py).
 """
 from __future__ import annotations
 
@@ -16,11 +17,14 @@ import itertools
 import sys
 import time
 import types
+from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch.cuda.nccl
 from torch.overrides import TorchFunctionMode
 
+from pkbsim.world import host_sync
 from pkbsim.world.unsimulated import refuse_on_ranks
 
 from pkbsim.world.context import current
@@ -45,7 +49,10 @@ _MOVES = {torch.Tensor.to, torch.Tensor.cuda, torch.Tensor.cpu}
 # shapes on an H200, the CPU's on 0-37% (benchmarks/pkb_disagreement_probe.py, results/pkb_agreement/probe_h200.json)
 _SORTS = {torch.sort: ("dim", "descending"), torch.Tensor.sort: ("dim", "descending"),
           torch.argsort: ("dim", "descending", "stable"), torch.Tensor.argsort: ("dim", "descending", "stable")}
-_SPECIAL = _RANDOM | _MOVES | set(_SORTS) | {torch.Tensor.pin_memory}
+# host reads of device data that dispatch no op the rank's ops mode sees (it sees `.item()` and the like)
+_HOST_READS = {torch.Tensor.tolist, torch.Tensor.numpy, torch.Tensor.__repr__, torch.Tensor.__str__,
+               torch.Tensor.__format__, torch.Tensor.cpu}
+_SPECIAL = _RANDOM | _MOVES | set(_SORTS) | _HOST_READS | {torch.Tensor.pin_memory}
 
 
 CUDA = torch.device("cuda")
@@ -74,6 +81,8 @@ class DeviceMapMode(TorchFunctionMode):
         kwargs = dict(kwargs or {})
         if func is torch.Tensor.pin_memory:
             return args[0]
+        if func in _HOST_READS or (func is torch.Tensor.to and _to_host(args, kwargs)):
+            _host_read(sys._getframe(1))
         if kwargs.get("pin_memory"):  # torch.tensor/empty/zeros(..., pin_memory=True): a CPU build has no pinned
             kwargs["pin_memory"] = False  # allocator; the simulated GPU reads host memory anyway
         asked = kwargs.get("device")  # the device the program names, if any
@@ -99,6 +108,26 @@ class DeviceMapMode(TorchFunctionMode):
         if (asked is not None or func is torch.Tensor.to) and isinstance(out, torch.Tensor):
             out = _place(func, args, out, asked)
         return out
+
+
+def _to_host(args, kwargs) -> bool:
+    dev = kwargs.get("device", args[1] if len(args) > 1 else None)
+    return isinstance(dev, (str, torch.device)) and torch.device(dev).type == "cpu"
+
+
+_SIMULATOR = frozenset({"pkbsim", "triton"})  # the simulator and the Triton interpreter read data of their own
+
+
+def _host_read(frame) -> None:
+    """A host read of device data by the program, or by torch's Python code on its behalf (`np.asarray(t)`,
+    an object collective's `.cpu()`), not by the simulator."""
+    ctx = current()
+    while frame is not None and frame.f_code.co_name == "__torch_function__":
+        frame = frame.f_back
+    module = frame.f_globals.get("__name__", "") if frame is not None else ""
+    if ctx is not None and module.partition(".")[0] not in _SIMULATOR:
+        from pkbsim.world.ops_mode import host_read
+        host_read(ctx)
 
 
 def _on_gpu(t) -> bool:
@@ -162,12 +191,21 @@ class SimStream:
         so = _stream_order()
         if so is not None:
             so.wait_stream(self.sim_id, other.sim_id)
+        ctx = current()
+        if ctx is not None:
+            with ctx.world.lock:
+                clocks = ctx.world.clocks
+                clocks.stream_waits(ctx.rank, self.sim_id, clocks.stream_clock(ctx.rank, other.sim_id))
 
     def wait_event(self, event: "SimEvent") -> None:
         _record("stream", "wait_event", stream=self.sim_id, event=event.sim_id)
         so = _stream_order()
         if so is not None:
             so.wait_event(self.sim_id, event.sim_id)
+        ctx = current()
+        if ctx is not None and event.clock is not None:
+            with ctx.world.lock:
+                ctx.world.clocks.stream_waits(ctx.rank, self.sim_id, event.clock)
 
     def record_event(self, event: "SimEvent | None" = None) -> "SimEvent":
         event = event or SimEvent()
@@ -175,9 +213,13 @@ class SimStream:
         return event
 
     def synchronize(self) -> None:
-        synchronize()
+        _host_waits(lambda ctx: host_sync.wait_streams(ctx, [self.sim_id]))
 
     def query(self) -> bool:
+        """Always done here: a program that polls it before reading results learns what the stream did."""
+        ctx = current()
+        if ctx is not None:
+            host_sync.wait_streams(ctx, [self.sim_id])
         return True
 
     def __enter__(self):
@@ -197,6 +239,7 @@ class SimEvent:
     def __init__(self, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False, **_):
         self.sim_id = next(self._ids)
         self.t: float | None = None
+        self.clock: tuple[int, ...] | None = None  # its stream's clock at the last record (pkbsim.world.clocks)
 
     def record(self, stream: SimStream | None = None) -> None:
         self.t = time.perf_counter()
@@ -205,15 +248,23 @@ class SimEvent:
         so = _stream_order()
         if so is not None:
             so.record_event(self.sim_id, s.sim_id)
+        ctx = current()
+        if ctx is not None:
+            with ctx.world.lock:
+                self.clock = ctx.world.clocks.stream_clock(ctx.rank, s.sim_id)
 
     def wait(self, stream: SimStream | None = None) -> None:
         (stream or current_stream()).wait_event(self)
 
     def query(self) -> bool:
+        """Always done here: a program that polls it before reading results learns what it recorded."""
+        ctx = current()
+        if ctx is not None:
+            host_sync.wait_clock(ctx, self.clock)
         return True
 
     def synchronize(self) -> None:
-        synchronize()
+        _host_waits(lambda ctx: host_sync.wait_clock(ctx, self.clock))
 
     def elapsed_time(self, end: "SimEvent") -> float:
         """Host wall time between the two records, in ms (the simulated world has no device clock)."""
@@ -255,7 +306,14 @@ def default_stream(device=None) -> SimStream:
 def set_stream(s: SimStream) -> None:
     ctx = current()
     if ctx is not None:
-        ctx.stream = s
+        _switch(ctx, s)
+
+
+def _switch(ctx, s: SimStream) -> None:
+    """Make `s` the rank's current stream: its device work runs on that stream's clock thread."""
+    ctx.stream = s
+    with ctx.world.lock:
+        ctx.world.clocks.use_stream(ctx.rank, s.sim_id)
 
 
 @contextlib.contextmanager
@@ -265,11 +323,11 @@ def stream(s: SimStream | None):
         yield s
         return
     prev = current_stream()
-    ctx.stream = s
+    _switch(ctx, s)
     try:
         yield s
     finally:
-        ctx.stream = prev
+        _switch(ctx, prev)
 
 
 def _device_index(device) -> int:
@@ -316,12 +374,20 @@ class device:
 def synchronize(device=None) -> None:
     """Host waits for all of the rank's device work: every stream is ordered after it, every async
     operation counts as waited."""
+    _host_waits()
+
+
+def _host_waits(learn: Callable[[Any], None] = host_sync.wait_streams) -> None:
+    """A host synchronisation. The trace and the local stream order (streams.py) see a full synchronize, as
+    they always have; the clocks `learn` only what was waited for (a stream, an event; by default every
+    stream)."""
     _record("stream", "device_synchronize")
     ctx = current()
     if ctx is not None:
         from pkbsim.world.ops_mode import host_wait
         host_wait(ctx)
         ctx.extra.get("unwaited", {}).clear()
+        learn(ctx)
 
 
 def manual_seed(seed: int) -> None:

@@ -1,10 +1,11 @@
 """A per-rank TorchDispatchMode that sees every tensor operation of the rank's program.
 
-It serves three purposes, each switched on only when needed (the mode costs ~15 us per op):
+It serves these purposes, each switched on only when needed (the mode costs ~15 us per op):
 - the compute trace: FLOPs (torch's flop formulas), bytes read and written, and bytes read from or
   written to each peer's symmetric buffers (attributed by the storage's owner);
 - stream ordering (see streams.py): writes per stream, and reads racing with another stream's write;
-- host writes to signal pads (a reset racing with a peer's signal).
+- host writes to signal pads (a reset racing with a peer's signal);
+- host reads of device data (`.item()`, an output shape that depends on data): host waits (host_sync.py).
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from torch.utils.flop_counter import flop_registry
 
 from pkbsim.device import lower_symm
 from pkbsim.symm.handle import on_pad_host_write, state, storage_key
+from pkbsim.world import host_sync
 from pkbsim.world.comms import is_fake
 from pkbsim.world.findings import Finding
 from pkbsim.world.sites import user_site
@@ -45,6 +47,22 @@ _SYMM_ALL_REDUCES = {
 }
 
 
+# ops that make CUDA copy data to the host and wait for it: a scalar read, or an output sized by the data
+_aten = torch.ops.aten
+_HOST_READS = {_aten._local_scalar_dense, _aten.equal, _aten.allclose, _aten.nonzero, _aten.masked_select,
+               _aten._unique, _aten._unique2, _aten.unique_dim, _aten.unique_consecutive, _aten.bincount,
+               _aten.repeat_interleave}
+_MASK_INDEXED = {_aten.index, _aten.index_put, _aten.index_put_, _aten._index_put_impl_}  # with a bool mask
+
+
+def _reads_on_host(func, args) -> bool:
+    packet = func._overloadpacket
+    if packet in _HOST_READS:
+        return packet is not _aten.repeat_interleave or isinstance(args[0 if len(args) == 1 else 1], torch.Tensor)
+    return packet in _MASK_INDEXED and any(isinstance(i, torch.Tensor) and i.dtype == torch.bool
+                                           for i in (args[1] if len(args) > 1 else ()) or ())
+
+
 def _is_view(func) -> bool:
     return any(r.alias_info is not None and not r.alias_info.is_write for r in func._schema.returns)
 
@@ -74,6 +92,8 @@ class RankOpsMode(TorchDispatchMode):
         shape_only = _SYMM_ALL_REDUCES.get(func._schema.name)
         if shape_only is not None and is_fake(args[0]):
             return self._shape_run_all_reduce(func._schema.name, shape_only, args)
+        if _reads_on_host(func, args):
+            host_read(self.ctx)
         symm = state(self.ctx.world)
         if symm.by_storage and (reads or writes):
             # checked before the op touches memory: a peer's concurrent read must not see the new data
@@ -196,3 +216,12 @@ def host_wait(ctx, stream: int | None = None) -> None:
     the writes so far are complete, so a stream created later may read them without waiting."""
     so = ensure_ops_mode(ctx).track_streams()
     so.synchronize() if stream is None else so.host_wait(stream)
+
+
+def host_read(ctx) -> None:
+    """The program read device data on the host (`.item()`, `.tolist()`, `.cpu()`, an output sized by data):
+    CUDA waits for the current stream first. Reads made while a kernel is interpreted are the interpreter's."""
+    if ctx.world.clocks.in_kernel(ctx.rank):
+        return
+    host_wait(ctx, ctx.stream_id)
+    host_sync.wait_streams(ctx, [ctx.stream_id])

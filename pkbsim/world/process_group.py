@@ -12,6 +12,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from pkbsim.world import host_sync
 from pkbsim.world.comms import Comm, Op, behind_the_program, is_fake
 from pkbsim.world.context import current, require
 from pkbsim.world.findings import Finding
@@ -48,9 +49,14 @@ class SimWork(dist.distributed_c10d.Work):
         mode = ctx.extra.get("ops_mode")
         if mode is not None and mode.streams is not None:
             mode.streams.wait_stream(ctx.stream_id, self._stream)
+        with ctx.world.lock:  # the current stream waits for the streams the work ran on
+            clocks = ctx.world.clocks
+            for op in pending:
+                clocks.stream_waits(ctx.rank, ctx.stream_id, clocks.vc[op.thread])
         if self._host_waits:  # NCCL's barrier blocks the host on the current stream (WorkNCCL::synchronize)
             from pkbsim.world.ops_mode import host_wait
             host_wait(ctx, ctx.stream_id)
+            host_sync.wait_streams(ctx, [ctx.stream_id])
         return True
 
     def is_completed(self) -> bool:
