@@ -42,3 +42,12 @@ def test_dynamic_shared_memory_beyond_48k_needs_the_attribute(argv, ok):
     else:
         text = " ".join(f.render() for f in res.findings)
         assert res.verdict == "error" and "invalid argument" in text and "cudaFuncSetAttribute" in text, text
+
+
+@pytest.mark.parametrize("mangled,name", [("_Z17oneshot_allreducePPfS_ii", "oneshot_allreduce"),
+                                          ("_Z15attn_fwd_kernelILi64EEvPKfPfi", "attn_fwd_kernel"),
+                                          ("stage_sum", "stage_sum")])
+def test_messages_name_the_kernel_not_its_return_type(mangled, name):
+    """A template kernel demangles with its return type first ('void attn_fwd_kernel<64>(...)')."""
+    from pkbsim.cuda.launch import display_name
+    assert display_name(mangled) == name

@@ -71,9 +71,11 @@ def _module(index: int, origin: str, ctx) -> Module:
 
 @functools.cache
 def display_name(mangled: str) -> str:
-    """'oneshot_allreduce' for '_Z17oneshot_allreducePPfS_ii'."""
+    """'oneshot_allreduce' for '_Z17oneshot_allreducePPfS_ii', 'attn_fwd_kernel' for
+    '_Z15attn_fwd_kernelILi64EEvPK13__nv_bfloat16...' (demangled 'void attn_fwd_kernel<64>(...)')."""
     out = subprocess.run(["c++filt", mangled], capture_output=True, text=True, check=False).stdout.strip() or mangled
-    return out.split("(")[0].split("<")[0].split("::")[-1] or mangled
+    head = out.split("(")[0].split("<")[0].split()  # a template's demangled name starts with its return type
+    return head[-1].split("::")[-1] if head else mangled
 
 
 class LaunchRefused(Exception):
