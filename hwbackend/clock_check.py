@@ -43,7 +43,7 @@ class BatchClock:
 class Calibration:
     """The harness's overhead outside the timed regions, measured on the reference's batches."""
     per_call: float  # seconds per call: the median of the reference's batches
-    jitter: float    # seconds: the largest deviation of a reference batch's gap from per_call * calls
+    jitter: float    # seconds: how far a reference batch's gap strays from per_call * calls (robust: see calibrate)
     floor: float     # seconds per batch (FLOOR)
 
     def tolerance(self, batch: BatchClock) -> float:
@@ -65,7 +65,11 @@ def calibrate(reference: list[BatchClock], backend: str) -> Calibration:
     if not reference:
         return Calibration(0.0, 0.0, floor)
     per_call = statistics.median(b.gap / b.calls for b in reference)
-    return Calibration(per_call, max(abs(b.gap - per_call * b.calls) for b in reference), floor)
+    deviations = sorted(abs(b.gap - per_call * b.calls) for b in reference)
+    # one preempted reference batch is noise, as one of the candidate's is (cross_check takes medians): the
+    # largest deviation left out; on an H200 it made the tolerance 13.8 times a 1.2 ms batch, a noise margin
+    # under which no candidate could ever be faster
+    return Calibration(per_call, deviations[-2] if len(deviations) > 2 else deviations[-1], floor)
 
 
 def cross_check(reference: list[BatchClock], batches: list[BatchClock], backend: str) -> Agreement:

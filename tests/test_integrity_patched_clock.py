@@ -69,3 +69,13 @@ def test_a_patch_that_hides_a_tenth_is_seen_and_one_disturbed_batch_is_not():
 def test_a_worker_reporting_more_than_the_scorer_saw_is_named():
     (finding,) = cross_check(REFERENCE, [BatchClock(0.0100, 0.0200, 4)], "nccl").findings
     assert "reported 20.000 ms for a batch that took 10.000 ms" in finding
+
+
+def test_one_disturbed_reference_batch_does_not_widen_the_tolerance():
+    """A reference batch delayed by 20 ms (a first batch's lazy set-up, a preemption) must not make the
+    tolerance, and with it the noise margin, many times a 10 ms batch: on an H200 the largest deviation
+    made it 13.8 times, and no candidate could be faster."""
+    disturbed = REFERENCE + [BatchClock(0.0304, 0.0100, 4)]
+    honest = [BatchClock(0.0104, 0.0100, 4)] * 3
+    assert cross_check(disturbed, honest, "nccl").tolerance < 0.1
+    assert cross_check(disturbed, [BatchClock(0.0104, 0.0010, 4)] * 3, "nccl").findings
