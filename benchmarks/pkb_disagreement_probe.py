@@ -2,10 +2,11 @@
 
     python benchmarks/pkb_disagreement_probe.py --pkb-root CHECKOUT --cand-61 FILE --out OUT.json
 
-1. Sort tie order. PKB's GNN negative-scoring reference ranks with an unstable `torch.sort` of bf16
-   sigmoids; a candidate that counts strictly greater scores agrees only if ties keep index order. For rows
-   of several widths, the fraction of rows whose default (unstable) sort equals the stable sort, on this
-   GPU and on this machine's CPU.
+1. Sort and top-k tie order. PKB's GNN negative-scoring reference ranks with an unstable `torch.sort` of bf16
+   sigmoids, its DINOv2 k-NN reference picks labels with `topk` of bf16 similarities; a candidate agrees
+   only where ties come out in the order the GPU gives them. For rows of several widths, the fraction of
+   rows whose default sort equals the stable sort, and whose topk lists ties in index (or reverse) order,
+   on this GPU and on this machine's CPU.
 2. Which side of the distributed irfft disagreement is nearer the exact result: the reference (cuFFT), the
    candidate, and the reference on the CPU in float32 (what the screen compares against), each against the
    reference computed in float64 on the CPU, counted as PKB counts mismatches (|a-b| > atol + rtol|b|).
@@ -42,6 +43,23 @@ def sort_ties(device: str) -> list[dict]:
             same = (default == stable).all(dim=1).float().mean().item()
             rows.append({"device": device, "rows": n_rows, "width": width, "descending": descending,
                          "rows_equal_to_stable": round(same, 4)})
+    return rows
+
+
+def topk_ties(device: str) -> list[dict]:
+    """torch.topk(sorted=True) on bf16 rows full of ties, against the first k of a stable sort (ties in index
+    order) and of a stable sort of the reversed row (ties in reverse index order)."""
+    rows = []
+    g = torch.Generator(device="cpu").manual_seed(1)
+    for n_rows, width, k in ((64, 1024, 200), (32, 16384, 200), (256, 65, 10), (4, 100000, 50), (128, 2048, 1)):
+        x = (torch.randn(n_rows, width, generator=g) * 40).to(torch.bfloat16).to(device)
+        for largest in (True, False):
+            top = torch.topk(x, k, dim=1, largest=largest, sorted=True).indices
+            first = torch.sort(x, dim=1, descending=largest, stable=True).indices[:, :k]
+            rev = width - 1 - torch.sort(x.flip(1), dim=1, descending=largest, stable=True).indices[:, :k]
+            rows.append({"device": device, "rows": n_rows, "width": width, "k": k, "largest": largest,
+                         "rows_ties_in_index_order": round((top == first).all(1).float().mean().item(), 4),
+                         "rows_ties_in_reverse_order": round((top == rev).all(1).float().mean().item(), 4)})
     return rows
 
 
@@ -104,7 +122,7 @@ def irfft_sides(root: str, cand_path: str, pid: int, trials: int, device: str = 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--pkb-root", required=True)
-    ap.add_argument("--cand-61", required=True, help="the distributed-irfft candidate file")
+    ap.add_argument("--cand-61", help="the distributed-irfft candidate file (without it: the tie orders only)")
     ap.add_argument("--pid", type=int, default=60, help="its problem id in the checkout's reference/")
     ap.add_argument("--trials", type=int, default=3)
     ap.add_argument("--out", required=True)
@@ -114,12 +132,13 @@ def main() -> None:
     dist.init_process_group("cpu:gloo,cuda:nccl", rank=0, world_size=1)
     torch.cuda.set_device(0)
     res = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
-           "sort_ties": sort_ties("cuda") + sort_ties("cpu")}
+           "sort_ties": sort_ties("cuda") + sort_ties("cpu"), "topk_ties": topk_ties("cuda") + topk_ties("cpu")}
     with open(args.out, "w") as f:
         json.dump(res, f, indent=1)
-    res["irfft"] = irfft_sides(args.pkb_root, args.cand_61, args.pid, args.trials)
-    with open(args.out, "w") as f:
-        json.dump(res, f, indent=1)
+    if args.cand_61:
+        res["irfft"] = irfft_sides(args.pkb_root, args.cand_61, args.pid, args.trials)
+        with open(args.out, "w") as f:
+            json.dump(res, f, indent=1)
     dist.destroy_process_group()
 
 

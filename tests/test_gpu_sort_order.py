@@ -2,8 +2,10 @@
 a positive score among negatives with a default (unstable) `torch.sort` of bf16 sigmoids; on an H200 that
 sort equals the stable one (benchmarks/results/pkb_agreement/probe_h200.json), on the CPU it does not, so
 the screen computed another reference than the GPU and rejected two candidates the GPU scored correct
-(ParallelKernelBench problem 69, gemini Triton and CUDA trees). A tensor the program keeps on the host
-sorts as the CPU does (the buggy twin: the order this machine's sort gives, which differs)."""
+(ParallelKernelBench problem 69, gemini Triton and CUDA trees). topk likewise lists ties in index order on
+the H200, not on the CPU (problem 79's k-NN labels: claude-opus-4-7 CUDA 80 rejected, correct on the GPU).
+A tensor the program keeps on the host sorts as the CPU does (the buggy twin: this machine's order, which
+differs)."""
 import pytest
 
 PROGRAM = """
@@ -15,6 +17,11 @@ PROGRAM = """
             bool(torch.equal(torch.argsort(x, 1, True), stable)),
             bool(torch.equal(x.argsort(dim=1, descending=True), stable))]
     print("stable-order", same)
+    y = (torch.randn(32, 1024, generator=g) * 40).to(torch.bfloat16).to({device})
+    first = torch.sort(y, dim=1, descending=True, stable=True)
+    top = [torch.topk(y, 200, dim=1), y.topk(200, 1, True, True)]
+    print("topk-index-order", [bool(torch.equal(t.indices, first.indices[:, :200])) and
+                               bool(torch.equal(t.values, first.values[:, :200])) for t in top])
     dist.barrier()
 """
 
@@ -24,4 +31,6 @@ def test_sorts_on_a_simulated_gpu_keep_ties_in_index_order(run_program, device, 
     res = run_program(PROGRAM.replace("{device}", device))
     assert not res.findings, [f.render() for f in res.findings]
     expected = "stable-order [True, True, True, True]" if stable else "stable-order [False, False, False, False]"
+    assert res.output.count(expected) == 2, res.output
+    expected = "topk-index-order [True, True]" if stable else "topk-index-order [False, False]"
     assert res.output.count(expected) == 2, res.output

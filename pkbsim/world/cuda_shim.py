@@ -52,7 +52,10 @@ _SORTS = {torch.sort: ("dim", "descending"), torch.Tensor.sort: ("dim", "descend
 # host reads of device data that dispatch no op the rank's ops mode sees (it sees `.item()` and the like)
 _HOST_READS = {torch.Tensor.tolist, torch.Tensor.numpy, torch.Tensor.__repr__, torch.Tensor.__str__,
                torch.Tensor.__format__, torch.Tensor.cpu}
-_SPECIAL = _RANDOM | _MOVES | set(_SORTS) | _HOST_READS | {torch.Tensor.pin_memory}
+# torch's CUDA topk lists ties in index order (k of 1 to 200 in rows of 1024 to 100000 on an H200, every
+# row; results/pkb_agreement/ties_h200.json), the CPU's does not: a simulated GPU takes them from a stable sort
+_TOPK = {torch.topk: ("k", "dim", "largest", "sorted"), torch.Tensor.topk: ("k", "dim", "largest", "sorted")}
+_SPECIAL = _RANDOM | _MOVES | set(_SORTS) | set(_TOPK) | _HOST_READS | {torch.Tensor.pin_memory}
 
 
 CUDA = torch.device("cuda")
@@ -102,6 +105,8 @@ class DeviceMapMode(TorchFunctionMode):
                 args = (args[0], "cpu", *args[2:])
         if func in _SORTS and _on_gpu(args[0]):
             args, kwargs = args[:1], {**kwargs, **dict(zip(_SORTS[func], args[1:])), "stable": True}
+        if func in _TOPK and _on_gpu(args[0]) and "out" not in kwargs:
+            return _gpu_topk(args[0], **{**dict(zip(_TOPK[func], args[1:])), **kwargs})
         if func in _RANDOM and kwargs.get("generator") is None and len(args) <= _INIT.get(func, len(args)):
             kwargs["generator"] = self.generator
         out = args[0] if func is torch.Tensor.cuda else func(*args, **kwargs)
@@ -128,6 +133,12 @@ def _host_read(frame) -> None:
     if ctx is not None and module.partition(".")[0] not in _SIMULATOR:
         from pkbsim.world.ops_mode import host_read
         host_read(ctx)
+
+
+def _gpu_topk(x: torch.Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = True):
+    """topk with ties in index order, as the GPU gives them (NaN counts as the largest, as in topk)."""
+    values, indices = torch.sort(x, dim=dim, descending=largest, stable=True)
+    return torch.return_types.topk((values.narrow(dim, 0, k), indices.narrow(dim, 0, k)))
 
 
 def _on_gpu(t) -> bool:
