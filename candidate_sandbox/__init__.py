@@ -142,19 +142,29 @@ def check() -> None:
         raise SandboxUnavailable(f"bwrap cannot start the sandbox here: {why}{hint}; or pass --no-sandbox")
 
 
-def run_inside(command: list[str], writable: list[str], readable: list[str]) -> int:
+@dataclass(frozen=True)
+class Relayed:
+    """How a command run inside the sandbox ended: its exit code, and the supervisor's line if it ended it."""
+    code: int
+    breach: str | None
+
+
+def run_inside(command: list[str], writable: list[str], readable: list[str]) -> Relayed:
     """Run `command` (the caller's, e.g. its own command line again) inside the sandbox, relaying its output
     (line by line) and its exit code (the caller names its build caches among `writable`)."""
     check()
     cmd = [*prefix(writable, readable), *command]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    breaches: list[str] = []
 
     def relay(src, dst) -> None:
         for line in src:
             dst.write(line)
             dst.flush()
+            if line.startswith(LINE):
+                breaches.append(line.strip())
     err = threading.Thread(target=relay, args=(proc.stderr, sys.stderr), daemon=True)
     err.start()
     relay(proc.stdout, sys.stdout)
     err.join()
-    return proc.wait()
+    return Relayed(proc.wait(), breaches[0] if breaches else None)

@@ -92,7 +92,9 @@ def _screen(capsys, path):
 def test_a_screened_fork_bomb_ends_with_the_line(capsys, monkeypatch):
     monkeypatch.setenv(sandbox.MAX_TASKS, "96")
     code, out, err = _screen(capsys, os.path.join(CAPS, "fork_bomb.py"))
-    assert code == BREACH_EXIT and out == "", (code, out, err)
+    res = json.loads(out)  # a JSON verdict although the screening process died with the sandbox
+    assert code == 1 and res["verdict"] == "reject" and res["reasons"][0]["kind"] == "resource_limit", (code, out)
+    assert "over its cap of 96" in res["reasons"][0]["message"], res
     assert [line for line in err.splitlines() if "over its cap of 96" in line], err
 
 

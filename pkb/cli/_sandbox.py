@@ -2,6 +2,7 @@
 --sandbox` re-run inside it before anything heavy is imported (the outer process only relays)."""
 from __future__ import annotations
 
+import json
 import os
 import sys
 import tempfile
@@ -53,7 +54,22 @@ def run_wrapped(argv: list[str]) -> int | None:
         elif os.path.exists(value):
             readable.add(value if os.path.isdir(value) else os.path.dirname(os.path.abspath(value)))
     try:
-        return sandbox.run_inside([*PKB, *argv], [cache_root(), *sorted(writable)], sorted(readable))
+        relayed = sandbox.run_inside([*PKB, *argv], [cache_root(), *sorted(writable)], sorted(readable))
     except sandbox.SandboxUnavailable as e:
         print(f"pkb {cmd}: error: {e}", file=sys.stderr)
         return 2
+    if relayed.breach is None or cmd != "screen":
+        return relayed.code
+    return _breach_verdict(argv, relayed.breach)
+
+
+def _breach_verdict(argv: list[str], line: str) -> int:
+    """The sandbox's supervisor ended a screen: the candidate broke a cap (a fork bomb, a CPU spinner) and the
+    screening process inside died with it, so the verdict is written out here: a reject naming the cap."""
+    from pkb.cli.main import build_parser
+    from pkbsim.screen.result import Reason, ScreenResult
+    args = build_parser().parse_args(argv)
+    res = ScreenResult(args.task or "", args.candidate, args.world_size or 0, args.topology or "", args.seed or 0)
+    res.reject("sandbox", [Reason("resource_limit", line)])
+    print(json.dumps(res.to_json(), indent=1) if args.json else f"REJECT at stage sandbox: {line}")
+    return res.verdict.exit_code
