@@ -1,8 +1,9 @@
 """Exploit class: a candidate that takes the machine's CPU or process table (a fork bomb, a spinning loop).
 Every sandbox's process 1 (candidate_sandbox/supervisor.py) counts the sandbox's processes and threads and
 each process's CPU time; past a cap it kills the sandbox and names the cap in one line. Shown on the bare
-sandbox, on `pkb score` (status "error", a resource_limit finding) and on `pkb screen` (the line, exit 86),
-each with its honest twin under the same caps. Asserts are on verdicts, never on speed."""
+sandbox, on `pkb score` (status "error", a resource_limit finding), on `pkb screen` (a reject naming the cap,
+JSON too) and on `pkb run`'s pool (the same reject, not a retried "worker_crash"), each with its honest twin
+under the same caps. Asserts are on verdicts, never on speed."""
 import json
 import os
 import subprocess
@@ -102,3 +103,15 @@ def test_the_screened_honest_twin_passes_under_the_same_cap(capsys, monkeypatch)
     monkeypatch.setenv(sandbox.MAX_TASKS, "96")
     code, out, err = _screen(capsys, HONEST)
     assert (code, json.loads(out)["verdict"]) == (0, "pass"), err
+
+
+@pytest.mark.parametrize("path,verdict", [(os.path.join(CAPS, "fork_bomb.py"), "reject"), (HONEST, "pass")])
+def test_a_batch_names_the_broken_cap(tmp_path, capsys, monkeypatch, path, verdict):
+    monkeypatch.setenv(sandbox.MAX_TASKS, "96")
+    code = main(["run", path, "--tasks", "all_reduce", "--world-size", "2", "--no-cost", "--json",
+                 "--db", str(tmp_path / "r.sqlite"), "--workers", "1"])
+    (res,) = json.loads(capsys.readouterr().out)["results"]
+    assert res["verdict"] == verdict, res
+    if verdict == "reject":
+        assert res["reasons"][0]["kind"] == "resource_limit" and "over its cap of 96" in res["reasons"][0]["message"]
+    assert code == 0

@@ -4,7 +4,7 @@ A worker that exceeds the time limit is killed with its whole process group and 
 is inconclusive for `time_limit` (the simulator's own checks report hangs long before: what remains is
 slowness). A worker that dies (a crash in native code, the memory limit) is replaced and its candidate
 tried once more in the fresh worker, then inconclusive for `worker_crash`: pkb's limits, never the
-candidate's fault. Results are handed to `on_result` as they arrive, in completion order.
+candidate's fault; a worker the sandbox's supervisor ended for a cap its candidate broke is a reject naming it. Results are handed to `on_result` as they arrive, in completion order.
 
 Each worker runs on a core of its own (round robin over this process's affinity mask when there are more
 workers than cores): a world pins its rank threads to the lowest core it may use (launcher.py, cheaper GIL
@@ -19,11 +19,14 @@ import selectors
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections import deque
 from collections.abc import Callable
 
-from pkbsim.screen.worker import inconclusive
+from pkbsim.screen.worker import inconclusive, rejected
+
+LOG_TAIL = 1 << 16  # bytes of a dead worker's stderr read for the supervisor's line
 
 
 class _Worker:
@@ -32,7 +35,8 @@ class _Worker:
         self.core = core
         if core is not None:
             cmd += ["--core", str(core)]
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        self.log = tempfile.TemporaryFile()  # its stderr: the sandbox's supervisor names a broken cap there
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
                                      text=True, start_new_session=True)
         if core is not None:  # at once, while the worker is still starting (it sets it again itself)
             os.sched_setaffinity(self.proc.pid, {core})
@@ -44,12 +48,19 @@ class _Worker:
         self.proc.stdin.write(json.dumps(job) + "\n")
         self.proc.stdin.flush()
 
+    def breach(self) -> str | None:
+        """The supervisor's line, if the sandbox ended this worker for a cap its candidate broke."""
+        import candidate_sandbox as sandbox
+        self.log.seek(max(0, self.log.seek(0, os.SEEK_END) - LOG_TAIL))
+        return sandbox.breach(self.log.read().decode(errors="replace"))
+
     def kill(self) -> None:
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
         self.proc.wait()
+        self.log.close()
 
 
 def _free_core(taken: list[int | None]) -> int | None:
@@ -107,9 +118,11 @@ def run_local(jobs: list[dict], workers: int, time_limit: float, memory_gb: floa
             for key, _ in sel.select(timeout=wait):
                 w = key.data
                 line = w.proc.stdout.readline()
-                if not line:  # the worker died (a crash in native code, or the memory limit)
-                    code = w.proc.wait()
-                    if id(w.job) in retried:
+                if not line:  # the worker died (a crash in native code, the memory limit, a sandbox cap)
+                    code, broken = w.proc.wait(), w.breach()
+                    if broken:  # the candidate's doing (a fork bomb, a CPU spinner): no second try
+                        on_result(rejected(w.job, "resource_limit", broken))
+                    elif id(w.job) in retried:
                         on_result(inconclusive(w.job, "worker_crash", f"worker crashed (exit {code}) twice, "
                                                                       f"memory limit {memory_gb:g} GB"))
                     else:

@@ -23,9 +23,19 @@ def limit_memory(gb: float) -> None:
 def inconclusive(job: dict, kind: str, message: str) -> dict:
     """The result of a job that pkb could not finish (a time or memory limit, a crash, a bug of pkb): never
     the candidate's fault, so it goes on to hardware scoring."""
+    return _ended(job, kind, message, blame=False)
+
+
+def rejected(job: dict, kind: str, message: str) -> dict:
+    """The result of a job whose worker the candidate ended (a sandbox cap it broke: the supervisor's line)."""
+    return _ended(job, kind, message, blame=True)
+
+
+def _ended(job: dict, kind: str, message: str, blame: bool) -> dict:
     from pkbsim.screen.result import Reason, ScreenResult
     res = ScreenResult(job["task"], job["candidate"], job["world_size"], job["topology"], job["seed"])
-    return res.inconclusive(kind, Reason(kind, message)).to_json()
+    reason = Reason(kind, message)
+    return (res.reject("sandbox", [reason]) if blame else res.inconclusive(kind, reason)).to_json()
 
 
 def screen_job(job: dict, spawner=None) -> dict:
