@@ -18,6 +18,7 @@ from pkbsim.symm.handle import on_pad_host_write, state, storage_key
 from pkbsim.world import host_sync
 from pkbsim.world.comms import is_fake
 from pkbsim.world.findings import Finding
+from pkbsim.world.op_bytes import nbytes, traffic
 from pkbsim.world.sites import user_site
 from pkbsim.world.streams import StreamOrder
 from pkbsim.world.world import SimAbort
@@ -149,7 +150,8 @@ class RankOpsMode(TorchDispatchMode):
             self.fused_flops += flops
             return
         outs = flat_tensors(out) if not writes else []
-        self._emit(str(func.overloadpacket.__name__), flops, reads, writes + outs, symm)
+        self._emit(str(func.overloadpacket.__name__), flops, reads, writes + outs, symm,
+                   traffic(func, args, reads, writes, outs))
 
     def _shape_run_all_reduce(self, name: str, result, args):
         """A symm_mem all-reduce in a shape run, which has no meta kernel for it: the collective goes on the
@@ -181,10 +183,11 @@ class RankOpsMode(TorchDispatchMode):
         output once."""
         self._emit(name, flops, flat_tensors(inputs), flat_tensors(out), state(self.ctx.world))
 
-    def _emit(self, name: str, flops: int, reads, writes, symm) -> None:
+    def _emit(self, name: str, flops: int, reads, writes, symm, moved: tuple[int, int] | None = None) -> None:
+        """A kernel of the compute trace; `moved`: its (read, written) HBM bytes where they are not all of
+        `reads` and `writes` (op_bytes.traffic)."""
         ctx = self.ctx
-        rd = sum(t.numel() * t.element_size() for t in reads)
-        wr = sum(t.numel() * t.element_size() for t in writes)
+        rd, wr = moved or (nbytes(reads), nbytes(writes))
         peer_read: dict[int, int] = {}
         peer_write: dict[int, int] = {}
         if symm.by_storage:
