@@ -7,10 +7,9 @@ import sys
 import time
 import urllib.parse
 
-from pkb.cli._arguments import add_db_argument, add_pkb_arguments
+from pkb.cli._arguments import add_batch_limits, add_db_argument, add_pkb_arguments
 from pkb.cli._sandbox import add_sandbox_argument, sandbox_ready
 from pkb.errors import UsageError
-from pkbsim.screen.defaults import MARGIN, RUN_TIMEOUT_S
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 DEFAULTS = {"steps": 5, "target": 1.0}
@@ -59,12 +58,7 @@ def add_parser(sub) -> None:
     screen.add_argument("--topology", metavar="NAME", help="machine to predict on (default hgx-h100)")
     screen.add_argument("--world-size", type=int, metavar="N", help="ranks (default: 8 where the task allows it)")
     screen.add_argument("--seed", type=int, default=None, help="input seed for the run (default: random, stored)")
-    screen.add_argument("--margin", type=float, default=MARGIN, help="the screen rejects below this predicted speed-up")
-    screen.add_argument("--timeout", type=float, default=RUN_TIMEOUT_S, metavar="S", help="limit per simulated run")
-    screen.add_argument("--time-limit", type=float, default=600.0, metavar="S", help="limit per screen")
-    screen.add_argument("--memory-gb", type=float, default=12.0, help="address-space limit per screening process")
-    screen.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1), metavar="K",
-                        help="screens at once over all tasks")
+    add_batch_limits(screen, "screens at once over all tasks")
     screen.add_argument("--no-cost", action="store_true", help="stop each screen after the functional stage")
     add_db_argument(p)
     p.add_argument("--json", action="store_true", help="print the run's outcome as one JSON object")

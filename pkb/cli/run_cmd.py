@@ -6,11 +6,10 @@ import os
 import sys
 
 from pkb import batch
-from pkb.cli._arguments import add_db_argument, add_pkb_arguments
+from pkb.cli._arguments import add_batch_limits, add_db_argument, add_pkb_arguments
 from pkb.cli._sandbox import add_sandbox_argument, sandbox_ready
 from pkb.cli._table import print_table
 from pkb.errors import UsageError
-from pkbsim.screen.defaults import MARGIN, RUN_TIMEOUT_S
 
 
 def add_parser(sub) -> None:
@@ -25,13 +24,8 @@ def add_parser(sub) -> None:
     p.add_argument("--topology", metavar="NAME", help="machine to predict on (default hgx-h100; h100-ib-2node "
                                                       "for tasks of more than 8 ranks)")
     p.add_argument("--world-size", type=int, metavar="N", help="ranks (default: 8 where the task allows it)")
-    p.add_argument("--margin", type=float, default=MARGIN, help="reject below this predicted speed-up")
+    add_batch_limits(p)
     p.add_argument("--seed", type=int, default=None, help="input seed for the whole batch (default: random)")
-    p.add_argument("--timeout", type=float, default=RUN_TIMEOUT_S, metavar="S", help="limit per simulated run")
-    p.add_argument("--time-limit", type=float, default=600.0, metavar="S", help="limit per candidate's screen")
-    p.add_argument("--memory-gb", type=float, default=12.0, help="address-space limit per worker process")
-    p.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1), metavar="K",
-                   help="parallel screening processes")
     p.add_argument("--executor", choices=("local", "ray"), default="local",
                    help="local processes, or a Ray cluster (RAY_ADDRESS; `pip install 'pkb[ray]'`)")
     p.add_argument("--no-cost", action="store_true", help="stop each screen after the functional stage")
