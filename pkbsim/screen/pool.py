@@ -45,6 +45,8 @@ class _Worker:
 
     def send(self, job: dict, limit: float) -> None:
         self.job, self.deadline = job, time.monotonic() + limit
+        self.log.seek(0)  # the worker is idle: its log starts again (it shares the file's offset), so a
+        self.log.truncate()  # batch's logs stay one candidate's output long
         self.proc.stdin.write(json.dumps(job) + "\n")
         self.proc.stdin.flush()
 
