@@ -6,10 +6,7 @@
 #   sh benchmarks/pkb_agreement_gpu.sh OUT_DIR NPROC JOBS DEADLINE_S TREE...
 set -u
 out=${1:?usage: $0 OUT_DIR NPROC JOBS DEADLINE_S TREE...}; nproc=$2; jobs=$3; deadline=$4; shift 4
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-chmod +x .whl/bwrap
-export PYTHONPATH=/tmp/site:$PWD PKB_BWRAP=$PWD/.whl/bwrap
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+. benchmarks/gpu_env.sh
 [ -f .pkbdata/gpu.jsonl ] && cp .pkbdata/gpu.jsonl "$out/gpu.jsonl"
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 command -v nvcc || ls /usr/local/cuda/bin/nvcc

@@ -7,13 +7,8 @@
 #   sh benchmarks/sandboxed_scores.sh OUT_DIR
 set -u
 out=${1:?usage: $0 OUT_DIR}
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-chmod +x .whl/bwrap
-export PYTHONPATH=/tmp/site:$PWD PKB_BWRAP=$PWD/.whl/bwrap
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-mkdir -p "$out/candidates"
-module=$(python3 -c "from tasks.registry import get; print(get('all_reduce').module.__name__)")
-printf 'from %s import reference as solution  # the reference against itself\n' "$module" > "$out/candidates/reference.py"
+. benchmarks/gpu_env.sh
+reference_candidate "$out/candidates"
 for mode in sandbox no-sandbox; do
   flag=""; [ "$mode" = no-sandbox ] && flag=--no-sandbox
   for pair in reference:$out/candidates/reference.py honest:tests/gpu_candidates/fast_all_reduce.py \

@@ -12,13 +12,8 @@
 set -u
 out=${1:?usage: $0 OUT_DIR [CALLS]}
 calls=${2:-4}
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-chmod +x .whl/bwrap
-export PYTHONPATH=/tmp/site:$PWD PKB_BWRAP=$PWD/.whl/bwrap
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-mkdir -p "$out/candidates"
-module=$(python3 -c "from tasks.registry import get; print(get('all_reduce').module.__name__)")
-printf 'from %s import reference as solution  # the reference against itself\n' "$module" > "$out/candidates/reference.py"
+. benchmarks/gpu_env.sh
+reference_candidate "$out/candidates"
 for pair in reference:$out/candidates/reference.py honest_skip:tests/gpu_candidates/fast_all_reduce.py \
             honest_sleeper:tests/clock_candidates/honest_sleeper.py \
             swap_timer_code:tests/clock_candidates/swap_timer_code.py \
