@@ -10,10 +10,11 @@ from pkbsim.timing.predict import predict
 from pkbsim.timing.topology import load_topology
 from pkbsim.timing.units import parse_size
 
-# Held-out points the model misses (docs/timing_model.md says why): vLLM's TP=4 NCCL and two-shot rows, where
-# nccl-tests measured the same NCCL configuration 17-29% slower than vLLM did; and the 4xH100 nccl-tests
-# ring all_gather / reduce_scatter from 4 MiB to 1 GiB, 19-29% slower than NCCL's own cost model (and pkb).
-KNOWN_MISSES = {"h100x4-nccl-4m", "h100x4-twoshot-4m", "h100x4-ntag-4mib", "h100x4-ntag-16mib", "h100x4-ntag-64mib",
+# Held-out points the model misses (docs/timing_model.md says why): vLLM's TP=4 NCCL row, where nccl-tests
+# measured the same NCCL configuration 17-29% slower than vLLM did; and the 4xH100 nccl-tests ring all_gather /
+# reduce_scatter from 4 MiB to 1 GiB, 19-29% slower than NCCL's own cost model (and pkb). (vLLM's TP=4 two-shot
+# row, +22%, is a device-side kernel and judged against issue 19's 25%, not NCCL's 10%.)
+KNOWN_MISSES = {"h100x4-nccl-4m", "h100x4-ntag-4mib", "h100x4-ntag-16mib", "h100x4-ntag-64mib",
                 "h100x4-ntrs-4mib", "h100x4-ntrs-64mib", "h100x4-ntrs-1gib"}
 
 
@@ -84,3 +85,41 @@ def test_peer_memory_kernels_meet_25_percent_from_1_mib():
     custom = [r for r in evaluate() if r.algorithm in ("one_shot", "two_shot", "nvls_custom") and r.bytes >= 1 << 20]
     assert len(custom) >= 12 and {"two_shot", "nvls_custom"} <= {r.algorithm for r in custom}
     assert all(abs(r.error_pct) <= 25 for r in custom), [(r.id, round(r.error_pct, 1)) for r in custom]
+
+
+def test_device_side_points_from_other_libraries_are_judged_at_25_percent():
+    """Issue 19's evidence 2 beyond PyTorch: MSCCL++'s CI baselines (8 x A100: SM two-shot all-reduce, copy-engine
+    all-gather and all-to-all) and a Triton symmetric-memory all-gather on 8 x B200, each with the commit or PR it
+    came from; judged by the 25% rule from 1 MiB on and by nothing else (the 10% NCCL target does not apply)."""
+    rows = {r.id: r for r in evaluate()}
+    points = {p["id"]: p for p in load_points()}
+    new = [i for i in points if i.startswith(("a100x8-msccl", "h100x8-msccl", "b200x8-tritonag"))]
+    assert len(new) >= 13
+    for i in new:
+        p, r = points[i], rows[i]
+        assert ("mscclpp" in p["source"] and "1f5f065d7b13ab02df32c22568f38785d1eeec01" in p["source"]) or \
+            "facebookexperimental/triton PR #2361" in p["source"]
+        assert p.get("note") and r.device_side
+        if r.role != "context" and r.bytes >= 1 << 20:
+            assert r.regime == "device" and r.target == "25%" and r.meets_target, (i, round(r.error_pct, 1))
+    judged = [r for r in rows.values() if r.device_side and r.regime == "device" and r.meets_target is not None]
+    assert len(judged) >= 18 and all(r.meets_target for r in judged)
+    assert {r.topology for r in judged} >= {"hgx-h100", "hgx-a100", "hgx-b200"}
+
+
+def test_one_shot_all_gather_moves_each_shard_once_at_the_peer_kernel_bandwidth():
+    """all_gather one_shot (every GPU copies each peer's shard at once) did not exist before (ValueError): time is
+    the non-LL symmetric-kernel base latency plus (n-1)/n of the output through min(peer-kernel cap, NVLink port)."""
+    from pkbsim.timing.plans import kernel_GBps
+    for name in ("hgx-b200", "hgx-h100", "hgx-a100"):
+        topo, n, nbytes = load_topology(name), 8, 1 << 30
+        p = predict(topo, "all_gather", nbytes, n, algo="one_shot")
+        port = topo.nvlink.links_per_gpu * topo.nvlink.link_GBps * topo.nvlink.efficiency
+        bw = min(kernel_GBps(topo, "one_shot", None)[0], port)
+        expect = topo.nccl["sym_base_latency_us"][1] + (n - 1) / n * nbytes / bw / 1e3
+        assert p.algorithm == "one_shot" and p.protocol == "Simple"
+        assert p.time_us == pytest.approx(expect, rel=0.02), name
+        assert predict(topo, "all_gather", nbytes, n, algo="one_shot", engine="flow").time_us == \
+            pytest.approx(p.time_us, rel=0.01)
+    # NCCL's own selection never picks it (by --algo only)
+    assert predict(load_topology("hgx-h100"), "all_gather", 1 << 30, 8).algorithm != "one_shot"

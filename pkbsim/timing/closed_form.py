@@ -57,7 +57,7 @@ def choose(topo: Topology, router: Router, op: str, nbytes: int, ranks: list[int
         if why:
             reasons.append(f"{a}: {why}")
             continue
-        protos = nccl.protocols_for(a)
+        protos = nccl.protocols_for(a, op)
         if proto and proto not in protos:
             reasons.append(f"{a} runs with {', '.join(protos)} only")
             continue

@@ -21,7 +21,10 @@ NCCL_ALGOS = {   # what NCCL may pick for each operation (selection happens amon
     "all_to_all": ("p2p",),
     "sendrecv": ("p2p",),
 }
-CUSTOM_ALGOS = {"all_reduce": ("one_shot", "two_shot", "nvls_custom")}  # kernels outside NCCL, by --algo only
+# Kernels outside NCCL, by --algo only: device-initiated peer-memory kernels (symmetric memory, MSCCL++, Triton).
+# all_gather one_shot: every GPU copies every peer's shard over NVLink at once (peer loads, stores or copy-engine puts).
+CUSTOM_ALGOS = {"all_reduce": ("one_shot", "two_shot", "nvls_custom"), "all_gather": ("one_shot",)}
+PEER_KERNELS = ("one_shot", "two_shot", "nvls_custom")
 OPS = tuple(NCCL_ALGOS)
 
 
@@ -59,10 +62,10 @@ def applicable(topo: Topology, op: str, algo: str, lay: Layout) -> str | None:
     return None
 
 
-def protocols_for(algo: str) -> tuple[str, ...]:
+def protocols_for(algo: str, op: str = "all_reduce") -> tuple[str, ...]:
     if algo in ("ring", "tree"):
         return PROTOCOLS
-    return ("LL",) if algo == "one_shot" else ("Simple",)
+    return ("LL",) if (algo, op) == ("one_shot", "all_reduce") else ("Simple",)
 
 
 def channels(topo: Topology, algo: str, proto: str, nbytes: int, lay: Layout) -> int:
@@ -91,8 +94,8 @@ def latency_us(topo: Topology, op: str, algo: str, proto: str, lay: Layout, nbyt
     if algo == "p2p":
         hop = "net" if lay.nodes > 1 else topo.intra_link
         return k["p2p"]["base_us"] + lat["hop"][hop]["ring"][2]
-    if algo in ("one_shot", "two_shot", "nvls_custom"):
-        return topo.nccl["sym_base_latency_us"][0 if algo == "one_shot" else 1]
+    if algo in PEER_KERNELS:   # LL base for the LL one-shot all-reduce; the others (loads/stores + barrier) as NCCL's ST
+        return topo.nccl["sym_base_latency_us"][0 if proto == "LL" else 1]
     p = PROTOCOLS.index(proto)
     base = lat["base"][algo][p]
     intra = lat["hop"][topo.intra_link][algo][p]

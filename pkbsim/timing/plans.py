@@ -48,8 +48,8 @@ def build_plan(topo: Topology, router: Router, op: str, nbytes: int, ranks: list
     nch = nccl.channels(topo, algo, proto, nbytes, lay)
     wire, cap = nccl.wire_and_cap(topo, op, algo, proto, lay, nch)
     lat = nccl.latency_us(topo, op, algo, proto, lay, nbytes, nch)
-    if algo in ("one_shot", "two_shot", "nvls_custom"):
-        phases, nch = _custom(topo, router, algo, nbytes, ranks, lat, ctas)
+    if algo in nccl.PEER_KERNELS:
+        phases, nch = _custom(topo, router, op, algo, nbytes, ranks, lat, ctas)
     else:
         phases = _BUILDERS[algo](topo, router, op, nbytes, ranks, nch, lat)
         for ph in phases:   # tree flows run up and down at once, so each direction gets half the channel cap
@@ -166,12 +166,19 @@ def kernel_GBps(topo: Topology, algo: str, ctas: int | None) -> tuple[float, int
     return min(ctas * block, peak) * GIB_IN_GB, ctas
 
 
-def _custom(topo, router, algo, nbytes, ranks, lat, ctas):
+def _custom(topo, router, op, algo, nbytes, ranks, lat, ctas):
     """One-shot (every GPU reads all peers' buffers), two-shot (reduce-scatter then all-gather through peer
-    loads and stores) and multimem (NVLS through symmetric memory) all-reduce. One base latency per kernel,
-    as NCCL's symmetric-kernel model charges; the barrier between two-shot's halves is inside it."""
+    loads and stores) and multimem (NVLS through symmetric memory) all-reduce; one-shot all-gather (every GPU
+    copies each peer's shard, nbytes / n, at once). One base latency per kernel, as NCCL's symmetric-kernel
+    model charges; the barrier between two-shot's halves is inside it."""
     bw, ctas = kernel_GBps(topo, algo, ctas)
     n = len(ranks)
+    if op == "all_gather":
+        ph = Phase(lat, cap_GBps=bw / (n - 1))
+        for dst in ranks:
+            for src in ranks:
+                ph.add(router.route(src, dst), nbytes / n)
+        return [ph], ctas
     if algo == "nvls_custom":
         ph = _nvls(topo, router, "all_reduce", nbytes, ranks, ctas, lat, fill=False)[0]
         ph.cap_GBps = bw / ctas
