@@ -17,9 +17,12 @@ from pkbsim.timing.units import parse_size
 # Device-side misses (25% rule): 8-rank one-shot all-reduce at 1-2 MiB from the kraken/helion table, 24-38% slower
 # than predicted; the marginal bandwidth from 1 to 2 MiB (341 GB/s) is the model's, the excess is a fixed ~15 us
 # that the same table's 8 KiB row also shows (13.4-16.0 us against 5.7 predicted).
-DEVICE_MISSES = {"h100x8-kraken-1shot-1m", "h100x8-torch-1shot-1m", "h100x8-torch-1shot-2m"}
+# NCCL's symmetric reduce-scatter (multimem ld_reduce) at 2 MiB, kernel device time 10.8 us against 14.5: the
+# symmetric kernels' base latency (7.8 us, NCCL's tuning model) is more than the kernel's own time at this size.
+DEVICE_MISSES = {"h100x8-kraken-1shot-1m", "h100x8-torch-1shot-1m", "h100x8-torch-1shot-2m", "h100x8-mfsdp-rs-symm-2m"}
+# NCCL's ring all_gather on 8 x H100 at 8 MiB (kernel device time, Megatron-LM PR #5596): 43.4 us against 50.1 (+15%).
 KNOWN_MISSES = {"h100x4-nccl-4m", "h100x4-ntag-4mib", "h100x4-ntag-16mib", "h100x4-ntag-64mib",
-                "h100x4-ntrs-4mib", "h100x4-ntrs-64mib", "h100x4-ntrs-1gib"} | DEVICE_MISSES
+                "h100x4-ntrs-4mib", "h100x4-ntrs-64mib", "h100x4-ntrs-1gib", "h100x8-mfsdp-ag-ring-8m"} | DEVICE_MISSES
 
 
 def test_points_meet_their_targets_except_the_known_misses():
@@ -53,6 +56,18 @@ def test_vllm_symm_mem_harness_adds_the_staging_copies_around_the_kernel():
 
 def _point(pid: str) -> dict:
     return next(p for p in load_points() if p["id"] == pid)
+
+
+def test_the_four_gpu_mid_size_all_gather_gap_is_absent_at_eight_gpus():
+    """The 4 x H100 nccl-tests ring all_gather at 4-64 MiB is 17-29% slower than predicted (pinned misses); NCCL's
+    ring all_gather kernel on 8 x H100 (device time, Megatron-LM PR #5596) is within 5% at 32 and 128 MiB and
+    slower than predicted by none of its sizes. A fixed cost or slow ramp added to the ring model for the 4-GPU
+    points would break these, so neither is added."""
+    rows = {r.id: r for r in evaluate()}
+    assert all(rows[i].error_pct < -15 for i in ("h100x4-ntag-4mib", "h100x4-ntag-16mib", "h100x4-ntag-64mib"))
+    eight = [rows[f"h100x8-mfsdp-ag-ring-{m}m"] for m in (2, 8, 32, 128)]
+    assert all(r.algorithm == "ring" and r.error_pct > -5 for r in eight)
+    assert all(abs(r.error_pct) <= 5 for r in eight if r.bytes >= 32 << 20)
 
 
 def test_one_thread_launching_four_gpus_floors_small_collectives():

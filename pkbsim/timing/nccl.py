@@ -23,7 +23,10 @@ NCCL_ALGOS = {   # what NCCL may pick for each operation (selection happens amon
 }
 # Kernels outside NCCL, by --algo only: device-initiated peer-memory kernels (symmetric memory, MSCCL++, Triton).
 # all_gather one_shot: every GPU copies every peer's shard over NVLink at once (peer loads, stores or copy-engine puts).
-CUSTOM_ALGOS = {"all_reduce": ("one_shot", "two_shot", "nvls_custom"), "all_gather": ("one_shot",)}
+# all_gather / reduce_scatter nvls_custom: multimem stores (ld_reduce) through the switch, as NCCL's symmetric STMC/LDMC
+# kernels and PyTorch's multimem_all_gather.
+CUSTOM_ALGOS = {"all_reduce": ("one_shot", "two_shot", "nvls_custom"), "all_gather": ("one_shot", "nvls_custom"),
+                "reduce_scatter": ("nvls_custom",)}
 PEER_KERNELS = ("one_shot", "two_shot", "nvls_custom")
 OPS = tuple(NCCL_ALGOS)
 

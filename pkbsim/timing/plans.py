@@ -180,7 +180,7 @@ def _custom(topo, router, op, algo, nbytes, ranks, lat, ctas):
                 ph.add(router.route(src, dst), nbytes / n)
         return [ph], ctas
     if algo == "nvls_custom":
-        ph = _nvls(topo, router, "all_reduce", nbytes, ranks, ctas, lat, fill=False)[0]
+        ph = _nvls(topo, router, op, nbytes, ranks, ctas, lat, fill=False)[0]
         ph.cap_GBps = bw / ctas
         return [ph], ctas
     parts = [nbytes] if algo == "one_shot" else [nbytes / n, nbytes / n]
