@@ -25,7 +25,8 @@ import torch
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from pkbsim.ptx import PtxError, find_nvcc, load_ptx
+from pkbsim.errors import SimulatorError
+from pkbsim.ptx import find_nvcc, load_ptx
 from pkbsim.ptx.compile import compile_to_ptx
 from tests.ptx import cases
 
@@ -179,7 +180,7 @@ def main(argv=None) -> int:
         if wanted and wanted - known:
             raise UsageError(f"unknown case(s): {', '.join(sorted(wanted - known))}")
         driver = Driver()
-    except (UsageError, PtxError) as e:
+    except (UsageError, SimulatorError) as e:  # nvcc's errors and the interpreter's
         print(f"ptx_differential: {e}", file=sys.stderr)
         return 2
     results = []

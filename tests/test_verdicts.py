@@ -3,6 +3,7 @@ pkb, named in one line). Each limit has a case of the candidate's own fault besi
 and the back-to-back calls catch a missing exit barrier that barrier-separated calls hide."""
 import dataclasses
 import json
+import os
 import pathlib
 import sys
 
@@ -18,6 +19,7 @@ from pkbsim.cuda.toolchain import unavailable
 from tasks.registry import get
 
 HERE = pathlib.Path(__file__).parent
+ROOT = str(HERE.parent)
 NO_EXIT_BARRIER = HERE / "broken_candidates" / "all_reduce__no_exit_barrier.py"
 EXIT_BARRIER = HERE / "fixed_candidates" / "all_reduce__exit_barrier.py"
 
@@ -156,13 +158,60 @@ def test_inconclusive_candidates_are_scored_on_hardware_like_passes(monkeypatch)
 
 
 def test_the_interpreters_instruction_budget_is_a_limit_but_a_trap_is_the_kernels():
-    from pkbsim.ptx.errors import KernelHang
+    from pkbsim.ptx.errors import InstructionBudget, KernelHang
     from pkbsim.screen.limits import limit_of
 
-    budget = KernelHang("kernel k ran past 1000 warp-instructions (an endless loop or a spin that never sees its "
-                        "flag?) near k.cu:3")
+    budget = InstructionBudget("kernel k ran past 1000 warp-instructions (an endless loop or a spin that never "
+                               "sees its flag?) near k.cu:3")
+    assert isinstance(budget, KernelHang)  # the interpreter's callers still see a hang
     assert limit_of(budget).startswith("PTX interpreter limit")
     assert limit_of(KernelHang("kernel executed trap (assert or __trap) at k.cu:3")) is None
+    # a hang that merely says so in its text is still the kernel's (the class decides, not the words)
+    assert limit_of(KernelHang("kernel k ran past 1000 warp-instructions near k.cu:3")) is None
+
+
+def test_whose_fault_is_decided_by_the_error_hierarchy():
+    import pickle
+
+    from pkbsim.cuda.build import ExtensionBuildError, MissingHeader
+    from pkbsim.cuda.install import CannotSimulate
+    from pkbsim.errors import CandidateFault, CompileError, NotSimulated, SimulatorLimit
+    from pkbsim.ptx import errors as ptx_errors
+    from pkbsim.screen.candidate import CandidateError
+    from pkbsim.screen.limits import limit_of
+    from pkbsim.screen.pkb_limits import PkbLimitExceeded
+    from pkbsim.world import dtensor_ops
+
+    # one NotSimulated and one CompileError, whoever raises them
+    assert ptx_errors.NotSimulated is NotSimulated and ptx_errors.CompileError is CompileError
+    assert issubclass(dtensor_ops.MaskNotSimulated, NotSimulated)
+    # pkb's limits, each named in one line
+    assert limit_of(NotSimulated("reduce op PREMUL_SUM")) == "not simulated: reduce op PREMUL_SUM"
+    assert limit_of(NotSimulated("wgmma", "k.cu:3")) == "not simulated: wgmma at k.cu:3"
+    assert limit_of(PkbLimitExceeded("t", "memory", "too big")) == "PkbLimitExceeded: too big"
+    assert limit_of(MissingHeader("cutlass/cutlass.h")) == "MissingHeader: cutlass/cutlass.h"
+    assert limit_of(CannotSimulate("no nvcc")) == "CannotSimulate: no nvcc"
+    # the candidate's faults are no limits, and neither is an error whose class merely has a limit's name
+    for fault in (CandidateError("signature", "bad"), ExtensionBuildError("k.py:3: nvcc: error: x", "k.py:3")):
+        assert isinstance(fault, CandidateFault) and not isinstance(fault, SimulatorLimit) and limit_of(fault) is None
+    assert limit_of(type("RateLimitError", (Exception,), {})("x")) is None
+    # it crosses a process boundary whole
+    back = pickle.loads(pickle.dumps(NotSimulated("wgmma", "k.cu:3")))
+    assert (type(back), str(back), back.where) == (NotSimulated, "not simulated: wgmma at k.cu:3", "k.cu:3")
+
+
+def test_each_error_class_is_defined_once():
+    import re
+
+    defined = {}
+    for folder, _, files in os.walk(os.path.join(ROOT, "pkbsim")):
+        for f in files:
+            if f.endswith(".py"):
+                with open(os.path.join(folder, f)) as fh:
+                    for name in re.findall(r"^class (\w+)\(", fh.read(), re.M):
+                        defined.setdefault(name, []).append(os.path.join(folder, f))
+    for name in ("NotSimulated", "CompileError", "CannotSimulate", "SimulatorLimit", "CandidateFault"):
+        assert len(defined.get(name, [])) == 1, (name, defined.get(name))
 
 
 def test_a_wrong_output_names_the_trial_and_a_decorated_solutions_own_line(tmp_path):

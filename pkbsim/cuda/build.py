@@ -32,8 +32,8 @@ from pkbsim.cuda.toolchain import (
     require_nvcc,
     torch_dirs,
 )
+from pkbsim.errors import CompileError, SimulatorLimit
 from pkbsim.ptx.compile import cache_root, nvcc_version
-from pkbsim.ptx.errors import CompileError
 
 PRELUDE = os.path.join(RUNTIME_SRC, "prelude.h")
 KEPT_FLAG = re.compile(r"^(-D|-U|-I|-O\d?$|--use_fast_math$|-use_fast_math$|--expt-|-std=)")
@@ -49,8 +49,9 @@ class ExtensionBuildError(CompileError):
         self.site = site
 
 
-class MissingHeader(ExtensionBuildError):
-    """The extension includes a header that is not installed here: a limit of this installation."""
+class MissingHeader(SimulatorLimit):
+    """The extension includes a header that is not installed here: a limit of this installation, not a
+    compile error of the candidate."""
 
 
 def nvcc_flags(name: str, slim: bool, extra: list[str], include_paths: list[str]) -> list[str]:
@@ -156,7 +157,7 @@ def _first_error(log: str) -> str:
     return (lines[0] if lines else log.strip().splitlines()[-1] if log.strip() else "unknown error")[:500]
 
 
-def _build_error(log: str, origin: str, tool: str) -> ExtensionBuildError:
+def _build_error(log: str, origin: str, tool: str) -> ExtensionBuildError | MissingHeader:
     """The first error, with its place in the candidate's file when the #line map gives one."""
     if missing := missing_header(log):
         return MissingHeader(missing)

@@ -1,20 +1,13 @@
-"""Errors the PTX interpreter raises; each carries one line a user can act on."""
+"""Errors the PTX interpreter raises; each carries one line a user can act on. They hang below the
+simulator's root (pkbsim/errors.py), whose NotSimulated and CompileError the interpreter raises too."""
+from pkbsim.errors import CompileError, NotSimulated, SimulatorError, SimulatorLimit
+
+__all__ = ["CompileError", "InstructionBudget", "KernelHang", "MemoryFault", "NotSimulated", "PtxError"]
 
 
-class PtxError(Exception):
-    """Base class: the message is a single line naming the problem and, where possible, the fix."""
-
-
-class CompileError(PtxError):
-    """nvcc (or the toolchain) rejected the source or is missing."""
-
-
-class NotSimulated(PtxError):
-    """The kernel uses something the interpreter does not model; never guessed."""
-
-    def __init__(self, what: str, where: str = "?"):
-        self.what, self.where = what, where
-        super().__init__(f"not simulated: {what} at {where}")
+class PtxError(SimulatorError):
+    """Base class of the interpreter's own errors: the message is a single line naming the problem and,
+    where possible, the fix."""
 
 
 class MemoryFault(PtxError):
@@ -22,4 +15,12 @@ class MemoryFault(PtxError):
 
 
 class KernelHang(PtxError):
-    """The launch ran past its instruction budget or every thread waits on a barrier that cannot open."""
+    """Every thread waits on a barrier that cannot open, or the kernel executed a trap."""
+
+
+class InstructionBudget(KernelHang, SimulatorLimit):
+    """The launch ran past the interpreter's instruction budget: it may be an endless loop, but pkb cannot
+    tell it from a long kernel, so it is pkb's limit (the screen is inconclusive), not the candidate's fault."""
+
+    def limit_line(self) -> str:
+        return f"PTX interpreter limit: {self}"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .errors import KernelHang
+from .errors import InstructionBudget
 from .simt import LaneGroup
 
 SLICE = 1 << 14
@@ -41,5 +41,5 @@ def run_grid(kernel, launch, lanes_per_group: int = 4096, resident_groups: int =
             if group.run(SLICE):
                 resident.remove(group)
         if launch.counters.warp_instructions > max_warp_instructions:
-            raise KernelHang(f"kernel {kernel.name} ran past {max_warp_instructions} warp-instructions "
+            raise InstructionBudget(f"kernel {kernel.name} ran past {max_warp_instructions} warp-instructions "
                              f"(an endless loop or a spin that never sees its flag?) near {resident[0].where()}")

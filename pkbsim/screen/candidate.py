@@ -19,21 +19,24 @@ import sys
 import threading
 from dataclasses import dataclass, field
 
+from pkbsim.errors import CandidateFault, NotSimulated
 from pkbsim.screen.cuda_check import CompileReport, compile_check
 from pkbsim.screen.limits import CANDIDATE_MODULE, limit_of
 from tasks.api import signature_problem
 
 
-class CandidateError(Exception):
-    """The file cannot become a candidate: it fails to import or its `solution` has the wrong signature."""
+class CandidateError(CandidateFault):
+    """The file cannot become a candidate: it fails to import, does not compile or its `solution` has the
+    wrong signature; `kind` is the reject reason."""
 
     def __init__(self, kind: str, message: str, site: str = ""):
         super().__init__(message)
         self.kind, self.site = kind, site
 
 
-class NotSimulated(Exception):
-    """A part of the candidate this simulator cannot execute (for now: inline CUDA kernels)."""
+class RecordedLimit(NotSimulated):
+    """A limit of pkb the session has recorded already (`Session.limit`): it stops the rank, and nothing
+    on its way out records it again."""
 
 
 @dataclass
@@ -55,11 +58,11 @@ class Session:
         except OSError:
             return False
 
-    def limit(self, what: str) -> NotSimulated:
+    def limit(self, what: str) -> RecordedLimit:
         """Record a limit of pkb; the returned exception stops the rank."""
         with self.lock:
             self.not_simulated.add(what)
-        return NotSimulated(what)
+        return RecordedLimit(what)
 
     def fail(self, err: CandidateError) -> CandidateError:
         with self.lock:
@@ -140,7 +143,6 @@ class _SimulatedExtension:
         self._name, self._ext, self._owner = name, ext, owner
 
     def __getattr__(self, fn: str):
-        from pkbsim.ptx.errors import NotSimulated as PtxNotSimulated
         value = getattr(self._ext, fn)
         if not callable(value) or fn.startswith("__"):
             return value
@@ -148,7 +150,9 @@ class _SimulatedExtension:
         def call(*args, **kwargs):
             try:
                 return value(*args, **kwargs)
-            except PtxNotSimulated as e:
+            except RecordedLimit:
+                raise
+            except NotSimulated as e:  # the interpreter's
                 raise self._owner.limit(f"inline CUDA function {self._name}.{fn}: {e}") from None
         return call
 
@@ -234,7 +238,7 @@ def loader(session: Session, reference):
         try:
             with _importing:
                 spec.loader.exec_module(module)
-        except (CandidateError, NotSimulated):
+        except (CandidateError, RecordedLimit):
             raise
         except SyntaxError as e:
             raise session.fail(CandidateError("compile_error", f"{os.path.basename(path)}:{e.lineno}: syntax error: "

@@ -13,7 +13,7 @@ import time
 from dataclasses import asdict, dataclass, field
 
 from pkbsim.cuda.build_clock import BUILD_CLOCK
-from pkbsim.screen.candidate import NotSimulated, Session, extension_stand_in, loader
+from pkbsim.screen.candidate import RecordedLimit, Session, extension_stand_in, loader
 from pkbsim.screen.cost import SHAPE_RUN_SECONDS, shape_trace
 from pkbsim.screen.functional import candidate_calls, slow
 from pkbsim.screen.hang import Watch, site
@@ -129,8 +129,8 @@ def _calls(task: TaskSpec, session: Session, job: CandidateJob, load, rep: Candi
     rep.outputs = [[plain(o) for o in c.outputs] for c in run.calls]
     rep.aliased = [c.aliased for c in run.calls]
     rep.mutated = [c.mutated for c in run.calls]
-    # the session's own NotSimulated is recorded where it is raised
-    for lim in filter(None, (limit_of(r.error) for r in run.raised if not isinstance(r.error, NotSimulated))):
+    # the session's own limits are recorded where they are raised
+    for lim in filter(None, (limit_of(r.error) for r in run.raised if not isinstance(r.error, RecordedLimit))):
         session.limit(lim)
     if session.problems or session.not_simulated:
         return

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from pkbsim.errors import SimulatorError
 from pkbsim.screen.candidate import Session
 from pkbsim.screen.cost import SHAPE_RUN_SECONDS, shape_trace
 from pkbsim.screen.hang import Watch
@@ -31,7 +32,7 @@ TRIALS = 3        # reference trials (inputs differ per trial)
 BACK_TO_BACK = 3  # candidate calls in a row, as a timing loop makes them
 
 
-class ReferenceFailed(Exception):
+class ReferenceFailed(SimulatorError):
     """The task's own reference does not run on the simulated world: a bug of pkb or of the task."""
 
 

@@ -1,16 +1,17 @@
 """Which failures are pkb's own limits, not the candidate's fault: the screen calls those inconclusive
 (named in one line) and sends the candidate on to GPU scoring, instead of rejecting it.
 
-Limits are recognised by kind, not by where they are raised: any exception class named `NotSimulated`
-or `*Limit*` (the simulator's, the interpreters', a task's input builder's), memory exhaustion (also
-torch's CPU allocator failing under the worker's address-space limit), the PTX interpreter's instruction
-budget, and an optional package missing from this installation.
+Limits are recognised by kind, not by where they are raised: any `SimulatorLimit` (pkbsim/errors.py: the
+simulator's NotSimulated, the interpreters' instruction budget, a ParallelKernelBench problem's budgets, a
+header not installed here), memory exhaustion (also torch's CPU allocator failing under the worker's
+address-space limit), and an optional package missing from this installation.
 """
 from __future__ import annotations
 
 import os
 import traceback
 
+from pkbsim.errors import SimulatorLimit
 from pkbsim.world.sites import _is_plumbing
 
 CANDIDATE_MODULE = "pkb_candidate_"  # the module name prefix candidate files are imported under (candidate.py)
@@ -23,15 +24,10 @@ def limit_of(exc: BaseException) -> str | None:
     candidate defines never counts, whatever its name)."""
     if type(exc).__module__.startswith(CANDIDATE_MODULE):
         return None
-    names = [c.__name__ for c in type(exc).__mro__]
-    if "NotSimulated" in names:
-        return f"not simulated: {exc}" if not str(exc).startswith("not simulated") else str(exc)
-    if any("Limit" in n for n in names):
-        return f"{names[0]}: {exc}"
+    if isinstance(exc, SimulatorLimit):
+        return exc.limit_line()
     if isinstance(exc, MemoryError) or (isinstance(exc, RuntimeError) and CPU_OOM in str(exc)):
         return "the simulation ran out of memory (the worker's --memory-gb)"
-    if "KernelHang" in names and "warp-instructions" in str(exc):
-        return f"PTX interpreter limit: {exc}"
     if isinstance(exc, ModuleNotFoundError) and exc.name:
         return missing_package(exc.name)
     return None

@@ -21,6 +21,8 @@ from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_mod
 from torch.utils._pytree import tree_flatten, tree_map
 from torch.utils.flop_counter import flop_registry
 
+from pkbsim.errors import SimulatorLimit
+
 # Both budgets are for all ranks together, which share one process and the CPU's cores: a rank gets its share
 BASELINE = 2 * 2**30  # address space of a screen before any input: interpreter, torch, rank threads, malloc arenas
 HELD = 12  # one call's inputs, a copy of each of the 3 trials' (reused by later calls), 7 calls' outputs (often
@@ -45,9 +47,9 @@ _FORMULAS = {**flop_registry, torch.ops.aten._scaled_dot_product_flash_attention
              flop_registry[torch.ops.aten._scaled_dot_product_flash_attention]}
 
 
-class PkbLimitExceeded(Exception):
-    """A problem needs more memory or time than the simulator has at this size (pkb's limit, named; the
-    screen's limits.py recognises it by its class name)."""
+class PkbLimitExceeded(SimulatorLimit):
+    """A problem needs more memory or time than the simulator has at this size (pkb's limit, named: the
+    screen calls the candidate inconclusive)."""
 
     def __init__(self, task: str, limit: str, message: str):
         super().__init__(message)

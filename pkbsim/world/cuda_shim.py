@@ -24,6 +24,7 @@ import torch
 import torch.cuda.nccl
 from torch.overrides import TorchFunctionMode
 
+from pkbsim.errors import NotSimulated
 from pkbsim.world import host_sync
 from pkbsim.world.unsimulated import refuse_on_ranks
 
@@ -32,7 +33,6 @@ from pkbsim.world.device_identity import bound_device  # noqa: F401 - process_gr
 from pkbsim.world.device_identity import program_frame, seen_device, tag, tagged, target_device
 from pkbsim.world.gpu_model import DEFAULT_TOPOLOGY, device_properties
 from pkbsim.world.patching import Patches
-from pkbsim.world.reduce import NotSimulated
 from pkbsim.world.sites import user_site
 
 # nn.init functions are torch functions of their own: the tensor methods they call run with this mode off

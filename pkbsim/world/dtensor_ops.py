@@ -27,9 +27,9 @@ import threading
 
 import torch
 
+from pkbsim.errors import NotSimulated
 from pkbsim.world.context import RankContext, current
 from pkbsim.world.patching import Patches
-from pkbsim.world.reduce import NotSimulated
 
 aten = torch.ops.aten
 _GPU_MESH = "gpu_mesh"  # set in a rank's ctx.extra when its program makes a "cuda" DeviceMesh

@@ -12,11 +12,12 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from pkbsim.errors import NotSimulated
 from pkbsim.world import host_sync
 from pkbsim.world.comms import Comm, Op, behind_the_program, is_fake
 from pkbsim.world.context import current, require
 from pkbsim.world.findings import Finding
-from pkbsim.world.reduce import NotSimulated, op_name, reduce_tensors
+from pkbsim.world.reduce import op_name, reduce_tensors
 from pkbsim.world.sites import user_site
 from pkbsim.world.trace import describe
 from pkbsim.world.world import SimAbort

@@ -6,13 +6,11 @@ import functools
 import torch
 import torch.distributed as dist
 
+from pkbsim.errors import NotSimulated
+
 RedOpType = dist.ReduceOp.RedOpType
 
 _BITWISE = {RedOpType.BAND: torch.bitwise_and, RedOpType.BOR: torch.bitwise_or, RedOpType.BXOR: torch.bitwise_xor}
-
-
-class NotSimulated(Exception):
-    """A feature the simulated world does not implement; reported, never guessed."""
 
 
 _NAMES = {op: str(op).split(".")[-1] for op in RedOpType.__members__.values()}

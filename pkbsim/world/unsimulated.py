@@ -13,9 +13,9 @@ from __future__ import annotations
 import torch.distributed.rpc as rpc
 import torch.multiprocessing as mp
 
+from pkbsim.errors import NotSimulated
 from pkbsim.world.context import current
 from pkbsim.world.patching import Patches
-from pkbsim.world.reduce import NotSimulated
 
 _WHY = {
     "torch.multiprocessing.spawn": "the script starts its own worker processes, and pkb check simulates the "
