@@ -17,6 +17,7 @@ import socket
 import time
 import uuid
 
+from hwbackend.job_spec import JobSpec
 from hwbackend.jobs import JobFailure
 from hwbackend.protocol import Channel, tcp_address
 from hwbackend.rendezvous import CONTROL_KEY, Rendezvous, bind_listener, host_store
@@ -127,8 +128,14 @@ class Cluster:
         self.jobs += 1
         return f"pkb-{self.session}-{self.jobs}-{role}"
 
-    def start_job(self, **spec) -> None:
-        self._send_all(cmd="start", **spec)
+    def start_job(self, spec: JobSpec, rdzv_id: str, control: str) -> None:
+        """Every other node starts its share of the job; the candidate's file goes with the command."""
+        source = None
+        if spec.candidate:
+            with open(spec.candidate) as f:
+                source = {"name": os.path.basename(spec.candidate), "text": f.read()}
+        job = spec.to_json() | {"candidate": None}  # a path on this node: the agent writes the source there
+        self._send_all(cmd="start", job=job, rdzv_id=rdzv_id, control=control, candidate=source)
 
     def check(self) -> None:
         """Raise the node failure if a node has reported one (or has gone away)."""

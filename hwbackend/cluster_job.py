@@ -7,9 +7,8 @@ checked against the nodes' own reports, so that a dead node is named rather than
 """
 from __future__ import annotations
 
-import os
-
 from hwbackend.cluster import Cluster
+from hwbackend.job_spec import JobSpec
 from hwbackend.jobs import JobFailure
 from hwbackend.protocol import tcp_address
 from hwbackend.rendezvous import bind_listener
@@ -17,10 +16,8 @@ from hwbackend.spread_job import SpreadJob
 
 
 class ClusterJob(SpreadJob):
-    def __init__(self, cluster: Cluster, role: str, task: str, nproc: int, backend: str, timeout: float,
-                 preset: str = "screen", candidate: str | None = None):
-        super().__init__(cluster.rdzv, cluster.next_rdzv_id(role), role, task, nproc, backend, timeout, preset,
-                         candidate)
+    def __init__(self, cluster: Cluster, spec: JobSpec):
+        super().__init__(spec, cluster.rdzv, cluster.next_rdzv_id(spec.role))
         self.cluster = cluster
         self.silent: list[int] = []  # nodes that did not answer the last status request
 
@@ -28,13 +25,7 @@ class ClusterJob(SpreadJob):
         listener = bind_listener(self.rdzv.host)
         control = tcp_address(self.rdzv.host, listener.getsockname()[1], self.cluster.token)
         self.launch(control)
-        source = None
-        if self.candidate:
-            with open(self.candidate) as f:
-                source = {"name": os.path.basename(self.candidate), "text": f.read()}
-        self.cluster.start_job(rdzv_id=self.rdzv_id, role=self.role, task=self.task, nproc=self.nproc,
-                               backend=self.backend, timeout=self.timeout, preset=self.preset, control=control,
-                               candidate=source)
+        self.cluster.start_job(self.spec, self.rdzv_id, control)
         self.accept_ranks(listener)
 
     def admit(self, conn):

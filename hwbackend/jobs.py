@@ -17,6 +17,7 @@ import time
 
 import candidate_sandbox as sandbox
 from hwbackend.failures import cuda_error_line
+from hwbackend.job_spec import JobSpec
 from hwbackend.protocol import Channel
 from tasks.parallelkernelbench.checkout import checkout_of
 
@@ -106,11 +107,9 @@ def _let_session_die(sid: int, limit: float = 5.0) -> None:
 
 
 class Job:
-    def __init__(self, role: str, task: str, nproc: int, backend: str, timeout: float, preset: str = "screen",
-                 candidate: str | None = None):
-        self.role, self.task, self.nproc, self.backend = role, task, nproc, backend
-        self.timeout, self.preset, self.candidate = timeout, preset, candidate
-        self.dir = tempfile.mkdtemp(prefix=f"pkb-{role}-")
+    def __init__(self, spec: JobSpec):
+        self.spec = spec
+        self.dir = tempfile.mkdtemp(prefix=f"pkb-{spec.role}-")
         self.out_dir = os.path.join(self.dir, "out")
         self.status_dir = os.path.join(self.dir, "status")
         for d in (self.out_dir, self.status_dir, os.path.join(self.dir, "tmp")):
@@ -121,20 +120,20 @@ class Job:
         self.sandboxed = False
         self.deadline = 0.0
         self.leftovers = 0
-        self.world_size = nproc
-        self.limits = sandbox.Limits.for_timeout(timeout).effective()  # CPU time per process, processes+threads
+        self.world_size = spec.nproc
+        self.limits = sandbox.Limits.for_timeout(spec.timeout).effective()  # CPU time per process, processes+threads
 
     def _env(self, sock_path: str) -> dict:
         env = {k: os.environ[k] for k in PASS_THROUGH if k in os.environ}
         tmp = os.path.join(self.dir, "tmp")
         env.update(HOME=self.dir, TMPDIR=tmp, TORCH_EXTENSIONS_DIR=os.path.join(self.dir, "torch_extensions"),
                    TRITON_CACHE_DIR=os.path.join(self.dir, "triton"), PYTHONPATH=REPO_ROOT, PYTHONUNBUFFERED="1",
-                   PKB_CONTROL=sock_path, PKB_ROLE=self.role, PKB_TASK=self.task, PKB_BACKEND=self.backend,
-                   PKB_PRESET=self.preset, PKB_OUT=self.out_dir, PKB_STATUS=self.status_dir,
-                   OMP_NUM_THREADS="1")
-        if self.candidate:
-            env["PKB_CANDIDATE"] = os.path.abspath(self.candidate)
-        checkout = checkout_of(self.task)
+                   PKB_CONTROL=sock_path, PKB_ROLE=self.spec.role, PKB_TASK=self.spec.task,
+                   PKB_BACKEND=self.spec.backend, PKB_PRESET=self.spec.preset, PKB_OUT=self.out_dir,
+                   PKB_STATUS=self.status_dir, OMP_NUM_THREADS="1")
+        if self.spec.candidate:
+            env["PKB_CANDIDATE"] = os.path.abspath(self.spec.candidate)
+        checkout = checkout_of(self.spec.task)
         if checkout:  # a ParallelKernelBench problem: each rank loads it from the same checkout
             env.update(PKB_CHECKOUT=checkout.root, PKB_CHECKOUT_DTYPE=checkout.dtype)
         return env
@@ -143,13 +142,13 @@ class Job:
         sock_path = os.path.join(self.dir, "ctl.sock")
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         listener.bind(sock_path)
-        listener.listen(self.nproc)
+        listener.listen(self.spec.nproc)
         self.launch(sock_path)
         self.accept_ranks(listener)
 
     def launcher_args(self) -> list[str]:
         """How torchrun forms the world: this machine alone (a job across nodes overrides it)."""
-        return ["--standalone", f"--nproc-per-node={self.nproc}"]
+        return ["--standalone", f"--nproc-per-node={self.spec.nproc}"]
 
     def launch(self, control: str) -> None:
         """Start torchrun in a session of its own; its workers will connect to `control`."""
@@ -160,8 +159,8 @@ class Job:
             # TMPDIR) writable; on one node with a loopback of its own for torchrun and NCCL/gloo, across
             # nodes (control over TCP) with the machine's network, which the ranks need to reach the others
             sandbox.check()
-            readable = [os.path.dirname(os.path.abspath(self.candidate))] if self.candidate else []
-            checkout = checkout_of(self.task)
+            readable = [os.path.dirname(os.path.abspath(self.spec.candidate))] if self.spec.candidate else []
+            checkout = checkout_of(self.spec.task)
             readable += [checkout.root] if checkout else []
             cmd = [*sandbox.prefix([self.dir], [*readable, REPO_ROOT], self.limits,
                                    network=control.startswith("tcp://"), cwd=self.dir), *cmd]
@@ -170,7 +169,7 @@ class Job:
         self.proc = subprocess.Popen(cmd, env=self._env(control), cwd=self.dir, stdout=self.log,
                                      stderr=subprocess.STDOUT, start_new_session=True,
                                      preexec_fn=functools.partial(_limits, self.limits.cpu_seconds))
-        self.deadline = time.monotonic() + self.timeout
+        self.deadline = time.monotonic() + self.spec.timeout
 
     def accept_ranks(self, listener: socket.socket) -> None:
         """Take one connection per rank of the world, or fail when the launcher dies or time runs out."""
@@ -228,7 +227,8 @@ class Job:
                 try:
                     msg = ch.recv()
                 except TimeoutError:
-                    raise JobFailure("timeout", f"no answer within {self.timeout:g} s", details=self.last_ops()) from None
+                    raise JobFailure("timeout", f"no answer within {self.spec.timeout:g} s",
+                                     details=self.last_ops()) from None
                 except (ConnectionError, OSError):
                     raise self._died() from None
                 if msg.get("event") == "error":
@@ -259,7 +259,7 @@ class Job:
         """Block until `ch` has something to read; between looks, watch() may end the job early."""
         while not select.select([ch.sock], [], [], max(0.0, min(WATCH_INTERVAL, self._left())))[0]:
             if self._left() <= 0:
-                raise JobFailure("timeout", f"no answer within {self.timeout:g} s", details=self.last_ops())
+                raise JobFailure("timeout", f"no answer within {self.spec.timeout:g} s", details=self.last_ops())
             self.watch()
 
     def watch(self) -> None:

@@ -17,9 +17,10 @@ import signal
 import socket
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from hwbackend.cluster import describe_exit
+from hwbackend.job_spec import JobSpec
 from hwbackend.jobs import become_subreaper
 from hwbackend.protocol import Channel, connect
 from hwbackend.rendezvous import CONTROL_KEY, EndpointError, Rendezvous, join_store
@@ -87,16 +88,16 @@ class Agent:
         return AgentResult(self.node, self.jobs, error)
 
     def _start(self, msg: dict) -> None:
-        self.job = SpreadJob(self.rdzv, msg["rdzv_id"], msg["role"], msg["task"], msg["nproc"], msg["backend"],
-                             msg["timeout"], msg["preset"], node=self.node)
+        self.job = SpreadJob(JobSpec.from_json(msg["job"]), self.rdzv, msg["rdzv_id"], node=self.node)
         self.stopped = False
         self.jobs += 1
         if msg["candidate"]:
             folder = os.path.join(self.job.dir, "candidate")
             os.makedirs(folder)
-            self.job.candidate = os.path.join(folder, os.path.basename(msg["candidate"]["name"]))
-            with open(self.job.candidate, "w") as f:
+            path = os.path.join(folder, os.path.basename(msg["candidate"]["name"]))
+            with open(path, "w") as f:
                 f.write(msg["candidate"]["text"])
+            self.job.spec = replace(self.job.spec, candidate=path)
         try:
             self.job.launch(msg["control"])
         except OSError as e:
@@ -130,7 +131,7 @@ class Agent:
                  f" (ranks {ranks[0]}-{ranks[-1]} ran there)" if ranks else "")
         if code is None:
             self.ch.send(event="launcher_ended", failure=False,
-                         why=f"its share of the job ran past the {job.timeout:g} s limit and was stopped there")
+                         why=f"its share of the job ran past the {job.spec.timeout:g} s limit and was stopped there")
         elif code != 0:
             tail = job.log_tail(600).strip().splitlines()[-3:]
             self.ch.send(event="launcher_ended", failure=code < 0,

@@ -24,6 +24,7 @@ import torch
 from hwbackend.cluster import Cluster
 from hwbackend.clock_check import BatchClock, cross_check
 from hwbackend.cluster_job import ClusterJob
+from hwbackend.job_spec import JobSpec
 from hwbackend.jobs import Job, JobFailure, become_subreaper
 from hwbackend.store import Store
 from hwbackend.timing import summarize
@@ -94,9 +95,8 @@ def _plan(seeds: Seeds, launch: int, trials: int, warmup: int, batches: int, cal
 
 def _run_job(role: str, task: TaskSpec, plan: Plan, nproc: int, backend: str, protocol: Protocol,
              candidate: str | None, cluster=None) -> JobResult:
-    timeout, preset = protocol.timeout, protocol.preset
-    job = (ClusterJob(cluster, role, task.slug, nproc, backend, timeout, preset, candidate) if cluster else
-           Job(role, task.slug, nproc, backend, timeout, preset, candidate))
+    spec = JobSpec(role, task.slug, nproc, backend, protocol.timeout, protocol.preset, candidate)
+    job = ClusterJob(cluster, spec) if cluster else Job(spec)
     findings: list[str] = []
     result = JobResult([], job.out_dir, findings)
     try:
