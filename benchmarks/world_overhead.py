@@ -14,6 +14,7 @@ import os
 import tempfile
 import time
 
+import pkbsim.plugins  # noqa: F401 - the plug-ins every run installs, as in pkb check
 from pkbsim.world.launcher import RunOptions, run_script
 
 ALL_REDUCE = """

@@ -16,6 +16,7 @@ import torch
 import torch.distributed as dist
 from torch.utils._python_dispatch import TorchDispatchMode
 
+import pkbsim.plugins  # noqa: F401 - registers the world's plug-ins (symmetric memory, Triton, inline CUDA)
 from pkbsim.world import host_sync
 from pkbsim.world.comms import behind_the_program, is_fake
 from pkbsim.world.launcher import RunOptions, RunResult, run_ranks

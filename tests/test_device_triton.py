@@ -54,6 +54,7 @@ def test_relaxed_flags_are_reported_as_missing_release_acquire():
 def test_host_symmetric_memory_calls_lower_to_signal_wait_barrier_events(run_program):
     res = run_program("""
         import torch.distributed._symmetric_memory as symm_mem
+        from pkbsim.device.protocol import device_state
         from pkbsim.world.context import require
         buf = symm_mem.empty(16, device="cuda")
         hdl = symm_mem.rendezvous(buf, dist.group.WORLD)
@@ -62,7 +63,7 @@ def test_host_symmetric_memory_calls_lower_to_signal_wait_barrier_events(run_pro
         hdl.put_signal((rank + 1) % world)
         hdl.wait_signal((rank - 1) % world)
         if rank == 0:
-            kinds = require().world.device.log.kinds(0)
+            kinds = device_state(require().world).log.kinds(0)
             assert kinds[0] == "barrier" and kinds[-3:] == ["put", "signal", "wait"], kinds
     """)
     assert res.verdict == "ok", [f.render() for f in res.findings]

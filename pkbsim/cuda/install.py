@@ -1,10 +1,11 @@
-"""Route `torch.utils.cpp_extension.load_inline`/`load` to pkb's build while a program runs on the
-simulated world (`pkb check`), so unmodified torchrun scripts that build an inline-CUDA extension run
-their kernels on the interpreter. `pkb screen` installs its own stand-in first (which compile-checks
-and then uses the same build); that one is left in place. Without nvcc, or under a CUDA build of torch
-(whose own CUDA libraries the stand-ins would clash with), the calls fail with one line saying why.
-Importing torch.utils.cpp_extension takes about half a second, so a program that does not import it is
-not charged for it: the patch is applied by an import hook right after the program's own import.
+"""Route `torch.utils.cpp_extension.load_inline`/`load` to pkb's build while a program runs on the simulated
+world (`pkb check`): the world's "cuda" plug-in (pkbsim/world/plugins.py). So unmodified torchrun scripts
+that build an inline-CUDA extension run their kernels on the interpreter. `pkb screen` installs its own
+stand-in first (which compile-checks and then uses the same build); that one is left in place. Without nvcc,
+or under a CUDA build of torch (whose own CUDA libraries the stand-ins would clash with), the calls fail
+with one line saying why. Importing torch.utils.cpp_extension takes about half a second, so a program that
+does not import it is not charged for it: the patch is applied by an import hook right after the program's
+own import.
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import sys
 from pkbsim.cuda.toolchain import unavailable
 from pkbsim.device.install import PatchingLoader
 from pkbsim.errors import SimulatorLimit
+from pkbsim.world.plugins import Plugin, register
 
 MODULE = "torch.utils.cpp_extension"
 
@@ -60,3 +62,6 @@ def _patch(patches) -> None:
 
     patches.set(cpp, "load_inline", extension.load_inline)
     patches.set(cpp, "load", extension.load)
+
+
+PLUGIN = register(Plugin("cuda", install_cuda_extensions))

@@ -22,6 +22,7 @@ import torch
 from pkbsim.cuda import runtime_libs
 from pkbsim.ptx.errors import MemoryFault
 from pkbsim.ptx.memory import AddressSpace, MulticastRegion, Region
+from pkbsim.symm.allocations import state as symm_state
 from pkbsim.world.device_identity import HOST, tagged
 
 
@@ -76,9 +77,9 @@ def rank_memory(ctx, tensors) -> RankMemory:
     for i, t in enumerate(tensors):
         if t.device.type == "cpu" and t.untyped_storage().nbytes():
             space.map(Region.of_tensor(t, f"argument {i}"))
-    if ctx is None or not hasattr(ctx.world, "symm"):
+    if ctx is None:
         return space
-    symm = ctx.world.symm
+    symm = symm_state(ctx.world)
     for alloc in list(symm.by_storage.values()):
         space.map(Region.of_tensor(alloc.tensor, f"rank {alloc.rank} symmetric buffer"))
         space.map(Region.of_tensor(alloc.pad, f"rank {alloc.rank} signal pad"))

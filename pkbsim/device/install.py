@@ -1,15 +1,17 @@
 """Make Triton kernels run on simulated ranks, without importing triton unless the program does.
 
-`install_device_support` is called once per run by the launcher. When triton is already imported it
-patches it at once; otherwise an import hook patches it right after the program first imports it
-(importing triton takes about a second). Without triton installed, the program's `import triton`
-fails with one line saying how to install it.
+This is the world's "device" plug-in (pkbsim/world/plugins.py): the launcher runs `install_device_support`
+once per run. When triton is already imported it patches it at once; otherwise an import hook patches it
+right after the program first imports it (importing triton takes about a second). Without triton
+installed, the program's `import triton` fails with one line saying how to install it.
 """
 from __future__ import annotations
 
 import importlib.abc
 import importlib.util
 import sys
+
+from pkbsim.world.plugins import Plugin, register
 
 MISSING = ("triton is not installed: pkb runs Triton kernels under Triton's CPU interpreter; "
            "install it with pip install 'pkb[triton]' (triton 3.6)")
@@ -74,3 +76,6 @@ def install_device_support(patches) -> None:
         patch_triton(patches)
     else:
         patches.set(sys, "meta_path", [_TritonImportHook(patches), *sys.meta_path])
+
+
+PLUGIN = register(Plugin("device", install_device_support))

@@ -13,6 +13,7 @@ from pkbsim.device.memory_map import MemoryMap
 from pkbsim.device.races import RaceDetector
 from pkbsim.symm.allocations import state as symm_state
 from pkbsim.world.findings import Finding
+from pkbsim.world.plugins import WorldState
 from pkbsim.world.world import SimAbort
 
 _RELEASING = {"release", "acq_rel"}
@@ -43,14 +44,11 @@ class DeviceState:
         self.fenced: set[int] = set()
 
 
+WORLD_STATE = WorldState(DeviceState)
+
+
 def device_state(world) -> DeviceState:
-    st = getattr(world, "device", None)
-    if st is None:
-        with world.lock:
-            st = getattr(world, "device", None)
-            if st is None:
-                st = world.device = DeviceState(world)
-    return st
+    return WORLD_STATE.of(world)
 
 
 def emit(world, ev: Event, region=None, flag_addr: int | None = None) -> None:

@@ -11,18 +11,30 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+from dataclasses import dataclass, field
 
 import torch
 
 from pkbsim.screen.pkb_limits import FlopBudget, InputBudget, PkbLimitExceeded  # noqa: F401 - named for the screen
 from pkbsim.world.context import current
 from pkbsim.world.device_identity import tag, tagged
+from pkbsim.world.plugins import RankState
 from tasks.parallelkernelbench.checkout import Checkout, Inputs, Reference, load_module, load_specs, register
 from tasks.registry import TaskSpec
 
 # one rank imports at a time: CPython 3.11's parser is not thread-safe (a module-level @torch.jit.script, as in
 # problem 55, parses source on import: "SystemError: AST constructor recursion depth mismatch")
 _importing = threading.Lock()
+
+
+@dataclass
+class _OnRank:
+    """What one rank keeps of the problems for one run of the world."""
+    references: dict[str, object] = field(default_factory=dict)  # reference file -> its module on this rank
+    inputs: dict[tuple, tuple] = field(default_factory=dict)  # (problem, preset, trial, m, n, world) -> kept
+
+
+_ON_RANK = RankState(_OnRank)
 
 
 class RankReference(Reference):
@@ -34,12 +46,12 @@ class RankReference(Reference):
         ctx = current()
         if ctx is None:
             return self.module.solution(*args)
-        key = ("pkb_reference", self.path)
-        if key not in ctx.extra:
+        modules = _ON_RANK.of(ctx).references
+        if self.path not in modules:
             with _importing:
-                ctx.extra[key] = load_module(self.path, f"pkb_reference_{self.slug}_rank{ctx.rank}")
+                modules[self.path] = load_module(self.path, f"pkb_reference_{self.slug}_rank{ctx.rank}")
         with contextlib.nullcontext() if _shapes_only() else FlopBudget(self.slug, ctx.world.size):
-            return ctx.extra[key].solution(*args)
+            return modules[self.path].solution(*args)
 
 
 class InputBuilder(Inputs):
@@ -58,15 +70,15 @@ class InputBuilder(Inputs):
         rank = current()
         if rank is None or _shapes_only():
             return self.fresh(ctx)
-        kept = rank.extra.setdefault("pkb_inputs", {})
+        kept = _ON_RANK.of(rank).inputs
         key = (self.pid, ctx.preset, ctx.trial, ctx.size["m"], ctx.size["n"], ctx.world_size)
         if key in kept:
             args, state = kept[key]
-            rank.extra["generator"].set_state(state)
+            rank.generator.set_state(state)
             return _copy_inputs(args)
         args = self.fresh(ctx)
         if _reusable(args, set()):
-            kept[key] = (_copy_inputs(args), rank.extra["generator"].get_state())
+            kept[key] = (_copy_inputs(args), rank.generator.get_state())
         return args
 
     def pkb_trial(self, ctx) -> int:

@@ -1,6 +1,6 @@
-"""Symmetric allocations and the per-world registry of them, shared by the handle (pkbsim/symm/handle.py)
-and the device side (pkbsim/device: memory map, protocol, lowering), which both import this module and not
-each other for it.
+"""Symmetric allocations and the state of symmetric memory per world (the registry of allocations) and per
+rank, shared by the handle (pkbsim/symm/handle.py) and the device side (pkbsim/device: memory map, protocol,
+lowering; pkbsim/cuda: the kernels' address space), which all import this module and not each other for it.
 """
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from pkbsim.world.comms import is_fake
+from pkbsim.world.comms import storage_key  # noqa: F401 - symm's and the device side's key
+from pkbsim.world.plugins import RankState, WorldState
 
 
 @dataclass(eq=False)
@@ -30,17 +31,16 @@ class SymmState:
         self.handles: dict[tuple[int, str], object] = {}  # (rank, group name) -> its SimSymmetricMemory
 
 
-def storage_key(t: torch.Tensor) -> int:
-    """Identity of a tensor's memory: its storage address; in a shape run, where every fake storage is at
-    address 0, the storage object itself (views made with set_ share it)."""
-    try:
-        st = t.untyped_storage()
-        return st._cdata if is_fake(t) else st.data_ptr()
-    except (RuntimeError, NotImplementedError):
-        return id(t)
+@dataclass
+class SymmRank:
+    """A rank's own: how many handle barriers it ran (ids in the trace), its workspace buffer per group."""
+    barriers: int = 0
+    workspaces: dict[str, torch.Tensor] = field(default_factory=dict)
+
+
+WORLD_STATE = WorldState(lambda world: SymmState())
+RANK_STATE = RankState(SymmRank)
 
 
 def state(world) -> SymmState:
-    if not hasattr(world, "symm"):
-        world.symm = SymmState()
-    return world.symm
+    return WORLD_STATE.of(world)

@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 import torch
-import torch.distributed as dist
 import torch.distributed._symmetric_memory as symm_mem
 
+from pkbsim.symm.allocations import RANK_STATE
 from pkbsim.symm.handle import (
     SIGNAL_PAD_BYTES,
     Allocation,
@@ -13,9 +13,10 @@ from pkbsim.symm.handle import (
     storage_key,
 )
 from pkbsim.world import host_sync
-from pkbsim.world.comms import behind_the_program
+from pkbsim.world.comms import behind_the_program, resolve_comm
 from pkbsim.world.context import current, require
 from pkbsim.world.findings import Finding
+from pkbsim.world.ops_mode import ensure_ops_mode
 from pkbsim.world.patching import Patches
 from pkbsim.world.sites import user_site
 from pkbsim.world.world import SimAbort
@@ -37,20 +38,8 @@ def empty(*size, dtype: torch.dtype | None = None, device=None) -> torch.Tensor:
         st.by_pad[storage_key(pad)] = alloc
     ctx.trace.record("symm", "empty", user_site(), shapes=[list(t.shape)], dtypes=[str(t.dtype)[6:]],
                      bytes=t.numel() * t.element_size())
-    from pkbsim.world.ops_mode import ensure_ops_mode
     ensure_ops_mode(ctx)
     return t
-
-
-def resolve_comm(ctx, group):
-    """A ProcessGroup, a group name or None (WORLD) -> the engine's communicator."""
-    if group is None:
-        group = dist.group.WORLD
-    name = group if isinstance(group, str) else group.group_name
-    comm = ctx.engine.comms.get(name)
-    if comm is None:
-        raise ValueError(f"unknown process group {name!r} for symmetric memory")
-    return comm
 
 
 def allocation_of(ctx, t: torch.Tensor) -> Allocation | None:
@@ -100,10 +89,10 @@ def is_symm_mem_tensor(t: torch.Tensor) -> bool:
 
 def get_symm_mem_workspace(group_name: str, min_size: int) -> SimSymmetricMemory:
     ctx = require()
-    key = ("workspace", group_name)
-    buf = ctx.extra.get(key)
+    workspaces = RANK_STATE.of(ctx).workspaces
+    buf = workspaces.get(group_name)
     if buf is None or buf.numel() < min_size:
-        buf = ctx.extra[key] = empty(min_size, dtype=torch.uint8)
+        buf = workspaces[group_name] = empty(min_size, dtype=torch.uint8)
     return rendezvous(buf, group_name)
 
 

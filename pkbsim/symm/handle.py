@@ -14,7 +14,13 @@ import os
 import torch
 
 from pkbsim.device import lower_symm
-from pkbsim.symm.allocations import Allocation, SymmState, state, storage_key  # noqa: F401 - also this module's API
+from pkbsim.symm.allocations import (  # noqa: F401 - also this module's API
+    RANK_STATE,
+    Allocation,
+    SymmState,
+    state,
+    storage_key,
+)
 from pkbsim.world.clocks import happens_before
 from pkbsim.world.comms import behind_the_program
 from pkbsim.world.context import require
@@ -187,7 +193,9 @@ class SimSymmetricMemory:
         """One kernel on a GPU: its signals and waits share one launch in the trace (`barrier` id)."""
         ctx = require()
         lower_symm.on_barrier(ctx, channel, user_site())
-        ident = ctx.extra["symm_barriers"] = ctx.extra.get("symm_barriers", 0) + 1
+        rank = RANK_STATE.of(ctx)
+        rank.barriers += 1
+        ident = rank.barriers
         for peer in range(self.world_size):
             self.put_signal(peer, channel, _barrier=ident)
         for peer in range(self.world_size):

@@ -9,8 +9,8 @@ from __future__ import annotations
 import torch
 
 from pkbsim.device import lower_symm
-from pkbsim.symm.api import allocation_of, resolve_comm
-from pkbsim.world.comms import behind_the_program
+from pkbsim.symm.api import allocation_of
+from pkbsim.world.comms import behind_the_program, resolve_comm
 from pkbsim.world.context import current, require
 from pkbsim.world.findings import Finding
 from pkbsim.world.reduce import RedOpType, reduce_tensors

@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 from dataclasses import replace
 
+import pkbsim.plugins  # noqa: F401 - registers the world's plug-ins (symmetric memory, Triton, inline CUDA)
 from pkbsim.world.findings import Finding
 from pkbsim.world.launcher import UNLIMITED, RunOptions, RunResult, run_script
 from pkbsim.world.order_check import cross_comm_order

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+import torch.distributed as dist
 from torch.utils._python_dispatch import _disable_current_modes
 
 from pkbsim.world.findings import Finding
@@ -321,6 +322,27 @@ def _nbytes(t: torch.Tensor) -> int:
 
 def is_fake(t: torch.Tensor) -> bool:
     return t.device.type == "meta" or type(t).__name__ == "FakeTensor"
+
+
+def resolve_comm(ctx, group) -> Comm:
+    """A ProcessGroup, a group name or None (WORLD) -> the engine's communicator."""
+    if group is None:
+        group = dist.group.WORLD
+    name = group if isinstance(group, str) else group.group_name
+    comm = ctx.engine.comms.get(name)
+    if comm is None:
+        raise ValueError(f"unknown process group {name!r} for symmetric memory")
+    return comm
+
+
+def storage_key(t: torch.Tensor) -> int:
+    """Identity of a tensor's memory: its storage address; in a shape run, where every fake storage is at
+    address 0, the storage object itself (views made with set_ share it)."""
+    try:
+        st = t.untyped_storage()
+        return st._cdata if is_fake(t) else st.data_ptr()
+    except (RuntimeError, NotImplementedError):
+        return id(t)
 
 
 def behind_the_program():

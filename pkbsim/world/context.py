@@ -6,7 +6,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pkbsim.world.comms import Batch, Engine
+    import torch
+
+    from pkbsim.world.comms import Batch, Comm, Engine
+    from pkbsim.world.cuda_shim import SimStream
+    from pkbsim.world.ops_mode import RankOpsMode
+    from pkbsim.world.process_group import SimWork
     from pkbsim.world.trace import RankTrace
     from pkbsim.world.world import World
 
@@ -22,7 +27,18 @@ class RankContext:
     device_index: int = 0
     stream: Any = None  # the rank's current simulated CUDA stream
     batch: "Batch | None" = None  # set while a group of point-to-point operations is being issued
-    extra: dict = field(default_factory=dict)
+    env: dict[str, str] | None = None  # the rank's torchrun variables, over the real os.environ (environ.py)
+    generator: torch.Generator | None = None  # the rank's CUDA generator (cuda_shim.py)
+    record_compute: bool = False  # the compute trace is wanted (ops_mode.py)
+    ops_mode: RankOpsMode | None = None  # pushed once, when first needed (ops_mode.ensure_ops_mode)
+    default_stream: SimStream | None = None
+    device_set: bool = False  # torch.cuda.set_device was called
+    explicit_device: int | None = None  # the last "cuda:i" the program wrote out
+    nccl: bool = False  # the program asked for the NCCL backend (device rules bind only NCCL programs)
+    world_comm: Comm | None = None  # the default group's communicator, created first
+    gpu_mesh: bool = False  # the program made a "cuda" DeviceMesh (dtensor_ops.py)
+    unwaited: dict[int, SimWork] = field(default_factory=dict)  # async collectives not yet waited for
+    plugin_states: dict = field(default_factory=dict)  # plugins.RankState -> that plug-in's state here
 
     @property
     def stream_id(self) -> int:

@@ -176,7 +176,7 @@ def _note_explicit_device(dev) -> None:
     index = dev if isinstance(dev, int) else torch.device(dev).index
     ctx = current()
     if index is not None and ctx is not None:
-        ctx.extra["explicit_device"] = index
+        ctx.explicit_device = index
 
 
 class SimStream:
@@ -292,7 +292,7 @@ def _record(kind: str, op: str, **fields) -> None:
 
 def _stream_order():
     ctx = current()
-    mode = ctx.extra.get("ops_mode") if ctx else None
+    mode = ctx.ops_mode if ctx else None
     return mode.streams if mode is not None else None
 
 
@@ -309,9 +309,9 @@ def default_stream(device=None) -> SimStream:
     ctx = current()
     if ctx is None:
         return SimStream(stream_id=0)
-    if "default_stream" not in ctx.extra:
-        ctx.extra["default_stream"] = SimStream(stream_id=0)
-    return ctx.extra["default_stream"]
+    if ctx.default_stream is None:
+        ctx.default_stream = SimStream(stream_id=0)
+    return ctx.default_stream
 
 
 def set_stream(s: SimStream) -> None:
@@ -355,7 +355,7 @@ def set_device(device) -> None:
     ctx = current()
     if ctx is not None:
         ctx.device_index = _device_index(device)
-        ctx.extra["device_set"] = True
+        ctx.device_set = True
 
 
 def current_device() -> int:
@@ -397,18 +397,18 @@ def _host_waits(learn: Callable[[Any], None] = host_sync.wait_streams) -> None:
     if ctx is not None:
         from pkbsim.world.ops_mode import host_wait
         host_wait(ctx)
-        ctx.extra.get("unwaited", {}).clear()
+        ctx.unwaited.clear()
         learn(ctx)
 
 
 def manual_seed(seed: int) -> None:
     ctx = current()
     if ctx is not None:
-        ctx.extra["generator"].manual_seed(int(seed))
+        ctx.generator.manual_seed(int(seed))
 
 
 def _generator() -> torch.Generator:
-    return current().extra["generator"]
+    return current().generator
 
 
 class _Cudart:
@@ -495,5 +495,5 @@ def _seed_everything(original):
         if ctx is None:
             return original(seed)
         manual_seed(seed)
-        return ctx.extra["generator"]
+        return ctx.generator
     return manual_seed_

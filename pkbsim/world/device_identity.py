@@ -27,9 +27,9 @@ _REAL_GET_DEVICE = torch._C.TensorBase.get_device
 def bound_device(ctx) -> int:
     """The GPU a rank owns: the one it set, else the one it named in `device="cuda:i"` (NCCL binds a
     communicator to the tensors' device, not the current one), else its current one."""
-    if ctx.extra.get("device_set"):
+    if ctx.device_set or ctx.explicit_device is None:
         return ctx.device_index
-    return ctx.extra.get("explicit_device", ctx.device_index)
+    return ctx.explicit_device
 
 
 def program_frame(frame) -> bool:

@@ -35,13 +35,13 @@ def install_dist(patches: Patches) -> None:
             from pkbsim.world.cuda_shim import set_device
             set_device(device_id)
         ctx.trace.record("host", "init_process_group", user_site(), backend=str(backend))
-        ctx.extra["nccl"] = "nccl" in str(backend).lower()  # device rules only bind NCCL programs
+        ctx.nccl = "nccl" in str(backend).lower()  # device rules only bind NCCL programs
         return orig_init(BACKEND_NAME, world_size=ctx.world.size, rank=ctx.rank, store=ctx.world.store)
 
     def new_group(ranks=None, *args, **kwargs):
         ctx = current()
-        if ctx is not None and ctx.extra.get("world_comm") is not None:
-            world_comm = ctx.extra["world_comm"]
+        if ctx is not None and ctx.world_comm is not None:
+            world_comm = ctx.world_comm
             site = user_site()
             key = tuple(sorted(ranks)) if ranks is not None else None
             shown = list(key) if key is not None else "all"

@@ -32,7 +32,6 @@ from pkbsim.world.context import RankContext, current
 from pkbsim.world.patching import Patches
 
 aten = torch.ops.aten
-_GPU_MESH = "gpu_mesh"  # set in a rank's ctx.extra when its program makes a "cuda" DeviceMesh
 _run_patches: Patches | None = None  # the run's patches, while one is under way
 _lock = threading.Lock()
 
@@ -43,7 +42,7 @@ class MaskNotSimulated(NotSimulated, NotImplementedError):
 
 def _on_simulated_gpu(op) -> None:
     ctx = current()
-    if ctx is None or not ctx.extra.get(_GPU_MESH):
+    if ctx is None or not ctx.gpu_mesh:
         raise NotImplementedError(f"Operator {op} does not have a sharding strategy registered.")
 
 
@@ -99,7 +98,7 @@ def install_dtensor_ops(patches: Patches) -> None:
 
 
 def on_gpu_mesh(ctx: RankContext) -> None:
-    ctx.extra[_GPU_MESH] = True
+    ctx.gpu_mesh = True
     with _lock:
         if _run_patches is None:
             return

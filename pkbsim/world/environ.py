@@ -35,7 +35,7 @@ class RankEnviron(MutableMapping):
 
     def _overlay(self) -> dict | None:
         ctx = current()
-        return ctx.extra.get("env") if ctx else None
+        return ctx.env if ctx else None
 
     def __getitem__(self, key):
         ov = self._overlay()

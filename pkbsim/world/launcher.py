@@ -1,7 +1,9 @@
 """Run an unmodified torchrun script on N simulated ranks (threads) and collect the verdict.
 
 `simulated_process` installs, for the length of a run, everything that is per-process in a real launch
-and must become per-rank here (the c10d world, torch.cuda, os.environ, stdout, symmetric memory).
+and must become per-rank here (the c10d world, torch.cuda, os.environ, stdout), and the registered
+plug-ins (plugins.py: a caller that wants pkb's symmetric memory, Triton and inline CUDA imports
+pkbsim.plugins first, as check.py and taskrun.py do).
 `run_script` starts one thread per rank, each executing the script as its own `__main__` module, and
 watches them: a deadlock ends the run at once; a rank stuck outside any simulated wait ends it at the
 timeout, with every rank's Python stack.
@@ -33,6 +35,7 @@ from pkbsim.world.findings import EXIT_CODES, Finding, verdict_of
 from pkbsim.world.gpu_model import DEFAULT_TOPOLOGY
 from pkbsim.world.machine_load import OthersClock
 from pkbsim.world.patching import Patches
+from pkbsim.world.plugins import registered
 from pkbsim.world.sites import user_stack
 from pkbsim.world.trace import RankTrace
 from pkbsim.world.world import SimAbort, World
@@ -93,10 +96,6 @@ class RunResult:
 @contextlib.contextmanager
 def simulated_process(nproc: int, output, topology: str = DEFAULT_TOPOLOGY):
     """Patch the process so that each rank thread sees its own torchrun world."""
-    from pkbsim.cuda.install import install_cuda_extensions
-    from pkbsim.device.install import install_device_support
-    from pkbsim.symm.api import install_symm_api
-    from pkbsim.symm.ops import register_cpu_kernels
     from pkbsim.world.cuda_shim import install_torch_cuda
     from pkbsim.world.device_api import install_device_api
     from pkbsim.world.rank_singletons import install_rank_singletons
@@ -109,7 +108,6 @@ def simulated_process(nproc: int, output, topology: str = DEFAULT_TOPOLOGY):
     from pkbsim.world.thread_world import install, uninstall
 
     register()
-    register_cpu_kernels()
     patches = Patches()
     torch._C._distributed_c10d._set_thread_isolation_mode(True)
     old_world = install()
@@ -122,9 +120,8 @@ def simulated_process(nproc: int, output, topology: str = DEFAULT_TOPOLOGY):
         install_dist(patches)
         install_dtensor_ops(patches)
         install_unsimulated(patches)
-        install_symm_api(patches)
-        install_device_support(patches)
-        install_cuda_extensions(patches)
+        for plugin in registered():
+            plugin.install(patches)
         install_environ(patches, output or sys.stdout)
         patches.set(sys, "excepthook", sys.excepthook)  # each rank's init_process_group wraps it with a prefix
         yield
@@ -166,14 +163,14 @@ def _rank_main(world: World, engine: Engine, rank: int, body: Callable[[RankCont
     if opts.pin_core is not None:
         os.sched_setaffinity(0, {opts.pin_core})  # this thread only: see RunOptions.pin_core
     world.ranks[rank].thread = threading.current_thread()
-    ctx = RankContext(world, engine, rank, trace, device_index=0)
-    ctx.extra.update(env=torchrun_env(rank, world.size, world.nproc_per_node), generator=torch.Generator(),
-                     record_compute=opts.record_compute)
+    ctx = RankContext(world, engine, rank, trace, device_index=0,
+                      env=torchrun_env(rank, world.size, world.nproc_per_node), generator=torch.Generator(),
+                      record_compute=opts.record_compute)
     context.bind(ctx)
     status = "done"
     try:
         with contextlib.ExitStack() as stack:
-            stack.enter_context(DeviceMapMode(ctx.extra["generator"]))
+            stack.enter_context(DeviceMapMode(ctx.generator))
             if opts.shape_run:
                 from torch._subclasses.fake_tensor import FakeTensorMode
                 stack.enter_context(FakeTensorMode(allow_non_fake_inputs=True))
@@ -207,7 +204,7 @@ def _drop_dispatch_modes() -> None:
 
 
 def _check_unwaited(ctx: RankContext) -> None:
-    pending = list(ctx.extra.get("unwaited", {}).values())
+    pending = list(ctx.unwaited.values())
     pending = [w for w in pending if not getattr(w, "_batch", None) and w._ops and w._ops[0].kind == "coll"]
     if pending:
         w = pending[0]

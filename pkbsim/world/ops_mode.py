@@ -2,9 +2,9 @@
 
 It serves these purposes, each switched on only when needed (the mode costs ~15 us per op):
 - the compute trace: FLOPs (torch's flop formulas), bytes read and written, and bytes read from or
-  written to each peer's symmetric buffers (attributed by the storage's owner);
+  written to each peer's memory (as the plug-ins that own such memory count them);
 - stream ordering (see streams.py): writes per stream, and reads racing with another stream's write;
-- host writes to signal pads (a reset racing with a peer's signal);
+- the plug-ins' own checks (plugins.OpsWatch): symmetric memory's host accesses and signal-pad writes;
 - host reads of device data (`.item()`, an output shape that depends on data): host waits (host_sync.py).
 """
 from __future__ import annotations
@@ -13,12 +13,11 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import flop_registry
 
-from pkbsim.device import lower_symm
-from pkbsim.symm.handle import on_pad_host_write, state, storage_key
 from pkbsim.world import host_sync
-from pkbsim.world.comms import is_fake
+from pkbsim.world.comms import is_fake, resolve_comm, storage_key
 from pkbsim.world.findings import Finding
 from pkbsim.world.op_bytes import nbytes, traffic
+from pkbsim.world.plugins import registered
 from pkbsim.world.sites import user_site
 from pkbsim.world.streams import StreamOrder
 from pkbsim.world.world import SimAbort
@@ -72,7 +71,8 @@ class RankOpsMode(TorchDispatchMode):
     def __init__(self, ctx):
         super().__init__()
         self.ctx = ctx
-        self.record_compute = ctx.trace.enabled and ctx.extra.get("record_compute", False)
+        self.record_compute = ctx.trace.enabled and ctx.record_compute
+        self.watches = [p.ops for p in registered() if p.ops is not None]
         self.streams: StreamOrder | None = None
         self.fused_flops: int | None = None   # inside a call that CUDA runs as one kernel (fused_calls.py)
 
@@ -95,29 +95,20 @@ class RankOpsMode(TorchDispatchMode):
             return self._shape_run_all_reduce(func._schema.name, shape_only, args)
         if _reads_on_host(func, args):
             host_read(self.ctx)
-        symm = state(self.ctx.world)
-        if symm.by_storage and (reads or writes):
-            # checked before the op touches memory: a peer's concurrent read must not see the new data
-            # before the write is on record, or the peer fails on wrong data instead of the race
-            lower_symm.on_host_access(self.ctx, reads, writes, func.__name__, user_site)
+        for watch in self.watches:
+            watch.before(self.ctx, reads, writes, func.__name__)
         out = func(*args, **kwargs)
-        self._after(func, args, kwargs, out, reads, writes, symm)
+        self._after(func, args, kwargs, out, reads, writes)
         return out
 
-    def _after(self, func, args, kwargs, out, reads, writes, symm) -> None:
-        ctx = self.ctx
-        if symm.by_pad and writes:
-            for t in writes:
-                alloc = symm.by_pad.get(storage_key(t))
-                if alloc is not None:
-                    start = t.storage_offset() * t.element_size() // 4
-                    stop = start + max(1, t.numel() * t.element_size() // 4)
-                    with ctx.world.lock:
-                        on_pad_host_write(ctx.world, alloc, range(start, stop), ctx.rank, user_site())
+    def _after(self, func, args, kwargs, out, reads, writes) -> None:
+        if writes:
+            for watch in self.watches:
+                watch.after(self.ctx, writes)
         if self.streams is not None:
             self.check_stream_order(reads, writes + flat_tensors(out), func.__name__)
         if self.record_compute:
-            self._record(func, args, kwargs, out, reads, writes, symm)
+            self._record(func, args, kwargs, out, reads, writes)
 
     def check_stream_order(self, reads, writes, what: str) -> None:
         ctx, so = self.ctx, self.streams
@@ -134,7 +125,7 @@ class RankOpsMode(TorchDispatchMode):
         for t in writes:
             so.write(storage_key(t), s, site)
 
-    def _record(self, func, args, kwargs, out, reads, writes, symm) -> None:
+    def _record(self, func, args, kwargs, out, reads, writes) -> None:
         flops = 0
         fused = _FUSED_MATMULS.get(func._schema.name)
         if fused is not None:
@@ -150,13 +141,12 @@ class RankOpsMode(TorchDispatchMode):
             self.fused_flops += flops
             return
         outs = flat_tensors(out) if not writes else []
-        self._emit(str(func.overloadpacket.__name__), flops, reads, writes + outs, symm,
+        self._emit(str(func.overloadpacket.__name__), flops, reads, writes + outs,
                    traffic(func, args, reads, writes, outs))
 
     def _shape_run_all_reduce(self, name: str, result, args):
         """A symm_mem all-reduce in a shape run, which has no meta kernel for it: the collective goes on the
         trace as the CPU kernel records it at screen size, and the output is the input's shape."""
-        from pkbsim.symm.api import resolve_comm
         comm = resolve_comm(self.ctx, args[2])
         x = args[0]
         self.ctx.trace.record("symm", name.split("::")[1].replace("_out", ""), user_site(),
@@ -169,9 +159,8 @@ class RankOpsMode(TorchDispatchMode):
         screen size the simulated op records its communication itself (symm/ops.py); a shape run only reaches
         the op's meta kernel, so its communication is recorded here, with the sizes the CPU kernel records."""
         tensors = flat_tensors(args)
-        self._emit(name, int(flops_of(args, out)), tensors, flat_tensors(out), state(self.ctx.world))
+        self._emit(name, int(flops_of(args, out)), tensors, flat_tensors(out))
         if any(map(is_fake, tensors)):
-            from pkbsim.symm.api import resolve_comm
             comm = resolve_comm(self.ctx, args[-1] if name == "fused_matmul_reduce_scatter" else args[3])
             sent = out if name == "fused_matmul_reduce_scatter" else args[0]
             nbytes = sent.numel() * sent.element_size() * (len(comm.ranks) if sent is out else 1)
@@ -181,21 +170,19 @@ class RankOpsMode(TorchDispatchMode):
     def record_fused(self, name: str, flops: int, inputs, out) -> None:
         """One kernel for a call that the CPU build ran as several ops: it reads its inputs and writes its
         output once."""
-        self._emit(name, flops, flat_tensors(inputs), flat_tensors(out), state(self.ctx.world))
+        self._emit(name, flops, flat_tensors(inputs), flat_tensors(out))
 
-    def _emit(self, name: str, flops: int, reads, writes, symm, moved: tuple[int, int] | None = None) -> None:
+    def _emit(self, name: str, flops: int, reads, writes, moved: tuple[int, int] | None = None) -> None:
         """A kernel of the compute trace; `moved`: its (read, written) HBM bytes where they are not all of
         `reads` and `writes` (op_bytes.traffic)."""
         ctx = self.ctx
         rd, wr = moved or (nbytes(reads), nbytes(writes))
         peer_read: dict[int, int] = {}
         peer_write: dict[int, int] = {}
-        if symm.by_storage:
+        for watch in self.watches:
             for bucket, ts in ((peer_read, reads), (peer_write, writes)):
-                for t in ts:
-                    alloc = symm.by_storage.get(storage_key(t))
-                    if alloc is not None and alloc.rank != ctx.rank:
-                        bucket[alloc.rank] = bucket.get(alloc.rank, 0) + t.numel() * t.element_size()
+                for peer, n in watch.peer_bytes(ctx, ts).items():
+                    bucket[peer] = bucket.get(peer, 0) + n
         floating = [t for t in reads + writes if t.is_floating_point()]
         fields = {"flops": flops, "bytes_read": rd, "bytes_written": wr}
         if floating:  # the timing engine picks the GPU's peak rate for this dtype
@@ -207,9 +194,9 @@ class RankOpsMode(TorchDispatchMode):
 
 def ensure_ops_mode(ctx) -> RankOpsMode:
     """Push the rank's ops mode once (on the calling rank thread) and return it."""
-    mode = ctx.extra.get("ops_mode")
+    mode = ctx.ops_mode
     if mode is None:
-        mode = ctx.extra["ops_mode"] = RankOpsMode(ctx)
+        mode = ctx.ops_mode = RankOpsMode(ctx)
         mode.__enter__()
     return mode
 

@@ -36,7 +36,7 @@ class SimWork(dist.distributed_c10d.Work):
         self._rank, self._ops, self._batch, self._result, self._stream = ctx.rank, ops, ctx.batch, result, stream
         self._site = site
         self._host_waits = False
-        ctx.extra.setdefault("unwaited", {})[id(self)] = self
+        ctx.unwaited[id(self)] = self
 
     def _pending(self) -> list[Op]:
         return self._batch.ops if self._batch is not None else self._ops
@@ -46,8 +46,8 @@ class SimWork(dist.distributed_c10d.Work):
         pending = self._pending()
         if not all(op.done for op in pending):
             ctx.engine.wait(self._rank, pending)
-        ctx.extra["unwaited"].pop(id(self), None)
-        mode = ctx.extra.get("ops_mode")
+        ctx.unwaited.pop(id(self), None)
+        mode = ctx.ops_mode
         if mode is not None and mode.streams is not None:
             mode.streams.wait_stream(ctx.stream_id, self._stream)
         with ctx.world.lock:  # the current stream waits for the streams the work ran on
@@ -142,7 +142,7 @@ class SimProcessGroup(dist.ProcessGroup):
               tensors: list, extra: str = "", result: Any = None) -> SimWork:
         ctx = require()
         site = user_site()
-        if ctx.rank not in self._comm.devices and ctx.extra.get("nccl"):
+        if ctx.rank not in self._comm.devices and ctx.nccl:
             self._bind_device(ctx, site, name)
         shapes, dtypes, nbytes = describe(tensors)
         desc = f"{name}({_fmt(shapes, dtypes)}{', ' + extra if extra else ''})"
@@ -154,7 +154,7 @@ class SimProcessGroup(dist.ProcessGroup):
                 kind = "mismatch" if isinstance(e, CollectiveMismatch) else "error"
                 ctx.world.fail(Finding(kind, f"{name} on {self._comm}: {e}", list(self._comm.ranks), [site]))
 
-        mode = ctx.extra.get("ops_mode")
+        mode = ctx.ops_mode
         if mode is not None and mode.streams is not None:
             mode.check_stream_order(tensors, flat_tensors(result), name)
         op = ctx.engine.post_collective(self._comm, ctx.rank, name, signature, args, guarded, desc, site,
@@ -168,7 +168,7 @@ class SimProcessGroup(dist.ProcessGroup):
         """NCCL creates a communicator on each member's device at first use; two members on one GPU fail."""
         from pkbsim.world.cuda_shim import bound_device
 
-        if op == "barrier" and not ctx.extra.get("device_set") and "explicit_device" not in ctx.extra:
+        if op == "barrier" and not ctx.device_set and ctx.explicit_device is None:
             msg = (f"rank {ctx.rank} calls barrier() at {site} before its GPU is known (no torch.cuda.set_device, "
                    f"no device_id): PyTorch guesses GPU rank % device_count for the barrier's communicator, "
                    f"which can hang; call torch.cuda.set_device(LOCAL_RANK) first")
@@ -409,8 +409,8 @@ def create_backend(dist_opts, backend_opts) -> SimProcessGroup:
         raise RuntimeError("the 'sim' backend only works inside a simulated world (pkb check)")
     ranks = list(dist_opts.global_ranks_in_group) or list(range(dist_opts.group_size))
     comm = ctx.engine.comm(str(dist_opts.group_id), ranks)
-    if "world_comm" not in ctx.extra:
-        ctx.extra["world_comm"] = comm  # the default group is created first
+    if ctx.world_comm is None:
+        ctx.world_comm = comm  # the default group is created first
     return SimProcessGroup(comm, dist_opts.group_rank, dist_opts.group_size)
 
 

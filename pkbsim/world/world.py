@@ -73,6 +73,8 @@ class World:
         self.world_comm_name: str | None = None  # the default group's communicator, created first
         self.excluded_s = 0.0  # time the watchdog does not count (building a program's CUDA extension)
         self.pauses = 0  # watchdog pauses in progress
+        self.store = None  # the c10d store of the ranks' init_process_group (the launcher makes it)
+        self.plugin_states: dict = {}  # plugins.WorldState -> that plug-in's state in this world
 
     # ---- state changes -------------------------------------------------------------------------
     def changed(self) -> None:
