@@ -10,8 +10,8 @@ the processes that run candidates (`pkb screen`, `pkb run`'s workers, `pkb score
 `bwrap` with new user, PID, network (loopback only), IPC and UTS namespaces, every capability dropped, the
 whole file system read-only except a private /tmp and the folders pkb must write (its build cache and the
 output paths the user named), and die with their parent. GPU device nodes are passed through where they
-exist. Process 1 of the sandbox is the supervisor (supervisor.py), which caps CPU time per process and
-the number of processes and threads (`Limits`), and names a breach in one line. Without bwrap a command
+exist. Process 1 of the sandbox is the supervisor (supervisor.py), which caps CPU time per process, the
+number of processes and threads and the sandbox's resident memory (`Limits`), and names a breach in one line. Without bwrap a command
 that needs it stops with one line naming the package; `--no-sandbox` (or PKB_NO_SANDBOX=1) runs without
 it, by the user's explicit choice.
 """
@@ -34,17 +34,23 @@ MISSING = ("the candidate sandbox needs bubblewrap (bwrap), which is not install
            "(or dnf/pacman install bubblewrap), or pass --no-sandbox to run candidates unconfined")
 MAX_TASKS = "PKB_SANDBOX_MAX_TASKS"  # overrides the default cap on processes and threads
 CPU_SECONDS = "PKB_SANDBOX_CPU_S"    # overrides the default cap on CPU time per process
+MEMORY_GB = "PKB_SANDBOX_MEMORY_GB"  # overrides the default cap on the sandbox's resident memory (GiB)
+MEMORY_SHARE = 0.75                  # the default cap on resident memory: this share of the machine's
 SUPERVISOR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "supervisor.py")
 
 
 @dataclass(frozen=True)
 class Limits:
     """Caps for every process of one sandbox. The defaults: 4096 processes and threads (an 8-rank NCCL job
-    with its builds runs a few hundred) and, where the caller knows no time limit, 6 hours of CPU time per
-    process (a long-lived screening worker runs many candidates); a job with a time limit derives its cap
-    from it (for_timeout)."""
+    with its builds runs a few hundred); where the caller knows no time limit, 6 hours of CPU time per
+    process (a long-lived screening worker runs many candidates), and a job with a time limit derives its
+    cap from it (for_timeout); resident memory (`memory_bytes`, all the sandbox's processes together; 0: the
+    default) 3/4 of the machine's physical memory: room for an honest 8-rank GPU job's host memory, above a
+    `pkb run` worker's own limit (--memory-gb, 12 GB of address space per process, pkb's limit and not the
+    candidate's fault) on any machine of 16 GiB or more, and short of the machine's out-of-memory killer."""
     max_tasks: int = 4096
     cpu_seconds: float = 6 * 3600.0
+    memory_bytes: int = 0
 
     @classmethod
     def for_timeout(cls, timeout: float) -> Limits:
@@ -53,9 +59,16 @@ class Limits:
         return cls(cpu_seconds=2 * timeout + 60)
 
     def effective(self) -> Limits:
-        """These caps, or what PKB_SANDBOX_MAX_TASKS / PKB_SANDBOX_CPU_S set instead."""
+        """These caps, or what PKB_SANDBOX_MAX_TASKS / PKB_SANDBOX_CPU_S / PKB_SANDBOX_MEMORY_GB set instead."""
+        memory = os.environ.get(MEMORY_GB)
         return Limits(int(os.environ.get(MAX_TASKS) or self.max_tasks),
-                      float(os.environ.get(CPU_SECONDS) or self.cpu_seconds))
+                      float(os.environ.get(CPU_SECONDS) or self.cpu_seconds),
+                      int(float(memory) * 2**30) if memory else self.memory_bytes or default_memory())
+
+
+def default_memory() -> int:
+    """The default cap on a sandbox's resident memory, in bytes: MEMORY_SHARE of the machine's."""
+    return int(MEMORY_SHARE * os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
 
 
 def breach(log: str) -> str | None:
@@ -109,7 +122,8 @@ def prefix(writable: list[str] = (), readable: list[str] = (), limits: Limits = 
     caps = limits.effective()
     args += ["--setenv", INSIDE, "1", "--setenv", "TRITON_CACHE_DIR", "/tmp/triton-cache", "--chdir",
              os.path.abspath(cwd or os.getcwd()),
-             "--", sys.executable, "-I", "-S", SUPERVISOR, str(caps.max_tasks), f"{caps.cpu_seconds:g}", "--"]
+             "--", sys.executable, "-I", "-S", SUPERVISOR, str(caps.max_tasks), f"{caps.cpu_seconds:g}",
+             str(caps.memory_bytes), "--"]
     return args
 
 

@@ -1,16 +1,33 @@
-"""Process 1 of a sandbox's PID namespace: caps on CPU time and on the number of processes and threads.
+"""Process 1 of a sandbox's PID namespace: caps on CPU time, on processes and threads, and on resident memory.
 
-RLIMIT_NPROC cannot cap one sandbox (it counts a user's processes machine-wide, and not at all for root,
-whose processes stay root's under a user namespace), so this process counts the namespace's own: inside
-it, /proc lists exactly the sandbox's processes. It starts the command, and every POLL seconds sums their
-threads and reads each one's CPU time; past a cap it prints one line (LINE: what, how much, the cap) to
-stderr, kills every process of the namespace and exits with BREACH_EXIT. RLIMIT_CPU (a little above the
-cap) is the kernel's backstop should this process be starved. As process 1 it cannot be killed or stopped
-from inside the namespace, and when it ends the kernel ends the whole namespace. It also reaps orphans,
-as process 1 must. Its exit status is the command's (a death by signal N as 128 + N, as a shell reports
-it). Standard library only: it runs as a script before anything else is imported.
+It starts the command and watches every process of the namespace (inside it, /proc lists exactly the
+sandbox's processes); past a cap it prints one line (LINE: what, how much, the cap) to stderr, kills every
+process of the namespace and exits with BREACH_EXIT. As process 1 it cannot be killed or stopped from
+inside the namespace, and when it ends the kernel ends the whole namespace. It also reaps orphans, as
+process 1 must. Its exit status is the command's (a death by signal N as 128 + N, as a shell reports it).
+Standard library only: it runs as a script before anything else is imported.
 
-Usage: supervisor.py MAX_TASKS CPU_SECONDS -- COMMAND... (CPU_SECONDS 0: no cap on CPU time)
+- Processes and threads: every POLL seconds a full scan counts them. Between scans a tripwire (every TRIP
+  seconds, one read of the namespace's last PID, /proc/sys/kernel/ns_last_pid) bounds how many tasks can
+  exist: those of the last scan plus every PID handed out since; when that bound passes the cap, it scans at
+  once. A fork bomb is thus seen within a few milliseconds, not 50. RLIMIT_NPROC, set just above the cap,
+  is the kernel's exact backstop: since Linux 5.14 it counts a user's tasks per user namespace, so inside
+  the sandbox it counts the sandbox's own; the kernel exempts real root, though (uid 0 outside stays the
+  root user inside), so under root the supervisor's count is the only one.
+- CPU time: the largest of any process, from the full scan; RLIMIT_CPU (a little above the cap) is the
+  kernel's backstop should this process be starved.
+- Resident memory: the memory the sandbox holds that the machine cannot reclaim: each process's anonymous
+  and shared-memory pages, plus what its private tmpfs mounts (/tmp, /dev/shm) hold. File-backed pages
+  (libraries, the page cache) are not counted: they are shared and reclaimable. Each scan sums RssAnon +
+  RssShmem from /proc/<pid>/status (counters, ~25 us a process), which counts a page shared by several
+  processes (copy-on-write after a fork, a mapped segment) once per process: an upper bound. Only when that
+  bound passes the cap does it read the exact figure, the proportional set (Pss_Anon + Pss_Shmem of
+  /proc/<pid>/smaps_rollup: a shared page split among its sharers), which costs a walk of the page tables
+  (~20 ms for a 1 GiB process, too slow for every scan); a process whose smaps_rollup it cannot read counts
+  with its upper bound. A tmpfs file that is also mapped counts twice (its file and its mappings). Near a
+  cap (half of it) the scans come every FAST seconds.
+
+Usage: supervisor.py MAX_TASKS CPU_SECONDS MEMORY_BYTES -- COMMAND... (CPU_SECONDS or MEMORY_BYTES 0: no cap)
 """
 from __future__ import annotations
 
@@ -21,56 +38,159 @@ import subprocess
 import sys
 import time
 
-POLL = 0.05
+POLL = 0.05                       # the full scan, far from the caps
+FAST = 0.005                      # the full scan, past half of a cap
+TRIP = 0.002                      # the tripwire on new PIDs
+RECHECK = 1.0                     # the exact memory figure, at most this often while the bound allows
 BREACH_EXIT = 86
 LINE = "pkb sandbox: "           # how the breach line starts (candidate_sandbox.breach finds it in a log)
 BACKSTOP = 2.0                    # RLIMIT_CPU's soft limit is this much above the cap, its hard limit twice
 TICK = os.sysconf("SC_CLK_TCK")
+TMPFS = ("/tmp", "/dev/shm")      # the sandbox's own tmpfs mounts (bwrap --tmpfs)
+GIB = 2**30
 
 
-def tasks_and_cpu(me: int) -> tuple[int, int, float, str]:
-    """(processes, threads, the largest CPU time of one process in seconds, that process) in view."""
-    procs = threads = 0
-    worst, who = 0.0, ""
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == me:
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                head, rest = f.read().rsplit(")", 1)
-        except OSError:
-            continue
-        fields = rest.split()
-        if fields[0] == "Z":
-            continue
-        procs += 1
-        threads += int(fields[17])
-        cpu = (int(fields[11]) + int(fields[12])) / TICK
-        if cpu > worst:
-            worst, who = cpu, f"{entry} ({head.split('(', 1)[1]})"
-    return procs, threads, worst, who
+class Scan:
+    """What one scan of /proc saw (this process excluded). It stops as soon as the processes and threads are
+    over `stop_at` (a fork bomb grows while it reads), its other figures then partial; `tasks_only`: it
+    counts processes and threads alone (the tripwire's scan)."""
+
+    def __init__(self, me: int, stop_at: int, tasks_only: bool = False):
+        self.procs = self.threads = 0
+        self.worst, self.who = 0.0, ""        # the largest CPU time of one process, and that process
+        self.pids: list[str] = []
+        self.bound = self.tmpfs = 0           # bytes: Σ RssAnon + RssShmem (an upper bound); the tmpfs mounts'
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit() or int(entry) == me:
+                continue
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    head, rest = f.read().rsplit(")", 1)
+                if not tasks_only:
+                    with open(f"/proc/{entry}/status") as f:
+                        status = f.read()
+            except OSError:
+                continue
+            fields = rest.split()
+            if fields[0] == "Z":
+                continue
+            self.procs += 1
+            self.threads += int(fields[17])
+            if self.threads > stop_at:
+                return
+            if tasks_only:
+                continue
+            self.pids.append(entry)
+            self.bound += _kib(status, ("RssAnon:", "RssShmem:"))
+            cpu = (int(fields[11]) + int(fields[12])) / TICK
+            if cpu > self.worst:
+                self.worst, self.who = cpu, f"{entry} ({head.split('(', 1)[1]})"
+        if not tasks_only:
+            self.tmpfs = sum(_used(path) for path in TMPFS)
+            self.bound += self.tmpfs
+
+    def exact(self) -> int:
+        """Bytes of resident memory with shared pages split among their sharers (see the module's doc)."""
+        total = self.tmpfs
+        for pid in self.pids:
+            try:
+                with open(f"/proc/{pid}/smaps_rollup") as f:
+                    total += _kib(f.read(), ("Pss_Anon:", "Pss_Shmem:"))
+                continue
+            except OSError:
+                pass
+            try:  # not readable (a process that made itself undumpable): its upper bound
+                with open(f"/proc/{pid}/status") as f:
+                    total += _kib(f.read(), ("RssAnon:", "RssShmem:"))
+            except OSError:
+                pass  # gone
+        return total
 
 
-def breach(max_tasks: int, cpu_seconds: float, me: int) -> str:
-    """The line naming the first cap the sandbox's processes are over, or ""."""
-    procs, threads, worst, who = tasks_and_cpu(me)
-    if threads > max_tasks:
-        return (f"{LINE}{procs} processes with {threads} threads ran in the sandbox, over its cap of {max_tasks} "
-                f"processes and threads (a fork bomb?): every process in the sandbox was killed")
-    if cpu_seconds and worst > cpu_seconds:
-        return (f"{LINE}process {who} used {worst:.1f} s of CPU time, over the sandbox's cap of {cpu_seconds:g} s: "
-                f"every process in the sandbox was killed")
-    return ""
+def _kib(text: str, keys: tuple[str, ...]) -> int:
+    """The sum of these fields (in kB) of a /proc file, in bytes."""
+    return sum(int(line.split()[1]) * 1024 for line in text.splitlines() if line.startswith(keys))
+
+
+def _used(path: str) -> int:
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return 0
+    return (st.f_blocks - st.f_bfree) * st.f_frsize
+
+
+class Supervisor:
+    def __init__(self, max_tasks: int, cpu_seconds: float, memory: int, me: int):
+        self.max_tasks, self.cpu_seconds, self.memory, self.me = max_tasks, cpu_seconds, memory, me
+        self.cleared = None  # (bound, exact) when the exact memory figure was last under the cap, and when
+        self.cleared_at = 0.0
+
+    def breach(self, scan: Scan) -> str:
+        """The line naming the first cap the sandbox's processes are over, or ""."""
+        if scan.threads > self.max_tasks:
+            return (f"{LINE}{scan.procs} processes with {scan.threads} threads ran in the sandbox, over its cap of "
+                    f"{self.max_tasks} processes and threads (a fork bomb?): every process in the sandbox was killed")
+        if self.cpu_seconds and scan.worst > self.cpu_seconds:
+            return (f"{LINE}process {scan.who} used {scan.worst:.1f} s of CPU time, over the sandbox's cap of "
+                    f"{self.cpu_seconds:g} s: every process in the sandbox was killed")
+        if self.memory and scan.bound > self.memory:
+            exact = self.resident(scan)
+            if exact > self.memory:
+                return (f"{LINE}{scan.procs} process{'es' if scan.procs != 1 else ''} held {exact / GIB:.2f} GiB of resident memory, over the "
+                        f"sandbox's cap of {self.memory / GIB:.3g} GiB: every process in the sandbox was killed")
+        return ""
+
+    def resident(self, scan: Scan) -> int:
+        """The exact figure, or an estimate from the last exact one while the upper bound has not grown past
+        the cap since (the bound grows at least as fast as the exact figure but for copy-on-write breaks,
+        which the re-check every RECHECK seconds catches)."""
+        now = time.monotonic()
+        if self.cleared and now - self.cleared_at < RECHECK:
+            bound, exact = self.cleared
+            if exact + scan.bound - bound <= self.memory:
+                return exact + scan.bound - bound
+        exact = scan.exact()
+        if exact <= self.memory:
+            self.cleared, self.cleared_at = (scan.bound, exact), now
+        return exact
+
+    def near(self, scan: Scan) -> bool:
+        """Past half of a cap: the next scan comes sooner."""
+        return (2 * scan.threads > self.max_tasks or (self.cpu_seconds and 2 * scan.worst > self.cpu_seconds)
+                or (self.memory and 2 * scan.bound > self.memory))
+
+
+def _last_pid(fd: int | None) -> int:
+    """The last PID this namespace handed out (-1 when unreadable)."""
+    if fd is None:
+        return -1
+    try:
+        return int(os.pread(fd, 32, 0))
+    except (OSError, ValueError):
+        return -1
 
 
 def main(argv: list[str]) -> int:
-    max_tasks, cpu_seconds, command = int(argv[0]), float(argv[1]), argv[3:]
+    max_tasks, cpu_seconds, memory, command = int(argv[0]), float(argv[1]), int(argv[2]), argv[4:]
 
     def limits() -> None:  # in the command's process (so not in this one), inherited by all it starts
-        soft = int(cpu_seconds + BACKSTOP)
-        resource.setrlimit(resource.RLIMIT_CPU, (soft, soft + int(BACKSTOP)))
-    child = subprocess.Popen(command, preexec_fn=limits if cpu_seconds else None)
+        if cpu_seconds:
+            soft = int(cpu_seconds + BACKSTOP)
+            resource.setrlimit(resource.RLIMIT_CPU, (soft, soft + int(BACKSTOP)))
+        # this process and one task over the cap, so that the count can pass the cap and be named
+        nproc = max_tasks + 2
+        _, hard = resource.getrlimit(resource.RLIMIT_NPROC)
+        if hard == resource.RLIM_INFINITY or hard >= nproc:
+            resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
+    child = subprocess.Popen(command, preexec_fn=limits)
     me = os.getpid()
+    sup = Supervisor(max_tasks, cpu_seconds, memory, me)
+    try:
+        pids = os.open("/proc/sys/kernel/ns_last_pid", os.O_RDONLY)
+    except OSError:
+        pids = None
+    scan, tasks, seen, due = None, 0, -1, 0.0  # the last full scan, the last count of tasks and last PID then
     while True:
         while True:  # reap: the command, and orphans re-parented to process 1
             try:
@@ -82,13 +202,24 @@ def main(argv: list[str]) -> int:
             if pid == child.pid:
                 code = os.waitstatus_to_exitcode(status)
                 return code if code >= 0 else 128 - code
-        line = breach(max_tasks, cpu_seconds, me)
+        last = _last_pid(pids)
+        # tasks that may exist now: those last counted, and one per PID handed out since (a wrap: count again)
+        if scan is None or time.monotonic() >= due:
+            seen, scan = last, Scan(me, max_tasks)
+            tasks = scan.threads
+            line = sup.breach(scan)
+            due = time.monotonic() + (FAST if sup.near(scan) else POLL)
+        elif last < seen or tasks + last - seen > max_tasks:
+            seen, count = last, Scan(me, max_tasks, tasks_only=True)
+            tasks = count.threads
+            line = sup.breach(count)
+        else:
+            line = ""
         if line:
             print(line, file=sys.stderr, flush=True)
             os.kill(-1, signal.SIGKILL)  # every process of the namespace but this one
             return BREACH_EXIT
-        time.sleep(POLL)
-
+        time.sleep(TRIP)
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
