@@ -201,10 +201,22 @@ def _float_reader(ctx, op, typ):
     return ctx.read(op, typ)
 
 
+def _flush_subnormals(r):
+    """`.ftz`: f32 subnormal inputs count as zero of the same sign."""
+    tiny = np.float32(np.finfo(np.float32).tiny)
+
+    def read(g):
+        v = np.asarray(r(g))
+        return np.where(np.abs(v) < tiny, np.copysign(np.float32(0), v), v).astype(v.dtype)
+    return read
+
+
 @builds("setp")
 def setp(ins, ctx):
-    cmp, typ = ins.parts[1], ins.parts[-1]
-    boolop = ins.parts[2] if len(ins.parts) > 3 else None
+    parts = [p for p in ins.parts if p != "ftz"]
+    ftz = len(parts) != len(ins.parts) and parts[-1] == "f32"
+    cmp, typ = parts[1], parts[-1]
+    boolop = parts[2] if len(parts) > 3 else None
     if typ.endswith("x2"):
         raise ctx.fail(ins.opcode)
     f = comparison(cmp, typ)
@@ -212,6 +224,8 @@ def setp(ins, ctx):
         typ = "u" + typ[1:]
     dests = ins.operands[0].split("|")
     a, b = _float_reader(ctx, ins.operands[1], typ), _float_reader(ctx, ins.operands[2], typ)
+    if ftz:
+        a, b = _flush_subnormals(a), _flush_subnormals(b)
     c = ctx.read(ins.operands[3], "pred") if boolop else None
     comb = {"and": np.logical_and, "or": np.logical_or, "xor": np.logical_xor}.get(boolop)
     wp = ctx.write(dests[0], "pred")
