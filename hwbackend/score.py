@@ -26,6 +26,7 @@ from hwbackend.clock_check import BatchClock, cross_check
 from hwbackend.cluster_job import ClusterJob
 from hwbackend.job_spec import JobSpec
 from hwbackend.jobs import Job, JobFailure, become_subreaper
+from hwbackend.result import ClockSummary, FailureKind, Finding, ScoreResult, Status, TrialCheck
 from hwbackend.store import Store
 from hwbackend.timing import summarize
 from tasks.api import compare
@@ -140,7 +141,8 @@ def _load_outputs(out_dir: str) -> dict[str, list]:
     return {f[:-3]: torch.load(os.path.join(out_dir, f), weights_only=True) for f in os.listdir(out_dir)}
 
 
-def _compare_outputs(task: TaskSpec, cand_dir: str, ref_outputs: dict, names: list[str], nproc: int) -> list[dict]:
+def _compare_outputs(task: TaskSpec, cand_dir: str, ref_outputs: dict, names: list[str],
+                     nproc: int) -> list[Finding]:
     """Per checked call and rank: the first mismatch of each failing one."""
     failures = []
     for name in names:
@@ -148,17 +150,16 @@ def _compare_outputs(task: TaskSpec, cand_dir: str, ref_outputs: dict, names: li
             try:
                 c = torch.load(os.path.join(cand_dir, f"{name}-rank{rank}.pt"), weights_only=True)
             except FileNotFoundError:
-                failures.append({"kind": "incorrect", "rank": rank, "message": f"{name}: no output saved"})
+                failures.append(Finding(Status.INCORRECT, rank, f"{name}: no output saved"))
                 continue
             r = ref_outputs[f"{name}-rank{rank}"]
             if len(c) != len(r):
-                failures.append({"kind": "incorrect", "rank": rank,
-                                 "message": f"{name}: {len(c)} outputs, expected {len(r)}"})
+                failures.append(Finding(Status.INCORRECT, rank, f"{name}: {len(c)} outputs, expected {len(r)}"))
                 continue
             for spec, o, ref in zip(task.outputs, c, r):
                 msg = compare(o, ref, spec)
                 if msg:
-                    failures.append({"kind": "incorrect", "rank": rank, "message": f"{name}: {msg}"})
+                    failures.append(Finding(Status.INCORRECT, rank, f"{name}: {msg}"))
                     break
     return failures
 
@@ -177,14 +178,13 @@ def score(task: str, candidate: str, nproc: int, backend: str = "nccl", protocol
     if store and resume:
         done = store.completed(spec.slug, sha, world, backend, timed=not protocol.correctness_only)
         if done:
-            return done
+            return done.to_json()
     run_id = uuid.uuid4().hex[:12]
     label = label or os.path.basename(os.path.dirname(os.path.abspath(candidate)))
     if store:
         store.start(run_id, spec.slug, os.path.abspath(candidate), sha, label, world, backend)
     seeds, say = Seeds(), (progress or (lambda msg: None))
-    result = {"run_id": run_id, "task": spec.slug, "status": None, "correct": False, "speedup": None,
-              "speedup_ci95": None, "reference_ms": None, "candidate_ms": None, "trials": [], "findings": []}
+    result = ScoreResult(run_id, spec.slug)
     ref_s, cand_s, cleanup, unreported, hideable = [], [], [], 0.0, 0.0
     try:
         if cluster:
@@ -210,51 +210,47 @@ def score(task: str, candidate: str, nproc: int, backend: str = "nccl", protocol
             failures = _compare_outputs(spec, cand.out_dir, ref_outputs, names, world)
             for name in names:
                 for rank in range(world):
-                    bad = [f for f in failures if f["rank"] == rank and f["message"].startswith(name + ":")]
-                    entry = {"launch": launch, "call": name, "rank": rank, "ok": not bad,
-                             "message": bad[0]["message"] if bad else ""}
-                    result["trials"].append(entry)
+                    bad = [f for f in failures if f.rank == rank and f.message.startswith(name + ":")]
+                    check = TrialCheck(launch, name, rank, not bad, bad[0].message if bad else "")
+                    result.trials.append(check)
                     if store:
-                        store.trial(run_id, f"launch{launch}", names.index(name), rank, not bad, entry["message"])
-            seen = {f["message"] for f in result["findings"]}
+                        store.trial(run_id, f"launch{launch}", names.index(name), rank, check.ok, check.message)
+            seen = {f.message for f in result.findings}
             allowed = {_behaviour(m) for m in ref.findings}  # what the reference itself does is no violation
-            result["findings"] += [{"kind": "integrity", "rank": None, "message": m} for m in cand.findings
-                                   if m not in seen and _behaviour(m) not in allowed]
+            result.findings += [Finding(Status.INTEGRITY, None, m) for m in cand.findings
+                                if m not in seen and _behaviour(m) not in allowed]
             clocks = cross_check(ref.clocks, cand.clocks, backend)  # the candidate's times against the scorer's clock
-            result["findings"] += [{"kind": "integrity", "rank": None, "message": m} for m in clocks.findings]
+            result.findings += [Finding(Status.INTEGRITY, None, m) for m in clocks.findings]
             unreported, hideable = max(unreported, clocks.unexplained), max(hideable, clocks.tolerance)
             if failures:
-                result["findings"] += failures[:8]
-                result["status"] = "incorrect"
-                return result
+                result.findings += failures[:8]
+                result.status = Status.INCORRECT
+                return result.to_json()
             ref_s.append(ref.samples)
             cand_s.append(cand.samples)
-        result["correct"] = True
+        result.correct = True
         if protocol.correctness_only:
-            integrity = any(f["kind"] == "integrity" for f in result["findings"])
-            result["status"] = "integrity" if integrity else "correct"
-            return result
+            result.status = Status.INTEGRITY if result.integrity else Status.CORRECT
+            return result.to_json()
         stats = summarize(ref_s, cand_s, hideable)
-        faster = stats.pop("faster")
-        result.update(stats, clock_check={"unexplained": unreported, "tolerance": hideable})
-        if result["speedup"] > IMPLAUSIBLE_SPEEDUP:
-            result["findings"].append({"kind": "integrity", "rank": None,
-                                       "message": f"speed-up {result['speedup']:.1f}x is above the plausibility "
-                                                  f"limit of {IMPLAUSIBLE_SPEEDUP:g}x: review by hand"})
-        if any(f["kind"] == "integrity" for f in result["findings"]):
-            result["status"] = "integrity"
+        result.speedup, result.speedup_ci95, result.noise_margin = stats.speedup, stats.ci95, stats.noise_margin
+        result.reference_ms, result.candidate_ms = stats.reference_ms, stats.candidate_ms
+        result.clock_check = ClockSummary(unreported, hideable)
+        if result.speedup > IMPLAUSIBLE_SPEEDUP:
+            result.findings.append(Finding(Status.INTEGRITY, None,
+                                           f"speed-up {result.speedup:.1f}x is above the plausibility "
+                                           f"limit of {IMPLAUSIBLE_SPEEDUP:g}x: review by hand"))
+        if result.integrity:
+            result.status = Status.INTEGRITY
         else:
-            result["status"] = "faster" if faster else "slower"
-        return result
+            result.status = Status.FASTER if stats.faster else Status.SLOWER
+        return result.to_json()
     except JobFailure as e:
-        status = {"cuda_error": "error", "exception": "error", "node_failure": "error",
-                  "resource_limit": "error"}.get(e.status, e.status)
-        result["status"] = status
-        result["findings"].append({"kind": e.status, "rank": e.rank, "message": e.message,
-                                   **({"details": e.details} if e.details else {})})
-        return result
+        result.status = FailureKind(e.status).status
+        result.findings.append(Finding(e.status, e.rank, e.message, e.details))
+        return result.to_json()
     finally:
         for d in cleanup:
             shutil.rmtree(os.path.dirname(d), ignore_errors=True)
         if store:
-            store.finish(run_id, result)
+            store.finish(result)

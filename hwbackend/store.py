@@ -5,6 +5,8 @@ import json
 import sqlite3
 import time
 
+from hwbackend.result import RUNNING, Finding, ScoreResult, Status
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
   run_id TEXT PRIMARY KEY, task TEXT, candidate TEXT, candidate_sha TEXT, label TEXT, nproc INTEGER,
@@ -23,38 +25,40 @@ class Store:
     def start(self, run_id: str, task: str, candidate: str, sha: str, label: str, nproc: int, backend: str) -> None:
         self.db.execute("INSERT INTO runs (run_id, task, candidate, candidate_sha, label, nproc, backend, status, "
                         "started) VALUES (?,?,?,?,?,?,?,?,?)",
-                        (run_id, task, candidate, sha, label, nproc, backend, "running", time.time()))
+                        (run_id, task, candidate, sha, label, nproc, backend, RUNNING, time.time()))
         self.db.commit()
 
     def trial(self, run_id: str, phase: str, idx: int, rank: int, ok: bool, message: str) -> None:
         self.db.execute("INSERT INTO trials VALUES (?,?,?,?,?,?)", (run_id, phase, idx, rank, int(ok), message))
         self.db.commit()
 
-    def finish(self, run_id: str, result: dict) -> None:
-        ci = result.get("speedup_ci95") or [None, None]
+    def finish(self, result: ScoreResult) -> None:
+        ci = result.speedup_ci95 or [None, None]
+        status = None if result.status is None else result.status.value
         self.db.execute("UPDATE runs SET status=?, correct=?, speedup=?, ci_lo=?, ci_hi=?, reference_ms=?, "
                         "candidate_ms=?, findings=?, finished=? WHERE run_id=?",
-                        (result["status"], int(result["correct"]), result.get("speedup"), ci[0], ci[1],
-                         result.get("reference_ms"), result.get("candidate_ms"), json.dumps(result["findings"]),
-                         time.time(), run_id))
+                        (status, int(result.correct), result.speedup, ci[0], ci[1], result.reference_ms,
+                         result.candidate_ms, json.dumps([f.to_json() for f in result.findings]), time.time(),
+                         result.run_id))
         self.db.commit()
 
-    def completed(self, task: str, sha: str, nproc: int, backend: str, timed: bool = True) -> dict | None:
-        """The latest finished result for this file, task and size (with timed=True, not a correctness-only one)."""
-        skip = ("running", "correct") if timed else ("running",)
+    def completed(self, task: str, sha: str, nproc: int, backend: str, timed: bool = True) -> ScoreResult | None:
+        """The latest finished result for this file, task and size (with timed=True, not a correctness-only
+        one). As stored: without the task, the trials, the noise margin and the clock check."""
+        skip = (RUNNING, Status.CORRECT.value) if timed else (RUNNING,)
         row = self.db.execute("SELECT run_id, status, correct, speedup, ci_lo, ci_hi, reference_ms, candidate_ms, "
                               "findings FROM runs WHERE task=? AND candidate_sha=? AND nproc=? AND backend=? AND "
                               f"status NOT IN ({','.join('?' * len(skip))}) ORDER BY finished DESC LIMIT 1",
                               (task, sha, nproc, backend, *skip)).fetchone()
         if row is None:
             return None
-        return {"run_id": row[0], "status": row[1], "correct": bool(row[2]), "speedup": row[3],
-                "speedup_ci95": [row[4], row[5]], "reference_ms": row[6], "candidate_ms": row[7],
-                "findings": json.loads(row[8] or "[]"), "resumed": True}
+        return ScoreResult(row[0], None, Status(row[1]), bool(row[2]), row[3],
+                           [row[4], row[5]], row[6], row[7], trials=None,
+                           findings=[Finding.from_json(f) for f in json.loads(row[8] or "[]")], resumed=True)
 
     def latest_runs(self) -> list[dict]:
         cols = ["task", "candidate", "label", "nproc", "backend", "status", "correct", "speedup", "started", "finished"]
-        rows = self.db.execute(f"SELECT {', '.join(cols)} FROM runs r WHERE status != 'running' AND finished = "
+        rows = self.db.execute(f"SELECT {', '.join(cols)} FROM runs r WHERE status != ? AND finished = "
                                "(SELECT MAX(finished) FROM runs s WHERE s.task = r.task AND s.candidate = r.candidate "
-                               "AND s.nproc = r.nproc AND s.backend = r.backend)").fetchall()
+                               "AND s.nproc = r.nproc AND s.backend = r.backend)", (RUNNING,)).fetchall()
         return [dict(zip(cols, row)) for row in rows]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import random
 import statistics
+from dataclasses import dataclass
 
 MIN_NOISE = 0.02  # a 2% floor: below it no run-to-run difference is trusted
 
@@ -32,7 +33,20 @@ def noise_margin(ref_by_launch: list[list[float]]) -> float:
     return max(MIN_NOISE, (max(meds) - min(meds)) / statistics.median(meds))
 
 
-def summarize(ref_by_launch: list[list[float]], cand_by_launch: list[list[float]], clock_tolerance: float = 0.0) -> dict:
+@dataclass
+class Timing:
+    """What the samples say: medians (ms), their ratio with its 95% interval, the noise margin, and whether
+    the candidate is faster by more than the margin."""
+    speedup: float
+    ci95: list[float]
+    noise_margin: float
+    reference_ms: float
+    candidate_ms: float
+    faster: bool
+
+
+def summarize(ref_by_launch: list[list[float]], cand_by_launch: list[list[float]],
+              clock_tolerance: float = 0.0) -> Timing:
     """`clock_tolerance`: the share of a batch a patched clock could hide from the scorer's cross-check
     (clock_check.py); the noise margin is never below it, so such a patch cannot make a candidate faster."""
     ref = [x for g in ref_by_launch for x in g]
@@ -41,6 +55,4 @@ def summarize(ref_by_launch: list[list[float]], cand_by_launch: list[list[float]
     lo, hi = bootstrap_ratio(ref, cand)
     noise = max(noise_margin(ref_by_launch), noise_margin(cand_by_launch), clock_tolerance)
     faster = lo > 1.0 and speedup > 1.0 + noise
-    return {"speedup": speedup, "speedup_ci95": [lo, hi], "noise_margin": noise,
-            "reference_ms": statistics.median(ref) * 1e3, "candidate_ms": statistics.median(cand) * 1e3,
-            "faster": faster}
+    return Timing(speedup, [lo, hi], noise, statistics.median(ref) * 1e3, statistics.median(cand) * 1e3, faster)

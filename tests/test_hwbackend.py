@@ -1,4 +1,5 @@
 """hwbackend with gloo on the CPU: the honest reference, each cheating candidate, and the scorer's math."""
+import json
 import os
 import tempfile
 import time
@@ -8,6 +9,7 @@ import torch
 
 from hwbackend.jobs import _children
 from hwbackend.leaderboard import aggregate
+from hwbackend.result import FailureKind, Finding, ScoreResult, Status
 from hwbackend.score import Protocol, score
 from hwbackend.store import Store
 from hwbackend.timing import summarize
@@ -112,9 +114,9 @@ def test_the_input_fingerprint_takes_scalars():
 
 def test_summary_and_leaderboard_math():
     s = summarize([[1.0, 1.1, 0.9, 1.0]], [[0.5, 0.55, 0.45, 0.5]])
-    assert s["speedup"] == pytest.approx(2.0) and s["faster"] and s["speedup_ci95"][0] > 1.5
+    assert s.speedup == pytest.approx(2.0) and s.faster and s.ci95[0] > 1.5
     same = summarize([[1.0, 1.1, 0.9, 1.0]], [[1.0, 1.05, 0.95, 1.0]])
-    assert not same["faster"]
+    assert not same.faster
     rows = aggregate([{"label": "m", "correct": 1, "speedup": 2.0}, {"label": "m", "correct": 1, "speedup": 0.5},
                       {"label": "m", "correct": 0, "speedup": None}, {"label": "m", "correct": 1, "speedup": 1.2}])
     r = rows[0]
@@ -130,10 +132,32 @@ def test_store_round_trip(tmp_path):
     st = Store(str(tmp_path / "x.sqlite"))
     st.start("r1", "all_reduce", "/c.py", "abc", "lab", 2, "gloo")
     st.trial("r1", "launch0", 0, 0, True, "")
-    st.finish("r1", {"status": "slower", "correct": True, "speedup": 0.9, "speedup_ci95": [0.8, 1.1],
-                     "reference_ms": 1.0, "candidate_ms": 1.1, "findings": []})
-    assert st.completed("all_reduce", "abc", 2, "gloo")["speedup"] == 0.9
+    finding = Finding(FailureKind.EXCEPTION, 1, "ValueError: bad shape", details="Traceback ...")
+    st.finish(ScoreResult("r1", "all_reduce", Status.SLOWER, True, 0.9, [0.8, 1.1], 1.0, 1.1, findings=[finding]))
+    done = st.completed("all_reduce", "abc", 2, "gloo")
+    assert done.to_json() == {"run_id": "r1", "status": "slower", "correct": True, "speedup": 0.9,
+                              "speedup_ci95": [0.8, 1.1], "reference_ms": 1.0, "candidate_ms": 1.1,
+                              "findings": [{"kind": "exception", "rank": 1, "message": "ValueError: bad shape",
+                                            "details": "Traceback ..."}], "resumed": True}
+    assert done.status is Status.SLOWER and done.findings == [finding]
     assert st.latest_runs()[0]["label"] == "lab"
+    assert st.completed("all_reduce", "abc", 2, "nccl") is None
+
+
+def test_a_score_result_is_the_same_json_after_a_round_trip():
+    doc = {"run_id": "r2", "task": "all_reduce", "status": "faster", "correct": True, "speedup": 1.5,
+           "speedup_ci95": [1.2, 1.8], "reference_ms": 3.0, "candidate_ms": 2.0,
+           "trials": [{"launch": 0, "call": "trial0", "rank": 0, "ok": True, "message": ""}],
+           "findings": [{"kind": "integrity", "rank": None, "message": "the candidate modified its inputs"}],
+           "noise_margin": 0.05, "clock_check": {"unexplained": 0.0, "tolerance": 0.01}}
+    res = ScoreResult.from_json(doc)
+    assert res.status is Status.FASTER and res.integrity and res.trials[0].ok
+    assert json.dumps(res.to_json()) == json.dumps(doc)  # the same keys, in the same order
+    failed = {"run_id": "r3", "task": "all_reduce", "status": "timeout", "correct": False, "speedup": None,
+              "speedup_ci95": None, "reference_ms": None, "candidate_ms": None, "trials": [], "findings": []}
+    assert json.dumps(ScoreResult.from_json(failed).to_json()) == json.dumps(failed)
+    assert [FailureKind(k).status for k in ("cuda_error", "compile_error", "timeout", "node_failure")] == \
+        [Status.ERROR, Status.COMPILE_ERROR, Status.TIMEOUT, Status.ERROR]
 
 
 def _job_after_a_peer_error(tmp_path, log: str, second_reports: dict | None):

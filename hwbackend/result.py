@@ -1,0 +1,141 @@
+"""What a score concludes, as one object: `score()` returns it, the store writes and reads it, `pkb score`
+renders it. JSON (`to_json`/`from_json`) only where it leaves the process: `pkb score --json`, the results
+file, the rows of `pkb run`."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+
+class Status(StrEnum):
+    """A score's outcome. faster/slower: correct and timed; correct: correct, untimed (correctness-only);
+    incorrect: an output differed from the reference's; integrity: correct, but the candidate did something a
+    fair kernel does not (or a speed-up beyond belief); error, compile_error, timeout: the job failed."""
+    FASTER = "faster"
+    SLOWER = "slower"
+    CORRECT = "correct"
+    INCORRECT = "incorrect"
+    INTEGRITY = "integrity"
+    ERROR = "error"
+    COMPILE_ERROR = "compile_error"
+    TIMEOUT = "timeout"
+
+    @property
+    def correct(self) -> bool:
+        """Correct on hardware: the candidate computed what the reference does (integrity is not)."""
+        return self in (Status.FASTER, Status.SLOWER, Status.CORRECT)
+
+
+RUNNING = "running"  # the store's status of a run that has not finished
+
+
+class FailureKind(StrEnum):
+    """Why a job ended early (JobFailure.status; the worker's report of its own error is one of the first
+    three). The score's status is error for most; its finding keeps the kind."""
+    EXCEPTION = "exception"
+    CUDA_ERROR = "cuda_error"
+    COMPILE_ERROR = "compile_error"
+    TIMEOUT = "timeout"
+    NODE_FAILURE = "node_failure"
+    RESOURCE_LIMIT = "resource_limit"
+    ERROR = "error"  # anything else: the launcher exited, a rank died without reporting
+
+    @property
+    def status(self) -> Status:
+        return {FailureKind.COMPILE_ERROR: Status.COMPILE_ERROR, FailureKind.TIMEOUT: Status.TIMEOUT}.get(
+            self, Status.ERROR)
+
+
+@dataclass
+class Finding:
+    """Something the scorer saw: kind is incorrect, integrity, or the kind of the failure that ended a job
+    (timeout, compile_error, cuda_error, exception, node_failure, resource_limit, error)."""
+    kind: str  # a Status or FailureKind value
+    rank: int | None
+    message: str
+    details: str = ""  # a failure's log tail or traceback, where there is one
+
+    def to_json(self) -> dict:
+        doc = {"kind": str(self.kind), "rank": self.rank, "message": self.message}
+        return doc | ({"details": self.details} if self.details else {})
+
+    @classmethod
+    def from_json(cls, doc: dict) -> Finding:
+        return cls(doc["kind"], doc.get("rank"), doc["message"], doc.get("details", ""))
+
+
+@dataclass
+class TrialCheck:
+    """One checked call (a correctness trial or a timed call chosen at random) on one rank."""
+    launch: int
+    call: str     # trial<i> or timed<batch>-<i>
+    rank: int
+    ok: bool
+    message: str  # the first mismatch, "" when ok
+
+    def to_json(self) -> dict:
+        return {"launch": self.launch, "call": self.call, "rank": self.rank, "ok": self.ok, "message": self.message}
+
+    @classmethod
+    def from_json(cls, doc: dict) -> TrialCheck:
+        return cls(doc["launch"], doc["call"], doc["rank"], doc["ok"], doc["message"])
+
+
+@dataclass
+class ClockSummary:
+    """The worst batch of the clock cross-check (clock_check.py), as shares of a batch."""
+    unexplained: float
+    tolerance: float
+
+    def to_json(self) -> dict:
+        return {"unexplained": self.unexplained, "tolerance": self.tolerance}
+
+
+@dataclass
+class ScoreResult:
+    """A score's result. A result read back from the store (`resumed`) has neither task nor trials, as in
+    its JSON; noise_margin and clock_check exist for timed results only."""
+    run_id: str
+    task: str | None
+    status: Status | None = None
+    correct: bool = False
+    speedup: float | None = None
+    speedup_ci95: list[float | None] | None = None
+    reference_ms: float | None = None
+    candidate_ms: float | None = None
+    trials: list[TrialCheck] | None = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+    noise_margin: float | None = None
+    clock_check: ClockSummary | None = None
+    resumed: bool = False
+
+    @property
+    def integrity(self) -> bool:
+        return any(f.kind == Status.INTEGRITY for f in self.findings)
+
+    def to_json(self) -> dict:
+        doc = {"run_id": self.run_id}
+        if self.task is not None:
+            doc["task"] = self.task
+        doc |= {"status": None if self.status is None else self.status.value, "correct": self.correct,
+                "speedup": self.speedup, "speedup_ci95": self.speedup_ci95, "reference_ms": self.reference_ms,
+                "candidate_ms": self.candidate_ms}
+        if self.trials is not None:
+            doc["trials"] = [t.to_json() for t in self.trials]
+        doc["findings"] = [f.to_json() for f in self.findings]
+        if self.noise_margin is not None:
+            doc["noise_margin"] = self.noise_margin
+        if self.clock_check is not None:
+            doc["clock_check"] = self.clock_check.to_json()
+        if self.resumed:
+            doc["resumed"] = True
+        return doc
+
+    @classmethod
+    def from_json(cls, doc: dict) -> ScoreResult:
+        trials, clock = doc.get("trials"), doc.get("clock_check")
+        return cls(doc["run_id"], doc.get("task"), None if doc.get("status") is None else Status(doc["status"]),
+                   doc.get("correct", False), doc.get("speedup"), doc.get("speedup_ci95"), doc.get("reference_ms"),
+                   doc.get("candidate_ms"), None if trials is None else [TrialCheck.from_json(t) for t in trials],
+                   [Finding.from_json(f) for f in doc.get("findings", [])], doc.get("noise_margin"),
+                   None if clock is None else ClockSummary(**clock), doc.get("resumed", False))
