@@ -9,7 +9,8 @@ memory against the cap. A ratio, not an assert.
     python benchmarks/sandbox_caps.py [--runs 10] [--caps 32,64] [--memory-mib 512] [--baseline REV]
 
 --baseline REV: the fork bomb also under the supervisor of git revision REV (one that took two caps:
-MAX_TASKS CPU_SECONDS), alternating run by run with this tree's, so both see the same load.
+MAX_TASKS CPU_SECONDS), alternating run by run with this tree's, so both see the same load; REV may also be
+the path of that supervisor.py (where there is no git, e.g. on a lent GPU machine).
 """
 from __future__ import annotations
 
@@ -49,7 +50,9 @@ def main() -> None:
     ap.add_argument("--baseline", help="a git revision whose supervisor runs the bomb too, alternating")
     args = ap.parse_args()
     old = None
-    if args.baseline:
+    if args.baseline and os.path.isfile(args.baseline):
+        old = os.path.abspath(args.baseline)
+    elif args.baseline:
         folder = tempfile.mkdtemp(prefix="pkb-old-supervisor-", dir=os.getcwd())
         old = os.path.join(folder, "supervisor.py")
         with open(old, "w") as f:
@@ -69,7 +72,7 @@ def main() -> None:
             print(f"fork bomb, cap {cap}, {name}: the supervisor counted {sorted(seen[name])}; processes that ran "
                   f"{sorted(r)}: median {statistics.median(r):g} ({statistics.median(r) / cap:.2f}x the cap), "
                   f"max {max(r)}")
-    if old:
+    if old and not os.path.isfile(args.baseline):
         os.remove(old)
         os.rmdir(os.path.dirname(old))
     if args.memory_mib:

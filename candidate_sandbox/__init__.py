@@ -105,7 +105,10 @@ def prefix(writable: list[str] = (), readable: list[str] = (), limits: Limits = 
     the command starts (a folder visible inside; by default this process's own)."""
     args = [bwrap(), "--die-with-parent", "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
             "--as-pid-1", "--cap-drop", "ALL", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-            "--tmpfs", "/tmp", "--tmpfs", "/dev/shm"]
+            "--tmpfs", "/tmp", "--tmpfs", "/dev/shm",
+            # the kernel's settings read-only: bwrap covers /proc/sys only where the folder itself is writable,
+            # but its files let uid 0 (the user root, still root inside) write machine-wide settings
+            "--ro-bind", "/proc/sys", "/proc/sys"]
     if not network:
         args.append("--unshare-net")
     for node in sorted(glob.glob("/dev/nvidia*")) + sorted(glob.glob("/dev/dri")):
