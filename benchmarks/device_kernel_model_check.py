@@ -212,7 +212,25 @@ def records(out_path: str, only: str | None = None) -> None:
     todo = [(p, a, 1) for p, a in TRITON_PROGRAMS + CUDA_PROGRAMS]
     todo += [(p, a, SCALE) for p, a in TRITON_PROGRAMS + CUDA_PROGRAMS
              if "PKB_TEST_N" in open(os.path.join(ROOT, p)).read() or scaled_source(p, SCALE)]
-    if only:   # "k/n": this worker's share (another process writes another file; merge them with `records`)
+    if only == "solutions":   # the solutions' traces (full-size shape runs, minutes on a loaded machine)
+        from benchmarks.device_program_kernels import SOLUTIONS
+        sols = doc.setdefault("solutions", {})
+        for slug, cand in SOLUTIONS:
+            cand = cand or f"tasks/solutions/{slug}.py"
+            if f"{slug} {cand}" in sols:
+                continue
+            t0 = time.time()
+            try:
+                trace, how = solution_trace(slug, cand)
+                sols[f"{slug} {cand}"] = {"trace": trace, "how": how}
+            except Exception as e:
+                how = f"no trace: {e!r}"[:300]
+            print(f"{slug} {cand}: {how}, {time.time() - t0:.0f} s", flush=True)
+            with open(out_path + ".tmp", "w") as f:
+                json.dump(doc, f)
+            os.replace(out_path + ".tmp", out_path)
+        return
+    if only and "/" in only:   # "k/n": this worker's share (each worker writes its own file; merge them after)
         k, n = map(int, only.split("/"))
         todo = todo[k::n]
     for path, argv, scale in todo:
@@ -346,7 +364,8 @@ def programs(in_path: str, out_path: str | None, records_path: str | None = None
     for line in skipped:
         print("left out:", line)
 
-    sol_rows, sol_skipped = solution_rows(doc, topo)
+    cached = json.load(open(recs)).get("solutions") if os.path.exists(recs) else None
+    sol_rows, sol_skipped = solution_rows(doc, topo, cached=cached)
     print(f"\nsolutions at world size 1, per torch op (their kernels' device time) against the replay on {topo.name}:")
     print(f"{'solution':34s} {'op':22s} {'class':6s} {'measured':>9s} {'predicted':>9s} {'error':>7s}  kernels")
     for r in sol_rows:
@@ -430,14 +449,13 @@ def match_ops(predicted: list[dict], measured: list[dict]) -> tuple[list[tuple],
     return pairs, missed, left + measured[j:]
 
 
-def predicted_ops(slug: str, candidate: str | None, topo) -> tuple[list[dict], str]:
-    """pkb's ops of one call of the solution at world size 1 and the task's full size, as `pkb screen` takes
-    them (a full-size shape run; for a Triton or inline-CUDA candidate its screen-size run scaled by the
-    reference's byte ratio), each timed by the replay on `topo`; and how the trace was got."""
+def solution_trace(slug: str, candidate: str) -> tuple[dict, str]:
+    """pkb's trace of one call of the solution at world size 1 and the task's full size, as `pkb screen` takes
+    it (a full-size shape run; for a Triton or inline-CUDA candidate its screen-size run scaled by the
+    reference's byte ratio), and how it was got."""
     import importlib.util
 
     from pkbsim.screen.cost import shape_trace
-    from pkbsim.timing.replay import Replay
     from pkbsim.timing.trace_scale import moved_bytes, scale_trace
     from tasks.registry import get
     task = get(slug)
@@ -456,12 +474,19 @@ def predicted_ops(slug: str, candidate: str | None, topo) -> tuple[list[dict], s
         if screen is None or ref_full is None or ref_screen is None:
             raise RuntimeError(f"no trace: {why}")
         ratio = moved_bytes(ref_full) / moved_bytes(ref_screen)
-        trace, how = scale_trace(screen, ratio), f"screen-size run scaled by r = {ratio:.4g}"
-    else:
-        trace, why = shape_trace(task, load, 1, 0, "full", 600)
-        if trace is None:
-            raise RuntimeError(f"the full-size shape run failed: {why}")
-        how = "full-size shape run"
+        return scale_trace(screen, ratio), f"screen-size run scaled by r = {ratio:.4g}"
+    trace, why = shape_trace(task, load, 1, 0, "full", 600)
+    if trace is None:
+        raise RuntimeError(f"the full-size shape run failed: {why}")
+    return trace, "full-size shape run"
+
+
+def predicted_ops(slug: str, candidate: str, topo, cached: dict | None = None) -> tuple[list[dict], str]:
+    """The solution's compute ops on rank 0, each timed by the replay on `topo` with the H200's calibration (the
+    trace from `cached`, the records file, when it holds it), and how the trace was got."""
+    from pkbsim.timing.replay import Replay
+    got = (cached or {}).get(f"{slug} {candidate}")
+    trace, how = (got["trace"], got["how"]) if got else solution_trace(slug, candidate)
     res = Replay(topo, trace, calibration=CALIBRATION).run()
     ops = [{"name": k.name, "kind": k.kind, "us": k.end - k.start, "flops": k.args.get("flops", 0),
             "bytes": k.args.get("bytes", 0), "bound": k.args.get("bound")}
@@ -469,7 +494,7 @@ def predicted_ops(slug: str, candidate: str | None, topo) -> tuple[list[dict], s
     return ops, how
 
 
-def solution_rows(doc: dict, topo, predict=predicted_ops) -> tuple[list[dict], list[str]]:
+def solution_rows(doc: dict, topo, predict=predicted_ops, cached: dict | None = None) -> tuple[list[dict], list[str]]:
     """Per torch op of each solution's call: measured device time (its kernels' sum) against the replay's."""
     rows, skipped = [], []
     sol = doc.get("solutions") or {}
@@ -483,7 +508,7 @@ def solution_rows(doc: dict, topo, predict=predicted_ops) -> tuple[list[dict], l
             skipped.append(f"{label}: measured at {r.get('size')}, not the full size pkb predicts")
             continue
         try:
-            ops, how = predict(r["task"], r["candidate"], topo)
+            ops, how = predict(r["task"], r["candidate"], topo, cached)
         except Exception as e:
             skipped.append(f"{label}: pkb could not trace it ({e!r}"[:220] + ")")
             continue

@@ -480,6 +480,9 @@ def measure(outdir: str, budget_s: float) -> None:
         doc["builds"][p] = {"rc": proc.poll(), "log": open(os.path.join(parts, stem(p) + ".build.log")).read()[-300:]}
     doc["wall_s"] = round(time.time() - t_start, 1)
     save()
+    for f in os.listdir(parts):   # their content is in the result; the logs stay
+        if f.endswith(".json"):
+            os.remove(os.path.join(parts, f))
     n_ok = sum(1 for r in doc["programs"] if not r.get("error"))
     log(f"done in {doc['wall_s']} s: {n_ok}/{len(doc['programs'])} programs ran clean; wrote {result}")
 
