@@ -100,6 +100,7 @@ launch()
 
 def kernel_record(name: str, n: int, tmp: str) -> dict:
     """The device-kernel work record of one launch of the case on one simulated rank."""
+    import pkbsim.plugins  # noqa: F401 - the world runs Triton and inline CUDA once they are registered
     from pkbsim.world.launcher import RunOptions, run_script
     path = os.path.join(tmp, f"{name}_{n}.py")
     with open(path, "w") as f:
@@ -166,6 +167,7 @@ def base_name(name: str) -> str:
 def program_launches(path: str, argv: list[str]) -> tuple[list[tuple[str, dict]], str | None]:
     """(kernel name, device record) of each device kernel launch of `path` on one simulated rank, in order, and
     what went wrong if the simulated run did not end cleanly."""
+    import pkbsim.plugins  # noqa: F401 - the world runs Triton and inline CUDA once they are registered
     from pkbsim.world.launcher import RunOptions, run_script
     res = run_script(os.path.join(ROOT, path), argv,
                      RunOptions(1, record_compute=True, timeout=600, topology="hgx-h200", output=io.StringIO()))
