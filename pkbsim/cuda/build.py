@@ -20,7 +20,7 @@ import tempfile
 
 import torch
 
-from pkbsim.cuda import device_pass, rewrite
+from pkbsim.cuda import device_pass, rewrite, thunderkittens
 from pkbsim.cuda.runtime_libs import NAMES, runtime_dir
 from pkbsim.cuda.toolchain import (
     RUNTIME_SRC,
@@ -77,13 +77,16 @@ def build(name: str, tu: str, extra_cuda_cflags: list[str], include_paths: list[
         raise ExtensionBuildError(f"extension name {name!r} is not a valid Python identifier")
     slim = not rewrite.FULL_TORCH.search(tu)
     name = f"{name}_{hashlib.sha256(tu.encode()).hexdigest()[:12]}"
+    include_paths = thunderkittens.include_paths(tu, list(include_paths))
+    if include_paths is None:
+        raise MissingHeader(thunderkittens.NOT_FOUND)
     flags = nvcc_flags(name, slim, list(extra_cuda_cflags), list(include_paths))
     nvcc = require_nvcc()
     with open(PRELUDE) as f:
         prelude = f.read()
     with building():  # waiting for another rank's (or process's) build is building time too
         rt = runtime_dir()
-        cut = device_pass.split(tu, PRELUDE) or ""  # what nvcc compiles: a change of the cut is a new build
+        cut = _split(tu) or ""  # what nvcc compiles: a change of the cut is a new build
         key = hashlib.sha256("\0".join((tu, cut, *flags, prelude, torch.__version__, nvcc_version(nvcc), rt)).encode())
         out_dir = os.path.join(cache_root(), "cuda-ext", f"{name}_{key.hexdigest()[:8]}")
         so = os.path.join(out_dir, f"{name}.so")
@@ -123,7 +126,7 @@ def _object(name: str, tu: str, flags: list[str], nvcc: str, tmp: str, origin: s
     (device_pass.py), else, or when that does not compile, the whole unit in both passes."""
     env = dict(os.environ, CUDA_HOME=cuda_home(nvcc))
     src, obj = os.path.join(tmp, f"{name}.cu"), os.path.join(tmp, f"{name}.o")
-    split = device_pass.split(tu, PRELUDE)
+    split = _split(tu)
     attempts = [(split, [f for f in flags if f not in ("-include", PRELUDE)])] if split else []
     for text, fl in [*attempts, (tu, flags)]:
         with open(src, "w") as f:
@@ -132,6 +135,12 @@ def _object(name: str, tu: str, flags: list[str], nvcc: str, tmp: str, origin: s
         if proc.returncode == 0:
             return obj
     raise _build_error(proc.stdout + proc.stderr, origin, "nvcc")
+
+
+def _split(tu: str) -> str | None:
+    """device_pass.split, except for ThunderKittens units, whose kernels are templates that host calls
+    (`kittens::py::launch_kernel`) instantiate: the cut would lose them."""
+    return None if thunderkittens.uses_thunderkittens(tu) else device_pass.split(tu, PRELUDE)
 
 
 def _undefined(link: list[str]) -> list[str]:
@@ -157,14 +166,36 @@ def _first_error(log: str) -> str:
     return (lines[0] if lines else log.strip().splitlines()[-1] if log.strip() else "unknown error")[:500]
 
 
+INSTANTIATED = re.compile(r"detected during.* at line (?P<line>\d+) of (?P<file>\S+?)\s*$")
+
+
+def _instantiated_at(rest: list[str], origin: str) -> str:
+    """'file.py:line' of the candidate's line in the instantiation note that follows an error in a header
+    ("detected during instantiation of ... at line N of <file>"), up to the next error."""
+    for ln in rest:
+        if ERROR.match(ln.strip()) or GCC_ERROR.match(ln.strip()):
+            break
+        m = INSTANTIATED.search(ln.strip())
+        if m and os.path.abspath(m.group("file").strip('"')) == os.path.abspath(origin):
+            return f"{os.path.basename(origin)}:{m.group('line')}"
+    return ""
+
+
 def _build_error(log: str, origin: str, tool: str) -> ExtensionBuildError | MissingHeader:
     """The first error, with its place in the candidate's file when the #line map gives one."""
     if missing := missing_header(log):
         return MissingHeader(missing)
-    for ln in log.splitlines():
+    lines = log.splitlines()
+    for i, ln in enumerate(lines):
         m = ERROR.match(ln.strip()) or GCC_ERROR.match(ln.strip())
         if m:
             where = f"{os.path.basename(m.group('file'))}:{m.group('line')}"
             site = where if os.path.abspath(m.group("file")) == os.path.abspath(origin) else ""
-            return ExtensionBuildError(f"{where}: {tool}: error: {m.group('msg').strip()}", site)
+            msg = f"{where}: {tool}: error: {m.group('msg').strip()}"
+            if not site:  # an error inside a header (a template's body): the candidate's line that instantiated it
+                own = _instantiated_at(lines[i + 1:], origin)
+                if own:
+                    site = own
+                    msg = f"{own}: {tool}: error (in {where}): {m.group('msg').strip()}"
+            return ExtensionBuildError(msg, site)
     return ExtensionBuildError(f"{tool} failed: {_first_error(log)}")

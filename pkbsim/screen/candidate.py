@@ -80,7 +80,7 @@ class Session:
             report = self.reports.get(name)
             if report is None:
                 report = self.reports[name] = compile_check(source) if source.strip() else CompileReport("ok")
-        if report.status == "missing":
+        if report.status == "missing" and not _on_include_path(source):
             raise self.limit(f"extension {name!r}: {report.message}")
         if report.status == "error":
             offset = _offset_in_file(origin.file, source)
@@ -99,6 +99,13 @@ class Session:
             raise self.limit(f"extension {name!r}: {e}") from None
         except ExtensionBuildError as e:
             raise self.fail(CandidateError("compile_error", str(e), e.site if own else origin.entry)) from None
+
+
+def _on_include_path(source: str) -> bool:
+    """Whether the headers the compile check lacked come from the extension's include paths, which that
+    check does not have (ThunderKittens): the full build then says whether they are installed."""
+    from pkbsim.cuda.thunderkittens import uses_thunderkittens
+    return uses_thunderkittens(source)
 
 
 @dataclass
@@ -228,6 +235,35 @@ _ids = itertools.count()
 _importing = threading.Lock()
 
 
+_OWN_PACKAGES = {"pkbsim", "pkb", "tasks", "hwbackend", "candidate_sandbox"}
+
+
+@contextlib.contextmanager
+def _rank_private_modules(path: str):
+    """Helper modules the candidate imports from its own tree (ParallelKernelBench's `utils` package, next
+    to the solution folders) are the importing rank's own, as each process of a torchrun job has its own:
+    `utils/parallelkittens_runtime.py` caches a TKParallelTensor per device count at module level, which
+    rank threads sharing one module would hand each other. Libraries and pkb's own packages stay shared."""
+    base = os.path.dirname(os.path.dirname(path)) + os.sep
+
+    def private(name: str, mod) -> bool:
+        f = getattr(mod, "__file__", None)
+        return bool(f) and os.path.abspath(f).startswith(base) and "-packages" + os.sep not in f and \
+            name.split(".")[0] not in _OWN_PACKAGES and not name.startswith(("pkb_", CANDIDATE_MODULE))
+
+    saved = {n: m for n, m in list(sys.modules.items()) if private(n, m)}
+    for n in saved:
+        del sys.modules[n]
+    before = set(sys.modules)
+    try:
+        yield
+    finally:
+        for n in set(sys.modules) - before:
+            if private(n, sys.modules.get(n)):
+                sys.modules.pop(n, None)
+        sys.modules.update(saved)
+
+
 def loader(session: Session, reference):
     """A function that imports the candidate on the calling rank and returns its checked `solution`."""
     path = os.path.abspath(session.path)
@@ -236,7 +272,7 @@ def loader(session: Session, reference):
         spec = importlib.util.spec_from_file_location(f"{CANDIDATE_MODULE}{next(_ids)}", path)
         module = importlib.util.module_from_spec(spec)
         try:
-            with _importing:
+            with _importing, _rank_private_modules(path):
                 spec.loader.exec_module(module)
         except (CandidateError, RecordedLimit):
             raise
