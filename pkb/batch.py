@@ -6,11 +6,13 @@ The orchestration of a batch, apart from the command that parses its arguments a
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 from collections.abc import Callable
 
 from pkb.errors import UsageError
+from pkbsim.screen.result import ScreenResult, Verdict
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUILT_IN = [os.path.join(ROOT, "tasks", "solutions"), os.path.join(ROOT, "tests", "broken_candidates")]
@@ -80,7 +82,7 @@ def open_store(db: str):
     return ScreenStore(db)
 
 
-def resume(jobs: list[dict], store, fresh: bool) -> tuple[dict, list[dict]]:
+def resume(jobs: list[dict], store, fresh: bool) -> tuple[dict[tuple[str, str], ScreenResult], list[dict]]:
     """The stored results of the jobs, by (task, candidate), and the jobs still to screen; each job gets
     its content key ("sha") here."""
     from pkbsim.screen.store import file_sha
@@ -92,21 +94,21 @@ def resume(jobs: list[dict], store, fresh: bool) -> tuple[dict, list[dict]]:
                       + ("" if job["cost"] else ":no-cost"))
         done = None if fresh else store.get(job["task"], job["sha"], job["world_size"], job["topology"])
         if done:  # the same content may have been screened under another name
-            results[(job["task"], job["candidate"])] = dict(done, candidate=job["candidate"])
+            results[(job["task"], job["candidate"])] = dataclasses.replace(done, candidate=job["candidate"])
         else:
             todo.append(job)
     return results, todo
 
 
 def screen(todo: list[dict], store, results: dict, *, executor: str, workers: int, time_limit: float,
-           memory_gb: float, sandboxed: Callable[[], bool], on_result: Callable[[dict], None]) -> None:
+           memory_gb: float, sandboxed: Callable[[], bool], on_result: Callable[[ScreenResult], None]) -> None:
     """Screen the jobs in worker processes (local, or on Ray); each result goes into the store and
     `results` as it arrives, then to `on_result`. `sandboxed` is asked once, just before local workers start."""
 
-    def collect(res: dict) -> None:
-        sha = next(j["sha"] for j in todo if j["candidate"] == res["candidate"] and j["task"] == res["task"])
+    def collect(res: ScreenResult) -> None:
+        sha = next(j["sha"] for j in todo if j["candidate"] == res.candidate and j["task"] == res.task)
         store.put(sha, res)
-        results[(res["task"], res["candidate"])] = res
+        results[(res.task, res.candidate)] = res
         on_result(res)
 
     if executor == "ray":
@@ -117,46 +119,47 @@ def screen(todo: list[dict], store, results: dict, *, executor: str, workers: in
         run_local(todo, workers, time_limit, memory_gb, collect, sandboxed=sandboxed())
 
 
-def in_order(jobs: list[dict], results: dict) -> list[dict]:
+def in_order(jobs: list[dict], results: dict) -> list[ScreenResult]:
     """The results, one row per job that has one, in the jobs' order."""
     return [results[(j["task"], j["candidate"])] for j in jobs if (j["task"], j["candidate"]) in results]
 
 
-def score(rows: list[dict], db: str, correctness_only: bool = False,
-          on_start: Callable[[dict, int, str], None] | None = None) -> dict:
+def score(rows: list[ScreenResult], db: str, correctness_only: bool = False,
+          on_start: Callable[[ScreenResult, int, str], None] | None = None) -> dict:
     """Score the survivors (pass and inconclusive) on this node: NCCL on its GPUs, gloo on the CPU where
     there are none. `on_start(row, nproc, backend)` hears of each score before it starts."""
     import torch
 
-    from hwbackend.score import Protocol, score
-    from pkbsim.screen.result import Verdict
+    from hwbackend.score import Protocol, ScoreOptions, ScoreRequest, score
 
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
     backend = "nccl" if gpus else "gloo"
     out = {}
     for r in rows:
-        if not Verdict(r["verdict"]).goes_to_hardware:
+        if not r.verdict.goes_to_hardware:
             continue
-        nproc = min(r["world_size"], gpus) if gpus else r["world_size"]
+        nproc = min(r.world_size, gpus) if gpus else r.world_size
         if on_start:
             on_start(r, nproc, backend)
         protocol = Protocol(preset="full" if backend == "nccl" else "screen", correctness_only=correctness_only)
-        out[r["candidate"]] = score(r["task"], r["candidate"], nproc, backend, protocol, db=db, resume=True)
+        request = ScoreRequest(r.task, r.candidate, nproc, backend)
+        out[r.candidate] = score(request, protocol, ScoreOptions(db=db, resume=True)).to_json()
     return out
 
 
-def summary_row(r: dict, score: dict | None = None) -> dict:
+def summary_row(r: ScreenResult, score: dict | None = None) -> dict:
     """One table row per candidate (shared by `pkb run` and `pkb report`)."""
-    p = r.get("predicted") or {}
-    reason = r["reasons"][0] if r.get("reasons") else None
-    return {"task": r["task"], "candidate": os.path.basename(r["candidate"]), "verdict": r["verdict"],
-            "stage": r["stage"], "reason": f"{reason['kind']}: {reason['message']}" if reason else "",
-            "predicted": p.get("speedup"), "bottleneck": p.get("bottleneck", ""), "uncertain": p.get("uncertain"),
+    p = r.predicted
+    reason = r.reasons[0] if r.reasons else None
+    return {"task": r.task, "candidate": os.path.basename(r.candidate), "verdict": r.verdict.value,
+            "stage": r.stage, "reason": f"{reason.kind}: {reason.message}" if reason else "",
+            "predicted": p.speedup if p else None, "bottleneck": p.bottleneck if p else "",
+            "uncertain": p.uncertain if p else None,
             "measured": (score or {}).get("speedup"), "hw_status": (score or {}).get("status", "")}
 
 
-def tally(rows: list[dict]) -> str:
+def tally(rows: list[ScreenResult]) -> str:
     """'N passed, N inconclusive (...), N rejected' (shared by `pkb run` and `pkb report`)."""
-    n = {v: sum(r["verdict"] == v for r in rows) for v in ("pass", "inconclusive", "reject")}
-    return (f"{n['pass']} passed, {n['inconclusive']} inconclusive (a limit of pkb: scored on hardware like a pass), "
-            f"{n['reject']} rejected")
+    n = {v: sum(r.verdict is v for r in rows) for v in Verdict}
+    return (f"{n[Verdict.PASS]} passed, {n[Verdict.INCONCLUSIVE]} inconclusive (a limit of pkb: scored on hardware "
+            f"like a pass), {n[Verdict.REJECT]} rejected")

@@ -36,6 +36,9 @@ def test_run_screens_a_folder_resumes_from_the_store_and_reports(batch, tmp_path
     assert verdicts == {"all_reduce__reference.py": ("pass", "cost"),
                         "all_reduce__wrong_output.py": ("reject", "functional"),
                         "all_reduce__deadlock.py": ("reject", "functional")}
+    from pkbsim.screen.result import ScreenResult
+    for r in first["results"]:  # typed between the worker's pipe, the store and the output: nothing lost or added
+        assert ScreenResult.from_json(r).to_json() == r
     # a second run reuses every stored row (same timings), except for a file that changed
     (batch / "all_reduce__deadlock.py").write_text((BROKEN / "all_reduce__reference.py").read_text())
     again = run_json(capsys, str(batch), "--world-size", "2", "--db", db, "--seed", "3")

@@ -16,7 +16,7 @@ def _job(path):
 def test_a_ray_task_screens_in_the_sandbox(probe):  # noqa: F811
     path, target = probe
     res = screen_one(_job(path), 300, 0)
-    assert res["verdict"] == "pass", res["reasons"]
+    assert res.verdict == "pass", res.reasons
     assert not target.exists()
 
 
@@ -24,7 +24,7 @@ def test_with_the_sandbox_disabled_the_same_candidate_gets_out(probe, monkeypatc
     path, target = probe
     monkeypatch.setenv("PKB_NO_SANDBOX", "1")
     res = screen_one(_job(path), 300, 0)
-    assert res["verdict"] == "reject" and res["reasons"][0]["kind"] == "wrong_output", res["reasons"]
+    assert res.verdict == "reject" and res.reasons[0].kind == "wrong_output", res.reasons
     assert target.read_text() == "written from a candidate"
 
 
@@ -37,4 +37,4 @@ def test_a_ray_node_without_bwrap_is_inconclusive_naming_the_fix(probe, monkeypa
         res = screen_one(_job(path), 300, 0)
     finally:
         candidate_sandbox.check.cache_clear()
-    assert res["verdict"] == "inconclusive" and "bwrap" in res["reasons"][0]["message"], res
+    assert res.verdict == "inconclusive" and "bwrap" in res.reasons[0].message, res

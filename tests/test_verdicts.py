@@ -13,7 +13,7 @@ from pkb.cli.main import main
 from pkb.batch import timeline_name
 from pkbsim.screen import cuda_check
 from pkbsim.screen.pipeline import ScreenOptions, screen
-from pkbsim.screen.result import Verdict
+from pkbsim.screen.result import ScreenResult, Verdict
 from pkbsim.timing.topology import load_topology
 from pkbsim.cuda.toolchain import unavailable
 from tasks.registry import get
@@ -142,17 +142,42 @@ def test_a_candidate_process_killed_by_a_signal_is_inconclusive_and_the_batch_go
     assert "1 passed, 1 inconclusive" in capsys.readouterr().out
 
 
+def test_a_screen_result_is_json_only_at_its_boundaries():
+    from pkbsim.screen.result import Prediction, Reason, ReasonKind
+    from pkbsim.screen.worker import inconclusive, rejected
+    from pkbsim.world.findings import Finding
+
+    res = ScreenResult("all_reduce", "/c/all_reduce.py", 2, "hgx-h100", 1).reject(
+        "functional", [Reason(ReasonKind.WRONG_OUTPUT, "call 1: wrong", "/c/all_reduce.py:3"), Reason("deadlock", "d")])
+    res.findings = [Finding("deadlock", "d", [0, 1], ["all_reduce.py:3"], ["rank 0 waits"])]
+    res.predicted = Prediction(10.0, 20.0, 0.5, "link-bound", False, notes=["n"], shares={"link": 1.0})
+    doc = res.to_json()
+    assert json.loads(json.dumps(doc)) == doc and [type(r["kind"]) for r in doc["reasons"]] == [str, str]
+    assert doc["verdict"] == "reject" and type(doc["verdict"]) is str and doc["findings"][0]["ranks"] == [0, 1]
+    back = ScreenResult.from_json(doc)
+    assert back == res and back.reasons[0].kind is ReasonKind.WRONG_OUTPUT and back.reasons[1].kind == "deadlock"
+    assert isinstance(back.findings[0], Finding) and back.predicted.shares == {"link": 1.0}
+    # a worker's own answers (a limit, a broken sandbox cap) are ScreenResults too, with the JSON they always had
+    job = {"task": "all_reduce", "candidate": "/c/x.py", "world_size": 2, "topology": "hgx-h100", "seed": 1}
+    late = inconclusive(job, ReasonKind.TIME_LIMIT, "too slow").to_json()
+    assert (late["verdict"], late["stage"], late["reasons"]) == (
+        "inconclusive", "time_limit", [{"kind": "time_limit", "message": "too slow", "site": ""}])
+    assert rejected(job, ReasonKind.RESOURCE_LIMIT, "cap").to_json()["stage"] == "sandbox"
+
+
 def test_timelines_of_same_named_candidates_in_two_folders_differ(tmp_path):
     assert timeline_name("all_reduce", "/a/all_reduce.py") != timeline_name("all_reduce", "/b/all_reduce.py")
 
 
 def test_inconclusive_candidates_are_scored_on_hardware_like_passes(monkeypatch):
     import hwbackend.score
+    from hwbackend.result import ScoreResult
     from pkb import batch
 
     scored = []
-    monkeypatch.setattr(hwbackend.score, "score", lambda task, cand, *a, **k: scored.append(cand) or {})
-    rows = [{"task": "all_reduce", "candidate": v, "verdict": v, "world_size": 2} for v in Verdict]
+    monkeypatch.setattr(hwbackend.score, "score",
+                        lambda request, *a: scored.append(request.candidate) or ScoreResult("r", request.task))
+    rows = [ScreenResult("all_reduce", v.value, 2, "hgx-h100", 0, verdict=v) for v in Verdict]
     batch.score(rows, db=":memory:", correctness_only=False)
     assert scored == ["pass", "inconclusive"]
 

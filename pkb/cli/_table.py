@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 from pkb.batch import summary_row, tally
+from pkbsim.screen.result import ScreenResult
 
 
-def print_table(rows: list[dict], scores: dict) -> None:
+def print_table(rows: list[ScreenResult], scores: dict) -> None:
     from rich.console import Console
     from rich.table import Table
 
@@ -12,7 +13,7 @@ def print_table(rows: list[dict], scores: dict) -> None:
     for col in ("task", "candidate", "verdict", "stage", "predicted", "bottleneck", "measured", "reason"):
         t.add_column(col, overflow="fold")
     for r in rows:
-        s = summary_row(r, scores.get(r["candidate"]))
+        s = summary_row(r, scores.get(r.candidate))
         pred = "" if s["predicted"] is None else f"{s['predicted']:.2f}x" + ("?" if s["uncertain"] else "")
         meas = "" if s["measured"] is None else f"{s['measured']:.2f}x ({s['hw_status']})"
         t.add_row(s["task"], s["candidate"], s["verdict"], s["stage"], pred, s["bottleneck"], meas, s["reason"][:90])

@@ -10,6 +10,7 @@ import urllib.parse
 from pkb.cli._arguments import add_batch_limits, add_db_argument, add_pkb_arguments
 from pkb.cli._sandbox import add_sandbox_argument, sandbox_ready
 from pkb.errors import UsageError
+from pkbsim.screen.result import Verdict
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 DEFAULTS = {"steps": 5, "target": 1.0}
@@ -172,13 +173,14 @@ def _api_key(options: dict) -> str | None:
 
 def _score(outcomes, args) -> dict:
     from pkb import batch
-    rows = [o.best.result for o in outcomes if o.best and o.best.result]
+    from pkbsim.screen.result import ScreenResult
+    rows = [ScreenResult.from_json(o.best.result) for o in outcomes if o.best and o.best.result]  # from the store
     where = {}
 
     def started(row, nproc, backend):
-        where[row["candidate"]] = {"nproc": nproc, "backend": backend}
+        where[row.candidate] = {"nproc": nproc, "backend": backend}
         if not args.json:
-            print(f"  scoring {row['task']} step file {os.path.basename(row['candidate'])}: {nproc} ranks, {backend}",
+            print(f"  scoring {row.task} step file {os.path.basename(row.candidate)}: {nproc} ranks, {backend}",
                   flush=True)
 
     return {k: dict(v, **where.get(k, {})) for k, v in batch.score(rows, args.db, on_start=started).items()}
@@ -186,7 +188,7 @@ def _score(outcomes, args) -> dict:
 
 def _progress(s) -> None:
     what = s.verdict if s.verdict != "malformed" else f"malformed reply ({s.stage})"
-    if s.verdict == "reject" and s.result and s.result.get("reasons"):
+    if s.verdict == Verdict.REJECT and s.result and s.result.get("reasons"):
         what += f" at {s.stage}: {s.result['reasons'][0]['kind']}"
     elif s.speedup is not None:
         what += f", predicted {s.speedup:.2f}x"

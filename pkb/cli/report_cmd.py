@@ -37,7 +37,7 @@ def run(args) -> int:
     if args.json:
         print(json.dumps({**rep.to_json(), "html": args.html}, indent=1))
         return 0
-    print_table(rep.rows, {r["candidate"]: r["score"] for r in rep.rows if r.get("score")})
+    print_table([r.screen for r in rep.rows], {r.screen.candidate: r.score for r in rep.rows if r.score})
     for verdict, counts in sorted(rep.confusion.items()):
         print(f"screen {verdict}: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
     if rep.spearman is not None:
@@ -54,17 +54,18 @@ def run(args) -> int:
 
 
 def _timeline(rep, args) -> int:
-    rows = [r for r in rep.rows if os.path.basename(r["candidate"]) in (args.timeline, args.timeline + ".py")]
+    named = (args.timeline, args.timeline + ".py")
+    rows = [r.screen for r in rep.rows if os.path.basename(r.screen.candidate) in named]
     if not rows:
         raise UsageError(f"no screened candidate named {args.timeline!r} in {args.db}; `pkb report` lists them")
     for r in rows:
-        p = r.get("predicted") or {}
-        out = {"task": r["task"], "candidate": r["candidate"], "timeline": r.get("timeline"),
-               "critical_path": p.get("critical_path", []), "bottleneck": p.get("bottleneck")}
+        p = r.predicted
+        out = {"task": r.task, "candidate": r.candidate, "timeline": r.timeline,
+               "critical_path": p.critical_path if p else [], "bottleneck": p.bottleneck if p else None}
         if args.json:
             print(json.dumps(out, indent=1))
             continue
-        print(f"{r['task']} / {os.path.basename(r['candidate'])}: {p.get('bottleneck', 'no prediction')}")
+        print(f"{r.task} / {os.path.basename(r.candidate)}: {p.bottleneck if p else 'no prediction'}")
         for c in out["critical_path"]:
             print(f"  rank {c['rank']} stream {c['stream']}: {c['name']} {c['start_us']:.1f} -> {c['end_us']:.1f} us"
                   f"  {c['site']}")

@@ -10,6 +10,7 @@ from pkb.cli._arguments import add_batch_limits, add_db_argument, add_pkb_argume
 from pkb.cli._sandbox import add_sandbox_argument, sandbox_ready
 from pkb.cli._table import print_table
 from pkb.errors import UsageError
+from pkbsim.screen.result import ScreenResult
 
 
 def add_parser(sub) -> None:
@@ -56,15 +57,15 @@ def run(args) -> int:
     rows = batch.in_order(jobs, results)
     scores = batch.score(rows, args.db, args.correctness_only, None if args.json else _scoring) if args.score else {}
     if args.json:
-        print(json.dumps({"db": os.path.abspath(args.db), "results": rows, "scores": scores,
+        print(json.dumps({"db": os.path.abspath(args.db), "results": [r.to_json() for r in rows], "scores": scores,
                           "skipped": unpaired}, indent=1))
     else:
         print_table(rows, scores)
     return 0
 
 
-def _scoring(r: dict, nproc: int, backend: str) -> None:
-    print(f"pkb run: scoring {os.path.basename(r['candidate'])} for {r['task']} on {nproc} ranks ({backend})",
+def _scoring(r: ScreenResult, nproc: int, backend: str) -> None:
+    print(f"pkb run: scoring {os.path.basename(r.candidate)} for {r.task} on {nproc} ranks ({backend})",
           file=sys.stderr)
 
 
@@ -81,13 +82,13 @@ class _Progress:
         elif not quiet and done:
             print(f"pkb run: {done} of {total} already in the store", file=sys.stderr)
 
-    def advance(self, res: dict) -> None:
+    def advance(self, res: ScreenResult) -> None:
         self.done += 1
         if self.bar:
-            self.bar.update(self.task, advance=1, description=f"screened {os.path.basename(res['candidate'])}")
+            self.bar.update(self.task, advance=1, description=f"screened {os.path.basename(res.candidate)}")
         elif not self.quiet:
-            print(f"[{self.done}/{self.total}] {res['task']}: {os.path.basename(res['candidate'])}: {res['verdict']} "
-                  f"({res['stage']})", file=sys.stderr)
+            print(f"[{self.done}/{self.total}] {res.task}: {os.path.basename(res.candidate)}: {res.verdict.value} "
+                  f"({res.stage})", file=sys.stderr)
 
     def close(self) -> None:
         if self.bar:

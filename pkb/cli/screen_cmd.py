@@ -96,7 +96,7 @@ def render(res) -> str:
     for r in res.reasons:
         lines.append(f"  {r.kind}: {r.message}" + (f"\n    at {r.site}" if r.site else ""))
     for f in res.findings:
-        lines += ["  " + ln for ln in [f"{f['kind'].upper()}: {f['message']}", *f.get("details", [])[:4]]]
+        lines += ["  " + ln for ln in [f"{f.kind.upper()}: {f.message}", *f.details[:4]]]
     for name, rep in (res.compile or {}).items():
         for k, v in rep.get("kernels", {}).items():
             lines.append(f"  nvcc {name}: {k}: {v.get('registers', '?')} registers, {v.get('smem_bytes', 0)} B smem, "

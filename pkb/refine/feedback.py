@@ -47,8 +47,8 @@ def for_model(res: ScreenResult, code: str, target: float) -> str:
             out.append(f"{r.kind}: {_local(r.message, name, sites)}")
             _local(r.site, name, sites)
         shown = {r.kind for r in res.reasons}
-        for f in [f for f in res.findings if f.get("kind") in shown][:1]:
-            for d in f.get("details", [])[:MAX_DETAILS]:
+        for f in [f for f in res.findings if f.kind in shown][:1]:
+            for d in f.details[:MAX_DETAILS]:
                 out.append("  " + _local(d, name, sites))
         if len(res.reasons) > MAX_REASONS:
             out.append(f"(and {len(res.reasons) - MAX_REASONS} more of the same kind)")

@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from pkb.refine.client import ChatClient, Message, ModelError
 from pkb.refine.extract import extract
 from pkb.refine.feedback import for_model, passed
-from pkb.refine.screening import Screener, ScreenSpec, result_from_json
+from pkb.refine.screening import Screener, ScreenSpec
 from pkb.refine.store import RefineStore, Step
+from pkbsim.screen.result import ScreenResult
 
 SYSTEM = ("You write multi-GPU kernels in Python. Each reply is one complete candidate file in a single ```python "
           "code block; the file is checked on a simulator of the machine and you get its findings back.")
@@ -74,7 +75,7 @@ def refine_task(plan: TaskPlan, opts: LoopOptions, client: ChatClient, screener:
         _tell(on_step, out.steps[-1])
     messages = conversation(plan.prompt, out.steps)
     while True:
-        if any(s.result and passed(result_from_json(s.result), opts.target) for s in out.steps):
+        if any(s.result and passed(ScreenResult.from_json(s.result), opts.target) for s in out.steps):
             out.stopped = "target"
             return out
         done = sum(s.step > 0 for s in out.steps)

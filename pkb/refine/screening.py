@@ -7,7 +7,7 @@ import os
 import threading
 from dataclasses import dataclass, field
 
-from pkbsim.screen.result import Prediction, Reason, ScreenResult, Verdict
+from pkbsim.screen.result import ScreenResult
 from pkbsim.screen.defaults import MARGIN, RUN_TIMEOUT_S
 
 
@@ -54,14 +54,5 @@ class Screener:
                 store = batch.open_store(self.db)  # a connection per thread (sqlite3)
                 batch.screen(todo, store, results, executor="local", workers=1, time_limit=self.time_limit,
                              memory_gb=self.memory_gb, sandboxed=lambda: self.sandboxed, on_result=lambda r: None)
-        return result_from_json(results[(spec.task, path)])
+        return results[(spec.task, path)]
 
-
-def result_from_json(d: dict) -> ScreenResult:
-    """A ScreenResult back from its JSON (`ScreenResult.to_json`)."""
-    p = d.get("predicted")
-    res = ScreenResult(d["task"], d["candidate"], d["world_size"], d["topology"], d["seed"],
-                       Verdict(d["verdict"]), d["stage"], [Reason(**r) for r in d.get("reasons", [])],
-                       d.get("correct"), d.get("findings", []), Prediction(**p) if p else None, d.get("timeline"),
-                       d.get("checked", []), d.get("not_simulated", []), d.get("compile"), d.get("seconds", {}))
-    return res

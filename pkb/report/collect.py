@@ -6,12 +6,24 @@ import os
 import statistics
 from dataclasses import dataclass, field
 
+from pkbsim.screen.result import ScreenResult, Verdict
+
 HW_GOOD = ("faster", "slower", "correct")  # correct on hardware; everything else is a failure the screen should catch
 
 
 @dataclass
+class Row:
+    """One candidate: its screen, and its latest hardware score (None: not scored)."""
+    screen: ScreenResult
+    score: dict | None = None
+
+    def to_json(self) -> dict:
+        return dict(self.screen.to_json(), score=self.score)
+
+
+@dataclass
 class Report:
-    rows: list[dict]                                   # per candidate: screen result + "score" (or None)
+    rows: list[Row]                                    # per candidate
     confusion: dict = field(default_factory=dict)      # screen verdict -> hardware status -> count
     pairs: list = field(default_factory=list)          # (predicted, measured, label) where both exist
     spearman: float | None = None
@@ -20,7 +32,8 @@ class Report:
     trajectories: list[dict] = field(default_factory=list)  # `pkb refine` runs: per run and task, its steps
 
     def to_json(self) -> dict:
-        return {"rows": self.rows, "confusion": self.confusion, "pairs": self.pairs, "spearman": self.spearman,
+        return {"rows": [r.to_json() for r in self.rows], "confusion": self.confusion, "pairs": self.pairs,
+                "spearman": self.spearman,
                 "gpu_hours_saved": self.gpu_hours_saved, "notes": self.notes, "trajectories": self.trajectories}
 
 
@@ -31,25 +44,26 @@ def collect(db: str) -> Report:
 
     screens = {}
     for r in ScreenStore(db).all():  # later rows replace earlier ones of the same file and task
-        screens[(r["task"], r["candidate"])] = r
+        screens[(r.task, r.candidate)] = r
     scores = {(s["task"], s["candidate"]): s for s in Store(db).latest_runs()}
-    rows = [dict(r, score=scores.get(key)) for key, r in screens.items()]
+    rows = [Row(r, scores.get(key)) for key, r in screens.items()]
     rep = Report(rows, trajectories=trajectories(db))
-    for r in rows:
-        if r["score"]:
-            hw = r["score"]["status"]
-            rep.confusion.setdefault(r["verdict"], {}).setdefault(hw, 0)
-            rep.confusion[r["verdict"]][hw] += 1
-            pred, meas = (r.get("predicted") or {}).get("speedup"), r["score"].get("speedup")
+    for row in rows:
+        r = row.screen
+        if row.score:
+            hw, verdict = row.score["status"], r.verdict.value
+            rep.confusion.setdefault(verdict, {}).setdefault(hw, 0)
+            rep.confusion[verdict][hw] += 1
+            pred, meas = r.predicted.speedup if r.predicted else None, row.score.get("speedup")
             if pred is not None and meas is not None:
-                rep.pairs.append((pred, meas, f"{r['task']}/{os.path.basename(r['candidate'])}"))
+                rep.pairs.append((pred, meas, f"{r.task}/{os.path.basename(r.candidate)}"))
     if len(rep.pairs) >= 3:
         from scipy.stats import spearmanr
         rho = spearmanr([p[0] for p in rep.pairs], [p[1] for p in rep.pairs]).statistic
         rep.spearman = None if math.isnan(rho) else float(rho)
     durations = [(s["finished"] - s["started"]) * max(1, s["nproc"]) for s in scores.values()
                  if s.get("finished") and s.get("started")]
-    rejected_unscored = sum(r["verdict"] == "reject" and not r["score"] for r in rows)
+    rejected_unscored = sum(r.screen.verdict is Verdict.REJECT and not r.score for r in rows)
     if durations:
         rep.gpu_hours_saved = rejected_unscored * statistics.median(durations) / 3600
         rep.notes.append(f"GPU hours saved: {rejected_unscored} rejected candidates never scored x the median "
@@ -60,18 +74,18 @@ def collect(db: str) -> Report:
     return rep
 
 
-def with_screen_verdicts(runs: list[dict], screens: list[dict]) -> tuple[list[dict], dict[str, dict]]:
+def with_screen_verdicts(runs: list[dict], screens: list[ScreenResult]) -> tuple[list[dict], dict[str, dict]]:
     """The scored runs plus one failed run per candidate the screen rejected (and nobody scored), and per
     label the count of screen rejects and of inconclusive candidates sent to the GPU."""
     scored = {(r["task"], os.path.abspath(r["candidate"])) for r in runs}
     extra, counts = [], {}
     for s in screens:
-        label = os.path.basename(os.path.dirname(os.path.abspath(s["candidate"])))
+        label = os.path.basename(os.path.dirname(os.path.abspath(s.candidate)))
         c = counts.setdefault(label, {"screen_rejected": 0, "sent_inconclusive": 0})
-        if s["verdict"] == "reject" and (s["task"], os.path.abspath(s["candidate"])) not in scored:
+        if s.verdict is Verdict.REJECT and (s.task, os.path.abspath(s.candidate)) not in scored:
             c["screen_rejected"] += 1
-            extra.append({"task": s["task"], "candidate": s["candidate"], "label": label, "correct": 0,
+            extra.append({"task": s.task, "candidate": s.candidate, "label": label, "correct": 0,
                           "speedup": None, "status": "screen_reject"})
-        elif s["verdict"] == "inconclusive":
+        elif s.verdict is Verdict.INCONCLUSIVE:
             c["sent_inconclusive"] += 1
     return runs + extra, counts

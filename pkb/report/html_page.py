@@ -21,12 +21,13 @@ def _cell(x) -> str:
 def render(rep: Report, title: str = "pkb report") -> str:
     out = [(f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
            f"<style>{CSS}</style></head><body><h1>{html.escape(title)}</h1>")]
-    out.append(f"<p id='summary'>{len(rep.rows)} candidates screened: {html.escape(tally(rep.rows))}.</p>")
+    summary = tally([r.screen for r in rep.rows])
+    out.append(f"<p id='summary'>{len(rep.rows)} candidates screened: {html.escape(summary)}.</p>")
     out.append("<h2>Candidates</h2><table id='candidates'><tr><th>task</th><th>candidate</th><th>screen</th>"
                "<th>stage</th><th>predicted</th><th>bottleneck</th><th>hardware</th><th>measured</th>"
                "<th>reason</th></tr>")
     for r in rep.rows:
-        s = summary_row(r, r.get("score"))
+        s = summary_row(r.screen, r.score)
         pred = "" if s["predicted"] is None else f"{s['predicted']:.2f}x" + (" (uncertain)" if s["uncertain"] else "")
         meas = "" if s["measured"] is None else f"{s['measured']:.2f}x"
         out.append(f"<tr class='row'>{_cell(s['task'])}{_cell(s['candidate'])}"
@@ -57,9 +58,9 @@ def render(rep: Report, title: str = "pkb report") -> str:
         out.append(f"<div class='refine'><h3>{html.escape(t['run'])} / {html.escape(t['task'])}</h3>"
                    f"<p>{path}</p>{trajectory(t['steps'])}</div>")
     out.append("<h2>Timelines</h2>")
-    for r in rep.rows:
-        if r.get("timeline"):
-            name = f"{r['task']} / {os.path.basename(r['candidate'])}"
-            out.append(f"<details><summary>{html.escape(name)}</summary>{timeline(r['timeline'])}</details>")
+    for r in (row.screen for row in rep.rows):
+        if r.timeline:
+            name = f"{r.task} / {os.path.basename(r.candidate)}"
+            out.append(f"<details><summary>{html.escape(name)}</summary>{timeline(r.timeline)}</details>")
     out.append("</body></html>")
     return "\n".join(out)

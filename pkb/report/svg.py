@@ -5,6 +5,8 @@ import html
 import json
 import math
 
+from pkbsim.screen.result import Verdict
+
 
 def scatter(pairs: list, width: int = 420, height: int = 320) -> str:
     """Predicted vs measured speed-up on log axes, with the y = x line."""
@@ -80,7 +82,7 @@ def trajectory(steps: list[dict], width: int = 420, height: int = 200) -> str:
         fx = (step - first) / max(1, last - first)
         return pad + fx * (width - 2 * pad), height - pad - value / top * (height - 2 * pad)
 
-    colour = {"pass": "#2a7a2a", "inconclusive": "#a60", "reject": "#b00", "malformed": "#888"}
+    colour = {Verdict.PASS: "#2a7a2a", Verdict.INCONCLUSIVE: "#a60", Verdict.REJECT: "#b00", "malformed": "#888"}
     x0, y1 = xy(first, 1.0)
     x1, _ = xy(last, 1.0)
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" class="trajectory">',

@@ -20,9 +20,9 @@ from pkbsim.screen.hang import Watch, site
 from pkbsim.screen.isolation import plain
 from pkbsim.screen.limits import limit_of, own_site
 from pkbsim.screen.prebuild import prebuild
-from pkbsim.screen.result import Reason
+from pkbsim.screen.result import Reason, ReasonKind
 from pkbsim.taskrun import TaskRun, run_calls
-from pkbsim.world.findings import is_fatal
+from pkbsim.world.findings import Finding, is_fatal
 from tasks.registry import TaskSpec
 
 
@@ -45,7 +45,7 @@ class CandidateReport:
     outputs: list = field(default_factory=list)         # per call, per rank: outputs (None: did not return)
     aliased: list = field(default_factory=list)         # per call, per rank: outputs sharing memory with inputs
     mutated: list = field(default_factory=list)         # per call, per rank: whether the call changed its inputs
-    findings: list = field(default_factory=list)        # the simulator's findings (JSON)
+    findings: list[Finding] = field(default_factory=list)  # the simulator's findings
     reasons: list = field(default_factory=list)         # Reasons: the candidate's faults the run showed
     limit: Reason | None = None                         # pkb's limit that left the run inconclusive
     problems: list = field(default_factory=list)        # Reasons: the file cannot become a candidate
@@ -58,14 +58,16 @@ class CandidateReport:
     seconds: dict = field(default_factory=dict)  # build, functional, shape
 
     def to_payload(self) -> dict:
-        return asdict(self)
+        return dict(asdict(self), reasons=[r.to_json() for r in self.reasons],
+                    problems=[r.to_json() for r in self.problems], limit=self.limit.to_json() if self.limit else None)
 
     @classmethod
     def from_payload(cls, d: dict) -> CandidateReport:
         d = dict(d)
-        d["reasons"] = [Reason(**r) for r in d.get("reasons", [])]
-        d["problems"] = [Reason(**r) for r in d.get("problems", [])]
-        d["limit"] = Reason(**d["limit"]) if d.get("limit") else None
+        d["findings"] = [Finding(**f) for f in d.get("findings", [])]
+        d["reasons"] = [Reason.from_json(r) for r in d.get("reasons", [])]
+        d["problems"] = [Reason.from_json(r) for r in d.get("problems", [])]
+        d["limit"] = Reason.from_json(d["limit"]) if d.get("limit") else None
         return cls(**d)
 
 
@@ -125,7 +127,7 @@ def _calls(task: TaskSpec, session: Session, job: CandidateJob, load, rep: Candi
     with Watch() as watch:
         run = run_calls(task, calls, job.world_size, seed=job.seed, timeout=job.timeout, record_compute=job.cost,
                         keep_inputs=False)
-    rep.findings = [f.to_json() for f in run.result.findings]
+    rep.findings = list(run.result.findings)
     rep.outputs = [[plain(o) for o in c.outputs] for c in run.calls]
     rep.aliased = [c.aliased for c in run.calls]
     rep.mutated = [c.mutated for c in run.calls]
@@ -138,8 +140,8 @@ def _calls(task: TaskSpec, session: Session, job: CandidateJob, load, rep: Candi
         rep.limit = slow(run, watch, session, job.timeout)
         if rep.limit is None:
             spot = watch.candidate_loop(session.path)
-            rep.reasons = [Reason("timeout", f"no result after {job.timeout:g} s: the candidate's code loops outside "
-                                             f"any simulated wait", site(spot) if spot else "")]
+            rep.reasons = [Reason(ReasonKind.TIMEOUT, f"no result after {job.timeout:g} s: the candidate's code loops "
+                                                      f"outside any simulated wait", site(spot) if spot else "")]
     elif run.result.verdict == "error":
         rep.reasons, rep.limit = _errors(run, session)
     elif run.result.verdict != "ok":
@@ -158,5 +160,5 @@ def _errors(run: TaskRun, session: Session) -> tuple[list[Reason], Reason | None
     where = own_site(session.path, first.error)
     message = f"rank {first.rank} raised {type(first.error).__name__}: {first.error}"
     if where is None:
-        return [], Reason("pkb_error", f"{message} (outside the candidate's code: a bug or gap of pkb)")
-    return [Reason("error", message, where)], None
+        return [], Reason(ReasonKind.PKB_ERROR, f"{message} (outside the candidate's code: a bug or gap of pkb)")
+    return [Reason(ReasonKind.ERROR, message, where)], None

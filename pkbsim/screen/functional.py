@@ -24,7 +24,7 @@ from pkbsim.screen.cost import SHAPE_RUN_SECONDS, shape_trace
 from pkbsim.screen.hang import Watch
 from pkbsim.screen.isolation import plain
 from pkbsim.screen.limits import limit_of
-from pkbsim.screen.result import Reason
+from pkbsim.screen.result import Reason, ReasonKind
 from pkbsim.taskrun import Call, TaskRun, mismatches, run_calls
 from tasks.registry import TaskSpec
 
@@ -88,7 +88,8 @@ def _reference_run(task: TaskSpec, world_size: int, seed: int, timeout: float, r
     out = ReferenceRun()
     if not all(c.complete for c in run.calls):
         limits = [limit_of(r.error) for r in run.raised]
-        out.limit = next((Reason("limit", lim) for lim in limits if lim), None) or slow(run, watch, None, timeout)
+        out.limit = (next((Reason(ReasonKind.LIMIT, lim) for lim in limits if lim), None)
+                     or slow(run, watch, None, timeout))
         if out.limit is None:
             f = run.result.findings
             raise ReferenceFailed(f"the reference of {task.slug} fails on the simulated world at {world_size} ranks: "
@@ -110,8 +111,8 @@ def judge(task: TaskSpec, ref: ReferenceRun, cand) -> Functional:
     for i, outs in enumerate(cand.outputs):
         wrong = mismatches(task, outs, ref.outputs[i % TRIALS])
         if wrong:
-            return Functional([Reason("wrong_output", f"{_which(i)}: {m}", cand.solution_site) for m in wrong[:3]],
-                              False)
+            return Functional([Reason(ReasonKind.WRONG_OUTPUT, f"{_which(i)}: {m}", cand.solution_site)
+                               for m in wrong[:3]], False)
     for i in range(len(cand.outputs)):
         for rank in range(len(cand.outputs[i])):
             problem = _integrity(_at(cand.aliased, i, rank), _at(ref.aliased, i % TRIALS, rank),
@@ -131,9 +132,9 @@ def _at(per_call: list, i: int, rank: int):
 def _integrity(aliased, ref_aliased, mutated, ref_mutated) -> tuple[str, str] | None:
     extra = sorted(set(aliased or ()) - set(ref_aliased or ()))
     if extra:
-        return "aliased_output", f"output {extra[0]} shares memory with an input; return new memory"
+        return ReasonKind.ALIASED_OUTPUT, f"output {extra[0]} shares memory with an input; return new memory"
     if mutated and ref_mutated is False:
-        return "modified_input", "the call changed its inputs; work on a copy"
+        return ReasonKind.MODIFIED_INPUT, "the call changed its inputs; work on a copy"
     return None
 
 
@@ -154,5 +155,5 @@ def slow(run: TaskRun, watch: Watch, session: Session | None, timeout: float) ->
     candidate's own code was looping)."""
     if run.result.verdict != "timeout" or (session and watch.candidate_loop(session.path) is not None):
         return None
-    return Reason("time_limit", f"the simulation did not finish within --timeout {timeout:g} s while the ranks were "
-                                f"still working (slow simulation, not a hang)")
+    return Reason(ReasonKind.TIME_LIMIT, f"the simulation did not finish within --timeout {timeout:g} s while the "
+                                         f"ranks were still working (slow simulation, not a hang)")

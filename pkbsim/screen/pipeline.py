@@ -14,7 +14,7 @@ from pkbsim.screen.cost import SHAPE_RUN_SECONDS, predict
 from pkbsim.screen.functional import ReferenceFailed, judge, reference_run
 from pkbsim.screen.isolation import ChildExit, Fork
 from pkbsim.screen.prebuild import BUILD_MARKERS
-from pkbsim.screen.result import Reason, ScreenResult
+from pkbsim.screen.result import Reason, ReasonKind, ScreenResult
 from pkbsim.screen.static import static_reasons
 from pkbsim.timing.topology import Topology
 from pkbsim.screen.defaults import MARGIN, RUN_TIMEOUT_S
@@ -60,7 +60,7 @@ def screen(task: TaskSpec, path: str, opts: ScreenOptions, spawner=None) -> Scre
     except ReferenceFailed as e:
         child.kill()
         res.seconds["functional"] = round(time.perf_counter() - t0, 3)
-        return res.inconclusive("functional", Reason("reference", f"{e} (a bug of the task or of pkb)"))
+        return res.inconclusive("functional", Reason(ReasonKind.REFERENCE, f"{e} (a bug of the task or of pkb)"))
     except BaseException:
         child.kill()
         raise
@@ -75,7 +75,7 @@ def screen(task: TaskSpec, path: str, opts: ScreenOptions, spawner=None) -> Scre
         return _ended(res, ended)
     if "pkb_error" in payload:
         last = str(payload["pkb_error"]).strip().splitlines()[-1:]
-        return res.inconclusive("functional", Reason("pkb_error", f"pkb failed in the candidate's process: "
+        return res.inconclusive("functional", Reason(ReasonKind.PKB_ERROR, f"pkb failed in the candidate's process: "
                                                                   f"{last[0] if last else '?'}"))
     rep = CandidateReport.from_payload(payload)
     res.seconds["build"] = rep.seconds.get("build", 0.0)
@@ -86,7 +86,7 @@ def screen(task: TaskSpec, path: str, opts: ScreenOptions, spawner=None) -> Scre
     res.checked.append("static")
     if rep.not_simulated:
         res.not_simulated = rep.not_simulated
-        return res.inconclusive("functional", Reason("not_simulated", "; ".join(rep.not_simulated)))
+        return res.inconclusive("functional", Reason(ReasonKind.NOT_SIMULATED, "; ".join(rep.not_simulated)))
     if rep.limit:
         return res.inconclusive("functional", rep.limit)
     if rep.reasons:
@@ -107,7 +107,7 @@ def screen(task: TaskSpec, path: str, opts: ScreenOptions, spawner=None) -> Scre
     res.checked.append("cost")
     p = res.predicted
     if p.speedup < opts.margin and not p.uncertain:
-        return res.reject("cost", [Reason("slower", f"predicted speed-up {p.speedup:.2f}x is below the margin "
+        return res.reject("cost", [Reason(ReasonKind.SLOWER, f"predicted speed-up {p.speedup:.2f}x is below the margin "
                                                     f"{opts.margin:g}x ({p.bottleneck}: candidate "
                                                     f"{p.candidate_us:.1f} us vs reference {p.reference_us:.1f} us)")])
     return res
@@ -119,7 +119,8 @@ def _ended(res: ScreenResult, ended: ChildExit) -> ScreenResult:
     limit or an unreadable result pkb cannot pin on the candidate: inconclusive, so it goes to GPU scoring."""
     what = f"the candidate's process {ended.describe()}"
     if ended.code is not None and not ended.unreadable:
-        return res.reject("functional", [Reason("crash", f"{what} (os._exit, sys.exit from a thread, or exit in "
-                                                         f"native code: a process that ends mid-call)", res.candidate)])
-    kind = "time_limit" if ended.timed_out else "worker_crash"
+        return res.reject("functional", [Reason(ReasonKind.CRASH, f"{what} (os._exit, sys.exit from a thread, or exit "
+                                                                  f"in native code: a process that ends mid-call)",
+                                                res.candidate)])
+    kind = ReasonKind.TIME_LIMIT if ended.timed_out else ReasonKind.WORKER_CRASH
     return res.inconclusive("functional", Reason(kind, f"{what}: pkb cannot tell whose fault it is"))

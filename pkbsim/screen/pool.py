@@ -24,6 +24,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 
+from pkbsim.screen.result import ReasonKind, ScreenResult
 from pkbsim.screen.worker import inconclusive, rejected
 
 LOG_TAIL = 1 << 16  # bytes of a dead worker's stderr read for the supervisor's line
@@ -86,7 +87,7 @@ def sandbox_prefix(jobs: list[dict]) -> list[str]:
 
 
 def run_local(jobs: list[dict], workers: int, time_limit: float, memory_gb: float,
-              on_result: Callable[[dict], None], *, sandboxed: bool) -> None:
+              on_result: Callable[[ScreenResult], None], *, sandboxed: bool) -> None:
     """`sandboxed`: each worker inside bwrap (candidate_sandbox; the caller has checked that it can start)."""
     queue = deque(jobs)
     prefix = sandbox_prefix(jobs) if sandboxed and jobs else []
@@ -111,8 +112,8 @@ def run_local(jobs: list[dict], workers: int, time_limit: float, memory_gb: floa
         while any(w.job for w in pool):
             now = time.monotonic()
             for w in [w for w in pool if w.job and now > w.deadline]:
-                on_result(inconclusive(w.job, "time_limit", f"the screen took longer than --time-limit "
-                                                            f"{time_limit:g} s"))
+                late = f"the screen took longer than --time-limit {time_limit:g} s"
+                on_result(inconclusive(w.job, ReasonKind.TIME_LIMIT, late))
                 retire(w)
                 if queue:
                     start().send(queue.popleft(), time_limit)
@@ -123,10 +124,10 @@ def run_local(jobs: list[dict], workers: int, time_limit: float, memory_gb: floa
                 if not line:  # the worker died (a crash in native code, the memory limit, a sandbox cap)
                     code, broken = w.proc.wait(), w.breach()
                     if broken:  # the candidate's doing (a fork bomb, a CPU spinner): no second try
-                        on_result(rejected(w.job, "resource_limit", broken))
+                        on_result(rejected(w.job, ReasonKind.RESOURCE_LIMIT, broken))
                     elif id(w.job) in retried:
-                        on_result(inconclusive(w.job, "worker_crash", f"worker crashed (exit {code}) twice, "
-                                                                      f"memory limit {memory_gb:g} GB"))
+                        crashed = f"worker crashed (exit {code}) twice, memory limit {memory_gb:g} GB"
+                        on_result(inconclusive(w.job, ReasonKind.WORKER_CRASH, crashed))
                     else:
                         retried.add(id(w.job))
                         queue.appendleft(w.job)
@@ -134,7 +135,7 @@ def run_local(jobs: list[dict], workers: int, time_limit: float, memory_gb: floa
                     if queue:
                         start().send(queue.popleft(), time_limit)
                     continue
-                on_result(json.loads(line))
+                on_result(ScreenResult.from_json(json.loads(line)))  # the worker's answer, across its pipe
                 w.job = None
                 if queue:
                     w.send(queue.popleft(), time_limit)

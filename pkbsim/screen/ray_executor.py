@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 
 import candidate_sandbox
+from pkbsim.screen.result import ReasonKind, ScreenResult
 from pkbsim.screen.worker import inconclusive
 
 FORWARDED = (candidate_sandbox.DISABLE, candidate_sandbox.MAX_TASKS, candidate_sandbox.CPU_SECONDS)
@@ -23,7 +24,8 @@ class RayUnavailable(Exception):
     """Ray is not installed here; the message names the fix (the command line reports it as bad usage)."""
 
 
-def run_ray(jobs: list[dict], time_limit: float, memory_gb: float, on_result: Callable[[dict], None]) -> None:
+def run_ray(jobs: list[dict], time_limit: float, memory_gb: float,
+            on_result: Callable[[ScreenResult], None]) -> None:
     try:
         import ray
     except ImportError:
@@ -36,8 +38,8 @@ def run_ray(jobs: list[dict], time_limit: float, memory_gb: float, on_result: Ca
                                                                   if k in os.environ}})
 
     @ray.remote(max_retries=0, memory=int(memory_gb * 2**30) if memory_gb > 0 else None)
-    def screen_remote(job: dict) -> dict:
-        return screen_one(job, time_limit, memory_gb)
+    def screen_remote(job: dict) -> dict:  # JSON across Ray's process boundary
+        return screen_one(job, time_limit, memory_gb).to_json()
 
     try:
         _collect(ray, {screen_remote.remote(j): (j, time.monotonic() + time_limit) for j in jobs}, time_limit,
@@ -47,7 +49,7 @@ def run_ray(jobs: list[dict], time_limit: float, memory_gb: float, on_result: Ca
             ray.shutdown()
 
 
-def screen_one(job: dict, time_limit: float, memory_gb: float) -> dict:
+def screen_one(job: dict, time_limit: float, memory_gb: float) -> ScreenResult:
     """A Ray task's body: the job in a sandboxed screening worker of its own (pool.run_local with one
     worker), or, with the sandbox disabled, here."""
     if not candidate_sandbox.wanted():
@@ -57,28 +59,29 @@ def screen_one(job: dict, time_limit: float, memory_gb: float) -> dict:
     try:
         candidate_sandbox.check()
     except candidate_sandbox.SandboxUnavailable as e:
-        return inconclusive(job, "pkb_error", f"this Ray node cannot sandbox the candidate: {e}")
+        return inconclusive(job, ReasonKind.PKB_ERROR, f"this Ray node cannot sandbox the candidate: {e}")
     from pkbsim.screen.pool import run_local
-    results: list[dict] = []
+    results: list[ScreenResult] = []
     run_local([job], 1, time_limit, memory_gb, results.append, sandboxed=True)
     return results[0]
 
 
-def _collect(ray, pending: dict, time_limit: float, on_result: Callable[[dict], None]) -> None:
+def _collect(ray, pending: dict, time_limit: float, on_result: Callable[[ScreenResult], None]) -> None:
     while pending:
         ready, _ = ray.wait(list(pending), num_returns=1, timeout=1.0)
         for ref in ready:
             job, _ = pending.pop(ref)
             try:
-                on_result(ray.get(ref))
+                on_result(ScreenResult.from_json(ray.get(ref)))
             except Exception as e:  # noqa: BLE001 - a worker that died is a result, not a crash of the batch
-                on_result(inconclusive(job, "worker_crash", f"the Ray worker failed: {type(e).__name__}: {e}"))
+                on_result(inconclusive(job, ReasonKind.WORKER_CRASH, f"the Ray worker failed: {type(e).__name__}: {e}"))
         now = time.monotonic()
         for ref, (job, deadline) in list(pending.items()):
             if now > deadline:
                 ray.cancel(ref, force=True)
                 pending.pop(ref)
-                on_result(inconclusive(job, "time_limit", f"the screen took longer than --time-limit {time_limit:g} s"))
+                on_result(inconclusive(job, ReasonKind.TIME_LIMIT, f"the screen took longer than --time-limit "
+                                                                      f"{time_limit:g} s"))
 
 
 def _root() -> str:

@@ -1,8 +1,12 @@
-"""What a screen concludes, as one JSON-able object (the schema of `pkb screen --json`)."""
+"""What a screen concludes, as dataclasses: `ScreenResult` and its parts. JSON (the schema of `pkb screen
+--json`, the store's rows, the pool workers' answers) only where a result crosses a process or a file:
+`to_json` and `from_json` are that boundary, and `from_json(r.to_json())` gives `r` back."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from enum import StrEnum
+
+from pkbsim.world.findings import Finding
 
 STAGES = ("static", "functional", "cost")
 
@@ -24,13 +28,48 @@ class Verdict(StrEnum):
         return self is not Verdict.REJECT
 
 
+class ReasonKind(StrEnum):
+    """Why a screen did not pass. A reject that a fatal protocol finding decides (deadlock, mismatch, race,
+    ...) carries the finding's own kind instead (pkbsim/world/findings.py)."""
+    # reject: the candidate's fault
+    UNREADABLE = "unreadable"
+    COMPILE_ERROR = "compile_error"
+    IMPORT_ERROR = "import_error"
+    SIGNATURE = "signature"
+    TAMPERING = "tampering"
+    ERROR = "error"                    # its own code raised
+    TIMEOUT = "timeout"                # its own code loops outside any simulated wait
+    CRASH = "crash"                    # its process exited mid-call
+    WRONG_OUTPUT = "wrong_output"
+    ALIASED_OUTPUT = "aliased_output"
+    MODIFIED_INPUT = "modified_input"
+    SLOWER = "slower"
+    RESOURCE_LIMIT = "resource_limit"  # it broke a sandbox cap
+    # inconclusive: a limit of pkb
+    NOT_SIMULATED = "not_simulated"
+    LIMIT = "limit"
+    TIME_LIMIT = "time_limit"
+    MEMORY_LIMIT = "memory_limit"
+    WORKER_CRASH = "worker_crash"
+    REFERENCE = "reference"
+    PKB_ERROR = "pkb_error"
+
+
 @dataclass
 class Reason:
-    kind: str       # reject: compile_error, signature, tampering, deadlock, mismatch, error, wrong_output,
-                    # aliased_output, modified_input, slower, ...
-                    # inconclusive: not_simulated, limit, time_limit, memory_limit, worker_crash, reference, pkb_error
+    kind: str       # a ReasonKind, or a fatal finding's kind
     message: str
     site: str = ""  # file:line where known
+
+    def __post_init__(self):
+        self.kind = ReasonKind(self.kind) if self.kind in ReasonKind._value2member_map_ else str(self.kind)
+
+    def to_json(self) -> dict:
+        return {"kind": str(self.kind), "message": self.message, "site": self.site}
+
+    @classmethod
+    def from_json(cls, d: dict) -> Reason:
+        return cls(**d)
 
 
 @dataclass
@@ -56,7 +95,7 @@ class ScreenResult:
     stage: str = "static"            # the last stage that ran
     reasons: list[Reason] = field(default_factory=list)
     correct: bool | None = None      # None: outputs were not compared (not simulated, or rejected earlier)
-    findings: list[dict] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
     predicted: Prediction | None = None
     timeline: str | None = None
     checked: list[str] = field(default_factory=list)
@@ -75,4 +114,14 @@ class ScreenResult:
         return self
 
     def to_json(self) -> dict:
-        return dict(asdict(self), verdict=self.verdict.value)
+        return dict(asdict(self), verdict=self.verdict.value, reasons=[r.to_json() for r in self.reasons])
+
+    @classmethod
+    def from_json(cls, d: dict) -> ScreenResult:
+        """Keys this version does not know (a store written by another) are left out."""
+        p = d.get("predicted")
+        known = {f.name for f in fields(cls)}
+        return cls(**{**{k: v for k, v in d.items() if k in known},
+                      "verdict": Verdict(d["verdict"]), "reasons": [Reason.from_json(r) for r in d.get("reasons", [])],
+                      "findings": [Finding(**f) for f in d.get("findings", [])],
+                      "predicted": Prediction(**p) if p else None})

@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 import os
 
-from pkbsim.screen.result import Reason
+from pkbsim.screen.result import Reason, ReasonKind
 
 # modules whose attributes a candidate must not replace
 WATCHED_ROOTS = {"torch", "time", "threading", "numpy", "tasks", "pkbsim", "hwbackend", "builtins", "sys",
@@ -21,13 +21,14 @@ def static_reasons(path: str) -> list[Reason]:
         with open(path, encoding="utf-8") as f:
             text = f.read()
     except (OSError, UnicodeDecodeError) as e:
-        return [Reason("unreadable", f"cannot read {name}: {e}")]
+        return [Reason(ReasonKind.UNREADABLE, f"cannot read {name}: {e}")]
     try:
         tree = ast.parse(text, filename=path)
     except SyntaxError as e:
-        return [Reason("compile_error", f"{name}:{e.lineno}: syntax error: {e.msg}", f"{path}:{e.lineno}")]
+        return [Reason(ReasonKind.COMPILE_ERROR, f"{name}:{e.lineno}: syntax error: {e.msg}", f"{path}:{e.lineno}")]
     reasons = [] if _binds_solution(tree) else [
-        Reason("signature", f"{name} defines no solution(...) at module level; define it with the task's signature")]
+        Reason(ReasonKind.SIGNATURE,
+               f"{name} defines no solution(...) at module level; define it with the task's signature")]
     return reasons + _tampering(tree, path)
 
 
@@ -93,6 +94,6 @@ def _tampering(tree: ast.Module, path: str) -> list[Reason]:
             if not chain or chain[0] not in roots or CONFIG_PARTS & set(chain):
                 continue
             full = ".".join([roots[chain[0]], *chain[1:]])
-            hits.append(Reason("tampering", f"line {node.lineno} replaces {full}: a candidate may not patch torch, "
-                                            f"timing or harness objects", f"{path}:{node.lineno}"))
+            hits.append(Reason(ReasonKind.TAMPERING, f"line {node.lineno} replaces {full}: a candidate may not patch "
+                                                     f"torch, timing or harness objects", f"{path}:{node.lineno}"))
     return hits

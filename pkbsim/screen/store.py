@@ -10,6 +10,8 @@ import json
 import sqlite3
 import time
 
+from pkbsim.screen.result import ScreenResult
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS screens (
   task TEXT, candidate TEXT, candidate_sha TEXT, world_size INTEGER, topology TEXT, verdict TEXT, stage TEXT,
@@ -28,17 +30,18 @@ class ScreenStore:
         self.db = sqlite3.connect(path, timeout=30)
         self.db.executescript(SCHEMA)
 
-    def get(self, task: str, sha: str, world_size: int, topology: str) -> dict | None:
+    def get(self, task: str, sha: str, world_size: int, topology: str) -> ScreenResult | None:
         row = self.db.execute("SELECT result FROM screens WHERE task=? AND candidate_sha=? AND world_size=? AND "
                               "topology=?", (task, sha, world_size, topology)).fetchone()
-        return json.loads(row[0]) if row else None
+        return ScreenResult.from_json(json.loads(row[0])) if row else None
 
-    def put(self, sha: str, result: dict) -> None:
-        pred = result.get("predicted") or {}
+    def put(self, sha: str, result: ScreenResult) -> None:
+        r = result
         self.db.execute("INSERT OR REPLACE INTO screens VALUES (?,?,?,?,?,?,?,?,?,?)",
-                        (result["task"], result["candidate"], sha, result["world_size"], result["topology"],
-                         result["verdict"], result["stage"], pred.get("speedup"), json.dumps(result), time.time()))
+                        (r.task, r.candidate, sha, r.world_size, r.topology, r.verdict.value, r.stage,
+                         r.predicted.speedup if r.predicted else None, json.dumps(r.to_json()), time.time()))
         self.db.commit()
 
-    def all(self) -> list[dict]:
-        return [json.loads(r[0]) for r in self.db.execute("SELECT result FROM screens ORDER BY finished")]
+    def all(self) -> list[ScreenResult]:
+        return [ScreenResult.from_json(json.loads(r[0]))
+                for r in self.db.execute("SELECT result FROM screens ORDER BY finished")]

@@ -13,6 +13,8 @@ import os
 import resource
 import sys
 
+from pkbsim.screen.result import Reason, ReasonKind, ScreenResult
+
 
 def limit_memory(gb: float) -> None:
     if gb > 0:
@@ -20,25 +22,22 @@ def limit_memory(gb: float) -> None:
         resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
 
 
-def inconclusive(job: dict, kind: str, message: str) -> dict:
+def inconclusive(job: dict, kind: ReasonKind, message: str) -> ScreenResult:
     """The result of a job that pkb could not finish (a time or memory limit, a crash, a bug of pkb): never
     the candidate's fault, so it goes on to hardware scoring."""
-    return _ended(job, kind, message, blame=False)
+    return _unfinished(job).inconclusive(kind, Reason(kind, message))
 
 
-def rejected(job: dict, kind: str, message: str) -> dict:
+def rejected(job: dict, kind: ReasonKind, message: str) -> ScreenResult:
     """The result of a job whose worker the candidate ended (a sandbox cap it broke: the supervisor's line)."""
-    return _ended(job, kind, message, blame=True)
+    return _unfinished(job).reject("sandbox", [Reason(kind, message)])
 
 
-def _ended(job: dict, kind: str, message: str, blame: bool) -> dict:
-    from pkbsim.screen.result import Reason, ScreenResult
-    res = ScreenResult(job["task"], job["candidate"], job["world_size"], job["topology"], job["seed"])
-    reason = Reason(kind, message)
-    return (res.reject("sandbox", [reason]) if blame else res.inconclusive(kind, reason)).to_json()
+def _unfinished(job: dict) -> ScreenResult:
+    return ScreenResult(job["task"], job["candidate"], job["world_size"], job["topology"], job["seed"])
 
 
-def screen_job(job: dict, spawner=None) -> dict:
+def screen_job(job: dict, spawner=None) -> ScreenResult:
     from pkbsim.screen.candidate_side import prepare
     from pkbsim.screen.pipeline import ScreenOptions, screen
     from pkbsim.timing.topology import load_topology
@@ -49,11 +48,11 @@ def screen_job(job: dict, spawner=None) -> dict:
                          timeout=job["timeout"], timeline=job.get("timeline"), cost=job.get("cost", True),
                          pkb_root=job.get("pkb_root"), pkb_dtype=job.get("pkb_dtype", "bfloat16"))
     try:
-        return screen(get(job["task"]), job["candidate"], opts, spawner).to_json()
+        return screen(get(job["task"]), job["candidate"], opts, spawner)
     except MemoryError:
-        return inconclusive(job, "memory_limit", "the screen ran out of its memory limit (--memory-gb)")
+        return inconclusive(job, ReasonKind.MEMORY_LIMIT, "the screen ran out of its memory limit (--memory-gb)")
     except Exception as e:  # noqa: BLE001 - a bug of pkb ends this candidate's screen, not the batch
-        return inconclusive(job, "pkb_error", f"pkb failed: {type(e).__name__}: {e}")
+        return inconclusive(job, ReasonKind.PKB_ERROR, f"pkb failed: {type(e).__name__}: {e}")
 
 
 def main() -> int:
@@ -76,7 +75,7 @@ def main() -> int:
     zygote = Zygote()  # forked now, before any job: each candidate's process is a fresh fork of it
     for line in sys.stdin:
         job = json.loads(line)
-        proto.write(json.dumps(screen_job(job, zygote)) + "\n")
+        proto.write(json.dumps(screen_job(job, zygote).to_json()) + "\n")
     return 0
 
 
