@@ -159,6 +159,9 @@ class KernelObserver:
         write = ins.parts[1] != "ld_reduce"
         site, where = site_of(ins.loc), self.run.where(g)
         off = addrs - np.uint64(region.base)
+        if ins.parts[1] == "red":  # an atomic reduction on every member (a flag, e.g. a barrier's arrival count)
+            member = np.concatenate([off + np.uint64(m.base) for m in region.members])
+            return self._atomic(g, self._words(member, width), set(ins.parts), "red", site, where, perform)
         accs = [a for m in region.members for a in self._accesses(off + np.uint64(m.base), width)]
         for a in accs:
             if a.region is not None:

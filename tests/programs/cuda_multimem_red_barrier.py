@@ -1,0 +1,82 @@
+"""A barrier made of one multicast reduction per rank: each rank adds 1 to a counter on every rank at once
+(`multimem.red.release.sys.global.add.u32` on the counter's multicast address), waits until its own copy
+reaches world * epoch (`ld.acquire.sys`), then sums its peers' data. The reductions of different ranks
+are atomics on the same word, not a write-write race. Mode "barrier" waits; mode "no_wait" skips the
+wait, so the peer reads are stale reads (a race). Usage: cuda_multimem_red_barrier.py MODE."""
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+import torch.distributed._symmetric_memory as symm_mem
+from torch.utils.cpp_extension import load_inline
+
+CPP_SRC = """
+torch::Tensor sum_peers(int64_t counter_mc, int64_t counter, std::vector<int64_t> bufs, torch::Tensor out,
+                        int64_t epoch, int64_t wait);
+"""
+
+CUDA_SRC = r"""
+#include <torch/extension.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAException.h>
+#include <cstdint>
+
+struct Peers { const float* p[16]; };
+
+__global__ void sum_peers_kernel(unsigned* counter_mc, unsigned* counter, Peers peers, float* out, int n, int world,
+                                 unsigned epoch, int wait) {
+    if (threadIdx.x == 0) {
+        asm volatile("multimem.red.release.sys.global.add.u32 [%0], %1;" :: "l"(counter_mc), "r"(1u) : "memory");
+        unsigned seen = 0;
+        if (wait) {
+            do {
+                asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(seen) : "l"(counter) : "memory");
+            } while (seen < epoch * world);
+        }
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        float acc = 0.f;
+        for (int p = 0; p < world; ++p) acc += peers.p[p][i];
+        out[i] = acc;
+    }
+}
+
+torch::Tensor sum_peers(int64_t counter_mc, int64_t counter, std::vector<int64_t> bufs, torch::Tensor out,
+                        int64_t epoch, int64_t wait) {
+    Peers peers{};
+    for (size_t i = 0; i < bufs.size(); ++i) peers.p[i] = reinterpret_cast<const float*>(bufs[i]);
+    sum_peers_kernel<<<1, 64, 0, at::cuda::getCurrentCUDAStream()>>>(
+        reinterpret_cast<unsigned*>(counter_mc), reinterpret_cast<unsigned*>(counter), peers, out.data_ptr<float>(),
+        static_cast<int>(out.numel()), static_cast<int>(bufs.size()), static_cast<unsigned>(epoch),
+        static_cast<int>(wait));
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    return out;
+}
+"""
+
+
+def main():
+    wait = {"barrier": 1, "no_wait": 0}[sys.argv[1]]
+    dist.init_process_group("nccl")
+    torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+    rank, world = dist.get_rank(), dist.get_world_size()
+    ext = load_inline(name="pkb_test_multimem_red", cpp_sources=CPP_SRC, cuda_sources=CUDA_SRC,
+                      functions=["sum_peers"])
+    n = 256
+    counter = symm_mem.empty(1, dtype=torch.int32, device="cuda").zero_()
+    chdl = symm_mem.rendezvous(counter, dist.group.WORLD)
+    buf = symm_mem.empty(n, dtype=torch.float32, device="cuda")
+    hdl = symm_mem.rendezvous(buf, dist.group.WORLD)
+    dist.barrier()
+    buf.fill_(float(rank + 1))
+    out = torch.empty(n, dtype=torch.float32, device="cuda")
+    ext.sum_peers(chdl.multicast_ptr, counter.data_ptr(), list(hdl.buffer_ptrs), out, 1, wait)
+    assert torch.equal(out, torch.full((n,), float(world * (world + 1) // 2))), f"rank {rank}: wrong sum"
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

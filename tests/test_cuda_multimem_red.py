@@ -1,0 +1,31 @@
+"""Inline CUDA on simulated ranks (tests/programs/cuda_multimem_red_barrier.py, one build): a barrier made of
+`multimem.red` arrivals (as ThunderKittens' barrier_all) is atomics on one word from every rank, not a
+write-write race (it was lowered as plain puts); without the wait, the peer reads are the race they are.
+Builds take minutes: slow tests."""
+import io
+import os
+
+import pytest
+from conftest import HERE
+
+from pkbsim.cuda.toolchain import unavailable
+from pkbsim.world.check import check_script
+from pkbsim.world.launcher import RunOptions
+
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(unavailable() is not None, reason=str(unavailable()))]
+PROGRAM = os.path.join(HERE, "programs", "cuda_multimem_red_barrier.py")
+
+
+def check(mode: str, nproc: int = 2):
+    return check_script(PROGRAM, [mode], RunOptions(nproc=nproc, timeout=600, output=io.StringIO()))
+
+
+def test_multicast_reduction_arrivals_are_no_race():
+    res = check("barrier")
+    assert res.verdict == "ok", [f.render() for f in res.findings]
+
+
+def test_reading_peers_without_waiting_is_a_race():
+    res = check("no_wait")
+    assert res.verdict != "ok"
+    assert any("race" in f.render().lower() for f in res.findings), [f.render() for f in res.findings]
