@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
+from pkbsim.world.comms import behind_the_program
 from pkbsim.world.context import require
 
 
@@ -27,6 +28,11 @@ def allocate(shape, dtype: torch.dtype, rank: int, world: int, multicast: bool):
     import torch.distributed._symmetric_memory as symm_mem
     _check(rank, world)
     t = symm_mem.empty(tuple(int(s) for s in shape), dtype=dtype, device=torch.device("cuda", rank))
+    # fresh physical memory from cuMemCreate reads as zeros on a GPU (the driver clears pages it hands a
+    # process), and programs rely on it: PKB's barrier tensor is never cleared before ThunderKittens'
+    # barrier counts arrivals in it. A CPU allocation holds whatever was there before.
+    with behind_the_program():
+        t.zero_()
     handle = symm_mem.rendezvous(t, dist.group.WORLD)
     ptrs = [int(p) for p in handle.buffer_ptrs]
     return t, ptrs, int(handle.multicast_ptr) if multicast else 0, t.untyped_storage().nbytes()

@@ -58,8 +58,8 @@ class KernelObserver:
         glob = addrs[addrs < np.uint64(SHARED_WINDOW)]
         if not glob.size:
             return perform()
-        if op == "multimem":
-            return self._multimem(g, ins, glob, width, perform)
+        if op == "multimem" or (op == "st" and isinstance(g.launch.memory.find(int(glob.min())), MulticastRegion)):
+            return self._multimem(g, ins, glob, width, perform)  # a plain store to a multicast address too
         quals = set(ins.parts)
         site, where = site_of(ins.loc), self.run.where(g)
         if op == "ld" and not quals & _FLAG_LOAD:

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import MemoryFault
-from .memory import WINDOW_MASK, Region, gather, scatter
+from .errors import MemoryFault, NotSimulated
+from .memory import WINDOW_MASK, MulticastRegion, Region, gather, scatter
 
 SPACES = ("global", "shared", "local", "param", "const")
 GENERIC_WINDOWS = [(0, "global"), (1, "shared"), (2, "local"), (3, "param")]
@@ -108,6 +108,9 @@ def load(g, space, addr, idx, dtype, nvec=1) -> np.ndarray:
         a = flat[sel] & np.uint64(WINDOW_MASK) if w else flat[sel]
         sub = (np.arange(len(flat)) if lanes is None else lanes)[sel] if w is not None else lanes
         for part, region, off in _parts(g, sp, a, sub, isz):
+            if isinstance(region, MulticastRegion):
+                raise NotSimulated("a plain load from a multicast address (PTX leaves it undefined; "
+                                   "multimem.ld_reduce reads one)", "?")
             if part is None:
                 out[sel] = gather(region, off, dtype)
             else:
@@ -138,7 +141,10 @@ def store(g, space, addr, idx, dtype, values, nvec=1) -> None:
         a = flat[sel] & np.uint64(WINDOW_MASK) if w else flat[sel]
         v = vals[sel]
         for part, region, off in _parts(g, sp, a, lanes if w is None else lanes[sel], isz):
-            scatter(region, off, dtype, v if part is None else v[part])
+            # a plain store to a multicast address lands in every member, as multimem.st does (NVLink
+            # multicast replicates it; PTX calls non-multimem access to such an address undefined)
+            for target in region.members if isinstance(region, MulticastRegion) else (region,):
+                scatter(target, off, dtype, v if part is None else v[part])
     if window is not None and (window > 2).any():
         raise MemoryFault(f"generic address 0x{int(flat[window > 2][0]):x} maps to no state space")
 
