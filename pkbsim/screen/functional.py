@@ -22,8 +22,8 @@ from pkbsim.errors import SimulatorError
 from pkbsim.screen.candidate import Session
 from pkbsim.screen.cost import SHAPE_RUN_SECONDS, shape_trace
 from pkbsim.screen.hang import Watch
-from pkbsim.screen.isolation import plain
 from pkbsim.screen.limits import limit_of
+from pkbsim.screen.plain import plain
 from pkbsim.screen.result import Reason, ReasonKind
 from pkbsim.taskrun import Call, TaskRun, mismatches, run_calls
 from tasks.registry import TaskSpec

@@ -28,6 +28,8 @@ from dataclasses import dataclass
 
 import torch
 
+from pkbsim.screen.plain import plain  # noqa: F401 - candidate_side.py still imports it from here
+
 
 @dataclass
 class ChildExit:
@@ -45,23 +47,6 @@ class ChildExit:
         if self.signal is not None:
             return f"died of {signal.Signals(self.signal).name}"
         return f"exited with status {self.code} before it handed back its results"
-
-
-def plain(x):
-    """`x` as data that crosses processes as itself (tensors, None, numbers, strings, torch.Size, dtypes and
-    containers of them); any other object becomes its type's name. Applied to the reference's outputs too,
-    so that both sides are compared alike."""
-    if isinstance(x, torch.Tensor):
-        t = x.detach()
-        return t if type(t) is torch.Tensor else f"<{type(x).__name__}>"
-    if x is None or isinstance(x, (bool, int, float, str, torch.Size, torch.dtype)):
-        return x
-    if isinstance(x, (list, tuple)):
-        return type(x)(plain(y) for y in x) if type(x) in (list, tuple) else [plain(y) for y in x]
-    if isinstance(x, dict):
-        return {k: plain(v) for k, v in x.items()} if all(isinstance(k, (str, int)) for k in x) \
-            else f"<{type(x).__name__}>"
-    return f"<{type(x).__name__}>"
 
 
 def _child(job: dict, path: str) -> None:
