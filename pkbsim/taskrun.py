@@ -20,7 +20,6 @@ import pkbsim.plugins  # noqa: F401 - registers the world's plug-ins (symmetric 
 from pkbsim.world import host_sync
 from pkbsim.world.comms import behind_the_program, is_fake
 from pkbsim.world.launcher import RunOptions, RunResult, run_ranks
-from pkbsim.world.ops_mode import ensure_ops_mode
 from pkbsim.world.trace import records_doc
 from tasks.api import TaskContext, aliased_outputs, as_outputs, compare, flat_tensors
 from tasks.registry import TaskSpec
@@ -151,10 +150,6 @@ def run_calls(task: TaskSpec, calls: list[Call], world_size: int, *, seed: int =
                     results[i].inputs[ctx.rank] = _copy(args)
                 ctx.trace.enabled = recording
                 poison = no_comm or c.poison
-                if poison:
-                    # the rank's ops mode must sit under the call's PoisonEmpty: pushed during the call (at a first
-                    # side stream or symm_mem allocation), it was popped by PoisonEmpty's exit, unseen
-                    ensure_ops_mode(ctx)
                 before = input_digest(args)
                 with PoisonEmpty() if poison else contextlib.nullcontext():
                     out = fn(*args)

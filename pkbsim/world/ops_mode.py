@@ -10,7 +10,7 @@ It serves these purposes, each switched on only when needed (the mode costs ~15 
 from __future__ import annotations
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._python_dispatch import TorchDispatchMode, _pop_mode, _push_mode
 from torch.utils.flop_counter import flop_registry
 
 from pkbsim.world import host_sync
@@ -197,8 +197,18 @@ def ensure_ops_mode(ctx) -> RankOpsMode:
     mode = ctx.ops_mode
     if mode is None:
         mode = ctx.ops_mode = RankOpsMode(ctx)
-        mode.__enter__()
+        _push_beneath(mode)
     return mode
+
+
+def _push_beneath(mode: RankOpsMode) -> None:
+    """Push `mode` under the dispatch modes active now. It is pushed lazily, maybe inside another mode's
+    `with` (the screen's input budget, PoisonEmpty); that mode's exit pops the top of the stack, which
+    would be this one: the rank would run on unchecked, the other mode left active for good."""
+    above = [_pop_mode() for _ in range(torch._C._len_torch_dispatch_stack())]
+    mode.__enter__()
+    for m in reversed(above):
+        _push_mode(m)
 
 
 def host_wait(ctx, stream: int | None = None) -> None:
