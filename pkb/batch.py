@@ -24,7 +24,7 @@ def plan(args) -> tuple[list[dict], list[str]]:
 
     `args` carries candidates, tasks, pkb_root, pkb_dtype, topology, world_size, seed, margin, timeout,
     no_cost and db (the `pkb run` arguments)."""
-    from pkb.resolve import default_topology, load, pick_world_size, pkb_tasks
+    from pkb.resolve import default_topology, load, parallelkernelbench_tasks, pick_world_size
     from pkbsim.screen.discover import candidate_files, pair
     from tasks.registry import all_tasks, get
 
@@ -35,11 +35,11 @@ def plan(args) -> tuple[list[dict], list[str]]:
     if not files:
         raise UsageError(f"no .py candidates in {', '.join(paths)}")
     tasks = {t.slug: t for t in all_tasks()}
-    pkb_ids = pkb_tasks(args, tasks)
+    problem_ids = parallelkernelbench_tasks(args, tasks)
     only = None
     if args.tasks:
         only = [_known(s, tasks) for s in args.tasks]
-    pairs, unknown = pair(files, set(tasks), only, pkb_ids)
+    pairs, unknown = pair(files, set(tasks), only, problem_ids)
     seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "little")
     timelines = timelines_dir(args.db)
     jobs = []

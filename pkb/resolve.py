@@ -44,14 +44,14 @@ def pick_world_size(task, requested: int | None, gpus: int) -> int:
                      f"pick a larger --topology")
 
 
-def pkb_tasks(args, known: dict | None = None) -> dict[int, str]:
+def parallelkernelbench_tasks(args, known: dict | None = None) -> dict[int, str]:
     """Register the checkout's problems as tasks (PKB id -> slug); a bad checkout is a usage error."""
-    from pkbsim.screen.pkb_interop import register_pkb_tasks
+    from pkbsim.screen.parallelkernelbench import register_parallelkernelbench_tasks
     from tasks.parallelkernelbench.checkout import CheckoutError as PkbCheckoutError
     if not getattr(args, "pkb_root", None):
         return {}
     try:
-        return register_pkb_tasks(args.pkb_root, known, getattr(args, "pkb_dtype", "bfloat16"))
+        return register_parallelkernelbench_tasks(args.pkb_root, known, getattr(args, "pkb_dtype", "bfloat16"))
     except PkbCheckoutError as e:
         raise UsageError(str(e)) from None
 
@@ -67,13 +67,13 @@ def task_or_usage(key: str):
 
 def task_of(args):
     """The task named by --task, or (with --pkb-root) the PKB problem the candidate's file name names."""
-    from pkbsim.screen.discover import pkb_task_for
+    from pkbsim.screen.discover import parallelkernelbench_task_for
 
-    pkb_ids = pkb_tasks(args)
+    problem_ids = parallelkernelbench_tasks(args)
     if args.task:
         return task_or_usage(args.task)
-    slug = pkb_task_for(args.candidate, pkb_ids) if pkb_ids else None
-    if slug is None and pkb_ids:
+    slug = parallelkernelbench_task_for(args.candidate, problem_ids) if problem_ids else None
+    if slug is None and problem_ids:
         raise UsageError(f"{os.path.basename(args.candidate)} names no problem of {args.pkb_root}; pass --task SLUG")
     if slug is None:
         raise UsageError("pass --task SLUG, or --pkb-root DIR for a file named <id>_<name>[_<backend>].py")

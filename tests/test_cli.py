@@ -108,3 +108,14 @@ def test_console_script_runs_the_demo():
     assert proc.returncode == 0, proc.stderr
     assert "DEADLOCK" in proc.stdout and "cycle: rank 2 -> rank 3 -> rank 2" in proc.stdout
     assert "both verdicts as expected" in proc.stdout
+
+
+def test_parallelkernelbench_flags_are_spelled_out_and_the_short_ones_still_work():
+    from pkb.cli.main import build_parser
+
+    for cmd in ("screen", "run"):
+        args = build_parser().parse_args([cmd, "x.py", "--parallelkernelbench-root", "/pkb",
+                                          "--parallelkernelbench-dtype", "float32"])
+        assert (args.pkb_root, args.pkb_dtype) == ("/pkb", "float32")
+        args = build_parser().parse_args([cmd, "x.py", "--pkb-root", "/pkb"])
+        assert (args.pkb_root, args.pkb_dtype) == ("/pkb", "bfloat16")

@@ -213,10 +213,10 @@ def test_a_block_size_among_the_inputs_sets_the_screen_size(capsys, checkout):
 @pytest.fixture
 def memory(monkeypatch):
     """Sets the memory the screen has (a worker's --memory-gb), in GiB."""
-    from pkbsim.screen import pkb_limits
+    from pkbsim.screen import parallelkernelbench_budgets
 
     def set_to(gib: float) -> None:
-        monkeypatch.setattr(pkb_limits, "memory_limit", lambda: int(gib * 2**30))
+        monkeypatch.setattr(parallelkernelbench_budgets, "memory_limit", lambda: int(gib * 2**30))
     set_to(12)
     return set_to
 
@@ -248,11 +248,11 @@ def test_a_sparse_operand_is_not_counted_as_dense(capsys, checkout):
 
 
 def test_the_flop_budget_leaves_the_references_compute_trace_alone(checkout):
-    from pkbsim.screen.pkb_interop import register_pkb_tasks
+    from pkbsim.screen.parallelkernelbench import register_parallelkernelbench_tasks
     from pkbsim.taskrun import Call, run_calls
     from tasks.registry import get
 
-    task = get(register_pkb_tasks(str(checkout))[13])
+    task = get(register_parallelkernelbench_tasks(str(checkout))[13])
     run = run_calls(task, [Call(0)], 2, seed=1, record_compute=True)
     for rank in run.calls[0].trace(task, "screen")["ranks"]:
         assert [op["flops"] for op in rank["ops"] if op["kind"] == "compute" and op["flops"]] == [2 * 64 ** 3]
@@ -260,13 +260,13 @@ def test_the_flop_budget_leaves_the_references_compute_trace_alone(checkout):
 
 def test_a_misnumbered_solution_is_paired_by_name(capsys, checkout, tmp_path):
     from pkbsim.screen.discover import PairingWarning, pair
-    from pkbsim.screen.pkb_interop import register_pkb_tasks
+    from pkbsim.screen.parallelkernelbench import register_parallelkernelbench_tasks
 
     # numbered like 4_max, named like 7_bf16_sum, and computing the sum (PKB's first commit numbers its
     # solutions one off from its reference/ from problem 34 on)
     sol = write(tmp_path, "4_bf16_sum_cuda.py", "def solution(x):\n    y = x.clone()\n    dist.all_reduce(y)\n"
                                                "    return y\n")
-    ids = register_pkb_tasks(str(checkout))
+    ids = register_parallelkernelbench_tasks(str(checkout))
     with pytest.warns(PairingWarning, match="its number is pkb4_max, its name pkb7_bf16_sum"):
         jobs, unknown = pair([str(sol)], set(), None, ids)
     assert [j.task for j in jobs] == ["pkb7_bf16_sum"] and not unknown
@@ -277,13 +277,14 @@ def test_a_misnumbered_solution_is_paired_by_name(capsys, checkout, tmp_path):
 
 
 def test_number_wins_when_the_solution_takes_that_references_parameters(checkout, tmp_path):
-    from pkbsim.screen.discover import PairingWarning, pkb_task_for
-    from pkbsim.screen.pkb_interop import register_pkb_tasks
+    from pkbsim.screen.discover import PairingWarning, parallelkernelbench_task_for
+    from pkbsim.screen.parallelkernelbench import register_parallelkernelbench_tasks
 
     # a renamed problem: the old name now belongs to another problem, but the parameters are problem 8's
     sol = write(tmp_path, "8_bf16_sum_cuda.py", "def solution(x, block):\n    return x\n")
     with pytest.warns(PairingWarning, match="takes that reference's parameters"):
-        assert pkb_task_for(str(sol), register_pkb_tasks(str(checkout))) == "pkb8_blocks"
+        ids = register_parallelkernelbench_tasks(str(checkout))
+        assert parallelkernelbench_task_for(str(sol), ids) == "pkb8_blocks"
 
 
 def test_a_failed_shape_run_is_timed_from_the_functional_stages_traces(capsys, checkout, monkeypatch):
@@ -311,7 +312,7 @@ def test_a_failed_shape_run_is_timed_from_the_functional_stages_traces(capsys, c
 def test_the_screen_keeps_no_copy_of_the_inputs(capsys, checkout, monkeypatch):
     import pkbsim.screen.candidate_side as side
     import pkbsim.screen.functional as functional
-    from pkbsim.screen.pkb_interop import register_pkb_tasks
+    from pkbsim.screen.parallelkernelbench import register_parallelkernelbench_tasks
     from tasks.registry import get
 
     runs = []
@@ -327,7 +328,7 @@ def test_the_screen_keeps_no_copy_of_the_inputs(capsys, checkout, monkeypatch):
     assert screen(capsys, checkout, checkout / "reference" / "7_bf16_sum.py")["verdict"] == "pass"
     (ref_run,) = runs  # the candidate's calls ran in its own process
     path = str(checkout / "reference" / "7_bf16_sum.py")
-    slug = register_pkb_tasks(str(checkout))[7]
+    slug = register_parallelkernelbench_tasks(str(checkout))[7]
     side.candidate_side(get(slug), side.CandidateJob(slug, path, 2, 3, 60.0, 60.0, False))  # its side, here
     ref_run, cand_run = runs
     assert [len(ref_run.calls), len(cand_run.calls)] == [functional.TRIALS, 1 + functional.BACK_TO_BACK]
@@ -338,11 +339,11 @@ def test_the_screen_keeps_no_copy_of_the_inputs(capsys, checkout, monkeypatch):
 @pytest.mark.parametrize("stem, ref_builds, cand_builds", [("15_draws_after_its_inputs", 3, 3), ("16_views", 3, 4)])
 def test_a_rank_builds_each_trials_inputs_once_per_run(capsys, checkout, stem, ref_builds, cand_builds):
     import pkbsim.screen.candidate_side as side
-    from pkbsim.screen.pkb_interop import register_pkb_tasks
+    from pkbsim.screen.parallelkernelbench import register_parallelkernelbench_tasks
     from tasks.registry import get
 
     pid = int(stem.split("_")[0])
-    slug = register_pkb_tasks(str(checkout))[pid]
+    slug = register_parallelkernelbench_tasks(str(checkout))[pid]
     built = get(slug).make_inputs.builder.BUILT
     built.clear()
     res = screen(capsys, checkout, checkout / "reference" / f"{stem}.py")

@@ -204,7 +204,7 @@ def test_whose_fault_is_decided_by_the_error_hierarchy():
     from pkbsim.ptx import errors as ptx_errors
     from pkbsim.screen.candidate import CandidateError
     from pkbsim.screen.limits import limit_of
-    from pkbsim.screen.pkb_limits import PkbLimitExceeded
+    from pkbsim.screen.parallelkernelbench_budgets import PkbLimitExceeded
     from pkbsim.world import dtensor_ops
 
     # one NotSimulated and one CompileError, whoever raises them

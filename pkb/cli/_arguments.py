@@ -12,10 +12,12 @@ def add_db_argument(p, where: str = "") -> None:
 
 
 def add_pkb_arguments(p) -> None:
-    """--pkb-root and --pkb-dtype (`pkb screen`, `pkb run`, `pkb score`)."""
+    """--pkb-root and --pkb-dtype (`pkb screen`, `pkb run`, `pkb score`, `pkb refine`), also spelled out as
+    --parallelkernelbench-root and --parallelkernelbench-dtype ("pkb" is this project's name too)."""
     from tasks.parallelkernelbench.checkout import DTYPES
-    p.add_argument("--pkb-root", metavar="DIR", help="a ParallelKernelBench checkout whose problems become tasks")
-    p.add_argument("--pkb-dtype", default=DTYPES[0], choices=DTYPES,
+    p.add_argument("--pkb-root", "--parallelkernelbench-root", dest="pkb_root", metavar="DIR",
+                   help="a ParallelKernelBench checkout whose problems become tasks")
+    p.add_argument("--pkb-dtype", "--parallelkernelbench-dtype", dest="pkb_dtype", default=DTYPES[0], choices=DTYPES,
                    help=f"dtype of ParallelKernelBench inputs, as PKB's --dtype (default {DTYPES[0]})")
 
 

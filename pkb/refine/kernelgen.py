@@ -27,10 +27,10 @@ def file_name(task, backend: str) -> str:
     return f"{task.id}_{task.slug}_{backend}.py"
 
 
-def start_files(folder: str, pkb_ids: dict[int, str]) -> list[StartFile]:
+def start_files(folder: str, problem_ids: dict[int, str]) -> list[StartFile]:
     """The folder's kernelgen files paired with tasks (PKB problems with --pkb-root, else the suite's tasks
     by id and name); a file that names none is a usage error naming it."""
-    from pkbsim.screen.discover import PairingWarning, pkb_task_for
+    from pkbsim.screen.discover import PairingWarning, parallelkernelbench_task_for
     from tasks.registry import all_tasks
 
     if not os.path.isdir(folder):
@@ -45,10 +45,10 @@ def start_files(folder: str, pkb_ids: dict[int, str]) -> list[StartFile]:
         backend = f[:-3].rsplit("_", 1)[-1] if "_" in f else None
         backend = backend if backend in GUIDANCE else None
         slug = None
-        if key and pkb_ids:
+        if key and problem_ids:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", PairingWarning)
-                slug = pkb_task_for(path, pkb_ids)
+                slug = parallelkernelbench_task_for(path, problem_ids)
         elif key and key[0] in by_id and key[1].startswith(by_id[key[0]]):
             slug = by_id[key[0]]
         if slug is None:

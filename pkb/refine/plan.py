@@ -32,19 +32,19 @@ class Selection:
 def plans_for(sel: Selection) -> list[TaskPlan]:
     from pkb.prompt import build
     from pkb.refine.kernelgen import file_name, start_files
-    from pkb.resolve import default_topology, load, pick_world_size, pkb_tasks, task_or_usage
+    from pkb.resolve import default_topology, load, parallelkernelbench_tasks, pick_world_size, task_or_usage
 
-    pkb_ids = pkb_tasks(argparse.Namespace(pkb_root=sel.pkb_root, pkb_dtype=sel.pkb_dtype))
+    problem_ids = parallelkernelbench_tasks(argparse.Namespace(pkb_root=sel.pkb_root, pkb_dtype=sel.pkb_dtype))
     if sel.problems and not sel.pkb_root:
         raise UsageError("--problem needs --pkb-root DIR (a ParallelKernelBench checkout)")
     chosen: list[tuple[str, str | None, str]] = []  # (slug, start file, backend)
     for key in sel.tasks:
         chosen.append((task_or_usage(key).slug, None, sel.backend))
     for p in sel.problems:
-        ids = sorted(pkb_ids) if p == "all" else [_problem_id(p, pkb_ids, sel.pkb_root)]
-        chosen += [(pkb_ids[i], None, sel.backend) for i in ids]
+        ids = sorted(problem_ids) if p == "all" else [_problem_id(p, problem_ids, sel.pkb_root)]
+        chosen += [(problem_ids[i], None, sel.backend) for i in ids]
     if sel.start_dir:
-        chosen += [(f.task, f.path, f.backend or sel.backend) for f in start_files(sel.start_dir, pkb_ids)]
+        chosen += [(f.task, f.path, f.backend or sel.backend) for f in start_files(sel.start_dir, problem_ids)]
     if not chosen:
         raise UsageError("nothing to refine: pass --task SLUG, --pkb-root DIR --problem ID, or --from DIR")
     seed = sel.seed if sel.seed is not None else int.from_bytes(os.urandom(4), "little")
@@ -61,9 +61,9 @@ def plans_for(sel: Selection) -> list[TaskPlan]:
     return plans
 
 
-def _problem_id(p: str, pkb_ids: dict[int, str], root: str) -> int:
-    if not p.isdigit() or int(p) not in pkb_ids:
-        raise UsageError(f"--problem {p}: {root} has no such problem (it has {min(pkb_ids)}-{max(pkb_ids)}); "
+def _problem_id(p: str, problem_ids: dict[int, str], root: str) -> int:
+    if not p.isdigit() or int(p) not in problem_ids:
+        raise UsageError(f"--problem {p}: {root} has no such problem (it has {min(problem_ids)}-{max(problem_ids)}); "
                          f"pass a number of its reference/<id>_<name>.py files, or all")
     return int(p)
 
@@ -74,8 +74,8 @@ def to_json(plans: list[TaskPlan]) -> list[dict]:
 
 def from_json(rows: list[dict]) -> list[TaskPlan]:
     """A stored run's plans (ParallelKernelBench checkouts registered again, so their tasks resolve)."""
-    from pkb.resolve import pkb_tasks
+    from pkb.resolve import parallelkernelbench_tasks
 
     for root, dtype in {(r["spec"]["pkb_root"], r["spec"]["pkb_dtype"]) for r in rows if r["spec"]["pkb_root"]}:
-        pkb_tasks(argparse.Namespace(pkb_root=root, pkb_dtype=dtype))
+        parallelkernelbench_tasks(argparse.Namespace(pkb_root=root, pkb_dtype=dtype))
     return [TaskPlan(ScreenSpec(**r["spec"]), r["prompt"], r["file_name"], r["start_from"]) for r in rows]

@@ -74,8 +74,8 @@ class CandidateReport:
 def prepare(job_json: dict) -> None:
     """Make the job's task known in this process (a zygote does it before it forks: once per checkout)."""
     if job_json.get("pkb_root"):
-        from pkbsim.screen.pkb_interop import register_pkb_tasks
-        register_pkb_tasks(job_json["pkb_root"], dtype=job_json.get("pkb_dtype", "bfloat16"))
+        from pkbsim.screen.parallelkernelbench import register_parallelkernelbench_tasks
+        register_parallelkernelbench_tasks(job_json["pkb_root"], dtype=job_json.get("pkb_dtype", "bfloat16"))
 
 
 def run_job(job_json: dict) -> dict:

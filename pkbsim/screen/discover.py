@@ -41,15 +41,15 @@ def candidate_files(paths: list[str]) -> tuple[list[str], list[str]]:
     return [os.path.abspath(f) for f in files], missing
 
 
-def task_for(path: str, slugs: set[str], pkb_ids: dict[int, str]) -> str | None:
+def task_for(path: str, slugs: set[str], problem_ids: dict[int, str]) -> str | None:
     stem = os.path.basename(path)[:-3]
     for cut in (stem, stem.split("__")[0], stem.split(".")[0]):
         if cut in slugs:
             return cut
-    return pkb_task_for(path, pkb_ids) if pkb_ids else None
+    return parallelkernelbench_task_for(path, problem_ids) if problem_ids else None
 
 
-def pkb_task_for(path: str, pkb_ids: dict[int, str]) -> str | None:
+def parallelkernelbench_task_for(path: str, problem_ids: dict[int, str]) -> str | None:
     """The PKB problem of `<id>_<name>[_<backend>].py`: the one number and name agree on. Otherwise, with a
     PairingWarning: the one of them that names a problem; when they name two, the one whose reference takes
     the parameters of the file's `solution` (the name's when both or neither do)."""
@@ -57,9 +57,9 @@ def pkb_task_for(path: str, pkb_ids: dict[int, str]) -> str | None:
     if key is None:
         return None
     pid, rest = key
-    names = {_name(slug): slug for slug in pkb_ids.values()}
+    names = {_name(slug): slug for slug in problem_ids.values()}
     by_name = names.get(rest) or names.get(rest.rsplit("_", 1)[0])
-    by_number = pkb_ids.get(pid)
+    by_number = problem_ids.get(pid)
     if by_name == by_number:
         return by_name
     if by_number is None:
@@ -98,11 +98,11 @@ def _solution_params(path: str) -> list[str] | None:
 
 
 def pair(files: list[str], slugs: set[str], only: list[str] | None = None,
-         pkb_ids: dict[int, str] | None = None) -> tuple[list[Job], list[str]]:
+         problem_ids: dict[int, str] | None = None) -> tuple[list[Job], list[str]]:
     """Jobs for the files, and one message per file that names no known task."""
     jobs, unknown = [], []
     for f in files:
-        slug = only[0] if only and len(only) == 1 else task_for(f, slugs, pkb_ids or {})
+        slug = only[0] if only and len(only) == 1 else task_for(f, slugs, problem_ids or {})
         if slug is None:
             unknown.append(f"{os.path.basename(f)}: names no task (call it <task_slug>.py or "
                            f"<task_slug>__<variant>.py, or pass --tasks SLUG)")

@@ -2,5 +2,5 @@
 
 `checkout` turns a checkout's problems into TaskSpecs that any process can run (a scoring rank on a GPU,
 the simulator); `compare` judges outputs as PKB's harness does. The simulator layers its budgets and
-per-rank module instances on top (pkbsim/screen/pkb_interop.py).
+per-rank module instances on top (pkbsim/screen/parallelkernelbench.py).
 """

@@ -3,8 +3,8 @@ what the simulated world needs on top.
 
 Each rank has its own instance of the reference module (as each torchrun process has), a rank builds each
 trial's inputs once per run of the world, and inputs and the reference run under memory and FLOP budgets
-(pkb_limits.py): going over raises PkbLimitExceeded, which the screen reports as inconclusive, naming the
-limit.
+(parallelkernelbench_budgets.py): going over raises PkbLimitExceeded, which the screen reports as inconclusive,
+naming the limit.
 """
 from __future__ import annotations
 
@@ -15,7 +15,11 @@ from dataclasses import dataclass, field
 
 import torch
 
-from pkbsim.screen.pkb_limits import FlopBudget, InputBudget, PkbLimitExceeded  # noqa: F401 - named for the screen
+from pkbsim.screen.parallelkernelbench_budgets import (  # noqa: F401 - PkbLimitExceeded named for the screen
+    FlopBudget,
+    InputBudget,
+    PkbLimitExceeded,
+)
 from pkbsim.world.context import current
 from pkbsim.world.device_identity import tag, tagged
 from pkbsim.world.plugins import RankState
@@ -147,7 +151,7 @@ def _shapes_only() -> bool:
 _loaded: dict[Checkout, dict[int, TaskSpec]] = {}
 
 
-def register_pkb_tasks(root: str, known: dict | None = None, dtype: str = "bfloat16") -> dict[int, str]:
+def register_parallelkernelbench_tasks(root: str, known: dict | None = None, dtype: str = "bfloat16") -> dict[int, str]:
     """Register every problem of the checkout as a simulator task (once per process); returns PKB id -> slug."""
     checkout = Checkout(os.path.abspath(root), dtype)
     if checkout not in _loaded:
