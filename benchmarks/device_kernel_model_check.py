@@ -232,7 +232,9 @@ def records(out_path: str, only: str | None = None) -> None:
                 json.dump(doc, f)
             os.replace(out_path + ".tmp", out_path)
         return
-    if only and "/" in only:   # "k/n": this worker's share (each worker writes its own file; merge them after)
+    if only and "/" in only:   # "k/n": this worker's share (each worker writes its own file; merge them after);
+        if only.startswith("s"):   # "sk/n": of the x SCALE runs alone
+            todo, only = [t for t in todo if t[2] > 1], only[1:]
         k, n = map(int, only.split("/"))
         todo = todo[k::n]
     for path, argv, scale in todo:
@@ -303,6 +305,11 @@ def program_rows(doc: dict, topo, model, simulate=program_launches_at) -> tuple[
             skipped.append(f"{label}: pkb's run did not end cleanly ({why})")
             continue
         small = {n for n, _ in sim(1)[0]} if scale > 1 and own else set()
+        names = {n for n, _ in launches}
+        stray = sorted({base_name(k["name"]) for k in gpu if base_name(k["name"]) not in names
+                        and not TORCH_KERNEL.search(k["name"])})
+        if stray:   # a kernel of the program's own that pkb did not record under that name
+            skipped.append(f"{label}: GPU kernels pkb recorded under no such name: {', '.join(stray)[:300]}")
         for name in dict.fromkeys(n for n, _ in launches):
             devs = [d for n, d in launches if n == name]
             got = [k for k in gpu if base_name(k["name"]) == name]
@@ -316,7 +323,9 @@ def program_rows(doc: dict, topo, model, simulate=program_launches_at) -> tuple[
                    "launches": [len(got), len(devs)], "blocks": [math.prod(got[0].get("grid") or [1]), devs[0].get("blocks")],
                    "threads": devs[0].get("threads"), "measured_us": round(measured, 2),
                    "predicted_us": round(predicted, 2), "error": round((predicted - measured) / measured, 3),
-                   "bound": max(times, key=lambda t: t.total_us).bound, "device": devs[0]}
+                   "bound": max(times, key=lambda t: t.total_us).bound, "device": devs[0],
+                   "parts_us": {k: round(getattr(times[0], k), 3) for k in ("memory_us", "issue_us", "atomic_us",
+                                                                            "flags_us")}}
             base = [k for k in own if base_name(k["name"]) == name] if own else []
             small_devs = [d for n, d in sim(1)[0] if n == name] if name in small else []
             if base and small_devs:   # the screen's rule: the own-size record scaled (data x scale, grid as measured)
@@ -327,6 +336,10 @@ def program_rows(doc: dict, topo, model, simulate=program_launches_at) -> tuple[
                 row["rule_error"] = round((ruled - measured) / measured, 3)
             rows.append(row)
     return rows, skipped
+
+
+TORCH_KERNEL = re.compile(r"at::native|at::cuda|c10d::|ncclDevKernel|ncclKernel|^Memcpy|^Memset|cutlass|"
+                          r"cublas|gemv|gemm|elementwise_kernel|reduce_kernel|fill_kernel")   # torch's and NCCL's own
 
 
 def kind_of(path: str) -> str:
@@ -388,6 +401,18 @@ def programs(in_path: str, out_path: str | None, records_path: str | None = None
     for what, why in doc.get("excluded", {}).items():
         print(f"out of scope: {what}: {why}")
     if out_path:
+        with open(os.path.splitext(out_path)[0] + ".md", "w") as f:   # the tables for docs/timing_model.md
+            f.write("| program | kernel | blocks | measured | predicted | error | bound | screen's rule |\n"
+                    "|---|---|---|---|---|---|---|---|\n")
+            for r in rows:
+                rule = f"{100 * r['rule_error']:+.1f}%" if "rule_error" in r else "-"
+                f.write(f"| {r['program']} | {r['kernel']} | {r['blocks'][0]} | {r['measured_us']:.2f} us | "
+                        f"{r['predicted_us']:.2f} | {100 * r['error']:+.1f}% | {r['bound']} | {rule} |\n")
+            f.write("\n" + "\n".join(summary["lines"]) + "\n\n| solution | op | class | measured | predicted | error |"
+                    "\n|---|---|---|---|---|---|\n")
+            for r in sol_rows:
+                f.write(f"| {r['solution']} | {r['op']} | {r['class']} | {r['measured_us']:.1f} us | "
+                        f"{r['predicted_us']:.1f} | {100 * r['error']:+.1f}% |\n")
         with open(out_path, "w") as f:
             json.dump({"gpu": doc.get("gpu"), "torch": doc.get("torch"), "triton": doc.get("triton"),
                        "topology": topo.name, "summary": summary["numbers"], "rows": rows, "left_out": skipped,
