@@ -20,6 +20,7 @@ import uuid
 from hwbackend.job_spec import JobSpec
 from hwbackend.jobs import JobFailure
 from hwbackend.protocol import Channel, tcp_address
+from hwbackend.result import FailureKind
 from hwbackend.rendezvous import CONTROL_KEY, Rendezvous, bind_listener, host_store
 
 REPORT_GRACE = 2.0   # how long a failure waits for a node's report of what caused it
@@ -86,7 +87,7 @@ class Cluster:
             left = deadline - time.monotonic()
             missing = set(range(1, self.nnodes)) - set(self.agents)
             if left <= 0:
-                raise JobFailure("node_failure", f"{_node_list(missing)} never joined the rendezvous at "
+                raise JobFailure(FailureKind.NODE_FAILURE, f"{_node_list(missing)} never joined the rendezvous at "
                                  f"{self.rdzv.host}:{self.rdzv.port} within {self.timeout:g} s",
                                  details="run the same `pkb score` command there, with --node-rank set to the "
                                          "node's number")
@@ -145,7 +146,7 @@ class Cluster:
 
     def explain(self, failure: JobFailure) -> JobFailure:
         """The failure as the scorer should report it: a node's failure, when one caused it."""
-        if failure.status == "node_failure":
+        if failure.status == FailureKind.NODE_FAILURE:
             return failure
         self._poll(REPORT_GRACE)
         if self.failed:
@@ -157,7 +158,8 @@ class Cluster:
     def _failure(self, seen_elsewhere: str) -> JobFailure:
         node, why = min(self.failed.items())
         details = f"what the other ranks saw: {seen_elsewhere}" if seen_elsewhere else ""
-        return JobFailure("node_failure", f"node {node} ({self.hosts.get(node, '?')}) failed: {why}", details=details)
+        return JobFailure(FailureKind.NODE_FAILURE, f"node {node} ({self.hosts.get(node, '?')}) failed: {why}",
+                          details=details)
 
     def status(self) -> tuple[dict[int, str], list[int]]:
         """(what each rank on the other nodes last said it was doing, the nodes that did not answer)."""

@@ -12,6 +12,7 @@ from hwbackend.job_spec import JobSpec
 from hwbackend.jobs import JobFailure
 from hwbackend.protocol import tcp_address
 from hwbackend.rendezvous import bind_listener
+from hwbackend.result import FailureKind
 from hwbackend.spread_job import SpreadJob
 
 
@@ -48,7 +49,7 @@ class ClusterJob(SpreadJob):
         try:
             super().send_all(**msg)
         except OSError:
-            raise self.cluster.explain(JobFailure("error", "a rank's channel closed")) from None
+            raise self.cluster.explain(JobFailure(FailureKind.ERROR, "a rank's channel closed")) from None
 
     def rank_status(self) -> dict[int, str]:
         remote, self.silent = self.cluster.status()

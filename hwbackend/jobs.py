@@ -19,6 +19,7 @@ import candidate_sandbox as sandbox
 from hwbackend.failures import cuda_error_line
 from hwbackend.job_spec import JobSpec
 from hwbackend.protocol import Channel
+from hwbackend.result import FailureKind
 from tasks.parallelkernelbench.checkout import checkout_of
 
 PR_SET_CHILD_SUBREAPER = 36
@@ -35,7 +36,7 @@ _PEER_FAILURE = ("Connection closed", "Connection reset", "Broken pipe", "NCCL c
 
 
 class JobFailure(Exception):
-    def __init__(self, status: str, message: str, rank: int | None = None, details: str = ""):
+    def __init__(self, status: FailureKind, message: str, rank: int | None = None, details: str = ""):
         super().__init__(message)
         self.status, self.message, self.rank, self.details = status, message, rank, details
 
@@ -181,7 +182,7 @@ class Job:
                 except TimeoutError:
                     self.check_launcher()
                     if self._left() <= 0:
-                        raise JobFailure("timeout", "the ranks did not start within the timeout",
+                        raise JobFailure(FailureKind.TIMEOUT, "the ranks did not start within the timeout",
                                          details=self.last_ops()) from None
                     continue
                 ch = self.admit(conn)
@@ -207,7 +208,7 @@ class Job:
             capped = self._capped()
             if capped:
                 raise capped
-            raise JobFailure("error", f"torchrun exited with status {self.launcher_exit()} before "
+            raise JobFailure(FailureKind.ERROR, f"torchrun exited with status {self.launcher_exit()} before "
                              f"all ranks connected", details=self.log_tail())
 
     def _left(self) -> float:
@@ -227,7 +228,7 @@ class Job:
                 try:
                     msg = ch.recv()
                 except TimeoutError:
-                    raise JobFailure("timeout", f"no answer within {self.spec.timeout:g} s",
+                    raise JobFailure(FailureKind.TIMEOUT, f"no answer within {self.spec.timeout:g} s",
                                      details=self.last_ops()) from None
                 except (ConnectionError, OSError):
                     raise self._died() from None
@@ -244,8 +245,8 @@ class Job:
             return capped
         line = cuda_error_line(self.log_text())
         if line is not None:
-            return JobFailure("cuda_error", f"a rank died on a CUDA error: {line}", details=self.log_tail())
-        return JobFailure("error", "a rank died without reporting", details=self.log_tail())
+            return JobFailure(FailureKind.CUDA_ERROR, f"a rank died on a CUDA error: {line}", details=self.log_tail())
+        return JobFailure(FailureKind.ERROR, "a rank died without reporting", details=self.log_tail())
 
     def _capped(self) -> JobFailure | None:
         """The job's end when a cap of the sandbox (or, unsandboxed, the kernel's CPU-time limit) ended it."""
@@ -253,13 +254,14 @@ class Job:
         line = sandbox.breach(log)
         if line is None and "SIGXCPU" in log:
             line = f"a rank was killed at the CPU-time limit of {self.limits.cpu_seconds:g} s per process (SIGXCPU)"
-        return JobFailure("resource_limit", line, details=self.log_tail()) if line else None
+        return JobFailure(FailureKind.RESOURCE_LIMIT, line, details=self.log_tail()) if line else None
 
     def _await(self, ch: Channel) -> None:
         """Block until `ch` has something to read; between looks, watch() may end the job early."""
         while not select.select([ch.sock], [], [], max(0.0, min(WATCH_INTERVAL, self._left())))[0]:
             if self._left() <= 0:
-                raise JobFailure("timeout", f"no answer within {self.spec.timeout:g} s", details=self.last_ops())
+                raise JobFailure(FailureKind.TIMEOUT, f"no answer within {self.spec.timeout:g} s",
+                                 details=self.last_ops())
             self.watch()
 
     def watch(self) -> None:
@@ -289,7 +291,7 @@ class Job:
         if not own and silent:
             return self._died()
         e = (own or errors)[0]
-        return JobFailure(e["kind"], e["message"], e.get("rank"), e.get("traceback", ""))
+        return JobFailure(FailureKind(e["kind"]), e["message"], e.get("rank"), e.get("traceback", ""))
 
     def rank_status(self) -> dict[int, str]:
         """What each rank of this machine last said it was doing (its status file)."""

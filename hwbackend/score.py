@@ -17,6 +17,7 @@ import secrets
 import shutil
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -164,26 +165,46 @@ def _compare_outputs(task: TaskSpec, cand_dir: str, ref_outputs: dict, names: li
     return failures
 
 
-def score(task: str, candidate: str, nproc: int, backend: str = "nccl", protocol: Protocol = Protocol(),
-          db: str | None = None, label: str | None = None, resume: bool = False, progress=None,
-          cluster: Cluster | None = None) -> dict:
-    """Score one candidate file against a task's reference; returns the result document (status "correct"
-    instead of faster/slower when the protocol is correctness_only). With a `cluster` (node 0 of several),
-    each job runs `nproc` ranks on every node of it."""
-    spec = get(task)
+@dataclass(frozen=True)
+class ScoreRequest:
+    """What to score: a candidate file against a task's reference, with `nproc` ranks on each node."""
+    task: str                 # task slug or id
+    candidate: str            # the candidate's file
+    nproc: int
+    backend: str = "nccl"     # or "gloo" (the CPU)
+    label: str | None = None  # the leaderboard's group (default: the candidate's folder)
+
+
+@dataclass(frozen=True)
+class ScoreOptions:
+    """Where a score is recorded and who hears of it: `db` the results file (with `resume`, a stored result for
+    the same file, task and size is returned instead of scoring again), `progress` a line per step, `cluster`
+    node 0's session with the other nodes (then each job runs `nproc` ranks on every node of it)."""
+    db: str | None = None
+    resume: bool = False
+    progress: Callable[[str], None] | None = None
+    cluster: Cluster | None = None
+
+
+def score(request: ScoreRequest, protocol: Protocol = Protocol(),
+          options: ScoreOptions = ScoreOptions()) -> ScoreResult:
+    """Score one candidate file against a task's reference (status correct instead of faster/slower when the
+    protocol is correctness_only)."""
+    spec, candidate, nproc, backend = get(request.task), request.candidate, request.nproc, request.backend
+    cluster = options.cluster
     world = nproc * (cluster.nnodes if cluster else 1)
     become_subreaper()
     sha = hashlib.sha256(open(candidate, "rb").read()).hexdigest()
-    store = Store(db) if db else None
-    if store and resume:
+    store = Store(options.db) if options.db else None
+    if store and options.resume:
         done = store.completed(spec.slug, sha, world, backend, timed=not protocol.correctness_only)
         if done:
-            return done.to_json()
+            return done
     run_id = uuid.uuid4().hex[:12]
-    label = label or os.path.basename(os.path.dirname(os.path.abspath(candidate)))
+    label = request.label or os.path.basename(os.path.dirname(os.path.abspath(candidate)))
     if store:
         store.start(run_id, spec.slug, os.path.abspath(candidate), sha, label, world, backend)
-    seeds, say = Seeds(), (progress or (lambda msg: None))
+    seeds, say = Seeds(), (options.progress or (lambda msg: None))
     result = ScoreResult(run_id, spec.slug)
     ref_s, cand_s, cleanup, unreported, hideable = [], [], [], 0.0, 0.0
     try:
@@ -225,13 +246,13 @@ def score(task: str, candidate: str, nproc: int, backend: str = "nccl", protocol
             if failures:
                 result.findings += failures[:8]
                 result.status = Status.INCORRECT
-                return result.to_json()
+                return result
             ref_s.append(ref.samples)
             cand_s.append(cand.samples)
         result.correct = True
         if protocol.correctness_only:
             result.status = Status.INTEGRITY if result.integrity else Status.CORRECT
-            return result.to_json()
+            return result
         stats = summarize(ref_s, cand_s, hideable)
         result.speedup, result.speedup_ci95, result.noise_margin = stats.speedup, stats.ci95, stats.noise_margin
         result.reference_ms, result.candidate_ms = stats.reference_ms, stats.candidate_ms
@@ -244,11 +265,11 @@ def score(task: str, candidate: str, nproc: int, backend: str = "nccl", protocol
             result.status = Status.INTEGRITY
         else:
             result.status = Status.FASTER if stats.faster else Status.SLOWER
-        return result.to_json()
+        return result
     except JobFailure as e:
         result.status = FailureKind(e.status).status
         result.findings.append(Finding(e.status, e.rank, e.message, e.details))
-        return result.to_json()
+        return result
     finally:
         for d in cleanup:
             shutil.rmtree(os.path.dirname(d), ignore_errors=True)

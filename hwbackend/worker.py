@@ -19,6 +19,7 @@ from torch.utils._pytree import tree_map
 from hwbackend.failures import is_cuda_error
 from hwbackend.guard import Guard
 from hwbackend.protocol import Channel, connect
+from hwbackend.result import FailureKind
 from tasks.api import TaskContext, as_outputs, flat_tensors, signature_problem
 from tasks.parallelkernelbench.checkout import Checkout, register_checkout
 from tasks.registry import get
@@ -170,12 +171,12 @@ def builds_fail_as_compile_errors() -> None:
         setattr(cpp_extension, name, wrap(getattr(cpp_extension, name)))
 
 
-def classify(exc: BaseException) -> str:
+def classify(exc: BaseException) -> FailureKind:
     if isinstance(exc, CompileError):
-        return "compile_error"
+        return FailureKind.COMPILE_ERROR
     if is_cuda_error(f"{type(exc).__name__}: {exc}") or type(exc).__name__ in ("AcceleratorError", "CudaError"):
-        return "cuda_error"
-    return "exception"
+        return FailureKind.CUDA_ERROR
+    return FailureKind.EXCEPTION
 
 
 _COMPILER_ERROR = re.compile(r"(\S+\.(?:cu|cuh|cpp|cc|h|hpp))[(:](\d+)\)?:?\s*(?:\d+:\s*)?(?:fatal )?error[:\s]",
@@ -200,7 +201,7 @@ def main() -> int:
     except BaseException as exc:  # noqa: BLE001 - every failure is reported to the scorer
         kind = classify(exc)
         tb = traceback.format_exception(type(exc), exc, exc.__traceback__)
-        message = str(exc) if kind == "compile_error" else f"{type(exc).__name__}: {exc}"
+        message = str(exc) if kind is FailureKind.COMPILE_ERROR else f"{type(exc).__name__}: {exc}"
         try:
             ch.send(event="error", kind=kind, rank=rank, message=message[:2000], traceback="".join(tb[-6:])[-3000:])
         except OSError:

@@ -10,7 +10,7 @@ import torch
 from hwbackend.jobs import _children
 from hwbackend.leaderboard import aggregate
 from hwbackend.result import FailureKind, Finding, ScoreResult, Status
-from hwbackend.score import Protocol, score
+from hwbackend.score import Protocol, ScoreOptions, ScoreRequest, score
 from hwbackend.store import Store
 from hwbackend.timing import summarize
 
@@ -21,7 +21,8 @@ CANDS = os.path.join(HERE, "candidates")
 
 def _score(name, nproc=2, db=None, resume=False, **kw):
     protocol = Protocol(**(dict(launches=1, batches=1, calls=2, timeout=30) | kw))
-    return score("all_reduce", os.path.join(CANDS, f"{name}.py"), nproc, "gloo", protocol, db=db, resume=resume)
+    return score(ScoreRequest("all_reduce", os.path.join(CANDS, f"{name}.py"), nproc, "gloo"), protocol,
+                 ScoreOptions(db=db, resume=resume))
 
 
 @pytest.fixture(autouse=True)
@@ -55,12 +56,12 @@ def test_reference_as_candidate_is_correct_and_timed(nproc, launches, tmp_path, 
     res = _score("reference_copy", nproc, launches=launches, batches=4, calls=4, db=str(tmp_path / "r.sqlite"))
     # correct, and timed; whether identical code is called faster is the statistics' job (summarize's own test
     # below): asserted here it failed under the machine's load (no timing asserts in tests)
-    assert res["correct"] and res["status"] in ("slower", "faster"), res
-    lo, hi = res["speedup_ci95"]
-    assert lo <= res["speedup"] <= hi and res["reference_ms"] > 0 and res["candidate_ms"] > 0
-    assert all(t["ok"] for t in res["trials"]) and len(res["trials"]) == nproc * (3 + launches * 4 * 2)  # trials + 2 checked calls per timed batch
+    assert res.correct and res.status in ("slower", "faster"), res
+    lo, hi = res.speedup_ci95
+    assert lo <= res.speedup <= hi and res.reference_ms > 0 and res.candidate_ms > 0
+    assert all(t.ok for t in res.trials) and len(res.trials) == nproc * (3 + launches * 4 * 2)  # trials + 2 checked calls per timed batch
     again = _score("reference_copy", nproc, db=str(tmp_path / "r.sqlite"), resume=True)
-    assert again.get("resumed") and again["status"] == res["status"]
+    assert again.resumed and again.status == res.status
     _no_leftovers(job_root)
 
 
@@ -83,12 +84,12 @@ def test_reference_as_candidate_is_correct_and_timed(nproc, launches, tmp_path, 
 def test_cheating_and_broken_candidates(name, status, needle, job_root):
     res = _score(name, timeout=240 if "build" in name else 30)  # a host build on a busy 2-core machine: up to minutes
     if name == "background_thread":  # either its late writes are caught, or the thread is
-        assert res["status"] in ("incorrect", "integrity")
-        assert any("thread" in f["message"] for f in res["findings"]) or res["status"] == "incorrect"
+        assert res.status in ("incorrect", "integrity")
+        assert any("thread" in f.message for f in res.findings) or res.status == "incorrect"
     else:
-        assert res["status"] == status, res["findings"]
-        assert any(needle in f["message"] for f in res["findings"]), res["findings"]
-    assert not res["correct"] or res["status"] == "integrity"
+        assert res.status == status, res.findings
+        assert any(needle in f.message for f in res.findings), res.findings
+    assert not res.correct or res.status == "integrity"
     _no_leftovers(job_root)
 
 
@@ -96,8 +97,8 @@ def test_cheating_and_broken_candidates(name, status, needle, job_root):
 def test_deadlock_ends_in_timeout_naming_each_rank(job_root):
     t0 = time.monotonic()
     res = _score("deadlock", timeout=15)
-    assert res["status"] == "timeout" and time.monotonic() - t0 < 60
-    details = res["findings"][0]["details"]
+    assert res.status == "timeout" and time.monotonic() - t0 < 60
+    details = res.findings[0].details
     assert "rank 0:" in details and "rank 1: correctness trial 0" in details
     _no_leftovers(job_root)
 

@@ -10,7 +10,7 @@ import os
 import pytest
 
 from hwbackend.clock_check import BatchClock, cross_check
-from hwbackend.score import Protocol, score
+from hwbackend.score import Protocol, ScoreRequest, score
 
 from conftest import HERE
 
@@ -19,27 +19,27 @@ CANDS = os.path.join(HERE, "clock_candidates")
 
 def _score(name):
     protocol = Protocol(launches=1, batches=3, calls=2, warmup=1, timeout=120)
-    return score("all_reduce", os.path.join(CANDS, f"{name}.py"), 2, "gloo", protocol)
+    return score(ScoreRequest("all_reduce", os.path.join(CANDS, f"{name}.py"), 2, "gloo"), protocol)
 
 
 def _clock_findings(res):
-    return [f["message"] for f in res["findings"] if "scorer's clock" in f["message"]]
+    return [f.message for f in res.findings if "scorer's clock" in f.message]
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["swap_timer_code", "slow_guard_clock", "rewrite_reported_seconds"])
 def test_a_patched_time_source_is_an_integrity_finding(name):
     res = _score(name)
-    assert res["status"] == "integrity", res
+    assert res.status == "integrity", res
     found = _clock_findings(res)
-    assert found and all(" ms " in m and "worker" in m for m in found), res["findings"]
+    assert found and all(" ms " in m and "worker" in m for m in found), res.findings
 
 
 @pytest.mark.slow
 def test_the_honest_twin_is_timed_without_a_clock_finding():
     res = _score("honest_sleeper")
-    assert res["correct"] and res["status"] in ("slower", "faster"), res
-    assert _clock_findings(res) == [], res["findings"]
+    assert res.correct and res.status in ("slower", "faster"), res
+    assert _clock_findings(res) == [], res.findings
 
 
 # the rule itself, on batches as both clocks saw them (seconds): a reference with 0.1 ms of harness overhead

@@ -1,6 +1,8 @@
 """Exploit class: a candidate that takes the machine's CPU or process table (a fork bomb, a spinning loop).
-Every sandbox's process 1 (candidate_sandbox/supervisor.py) counts the sandbox's processes and threads and
-each process's CPU time; past a cap it kills the sandbox and names the cap in one line. Shown on the bare
+Every sandbox's process 1 (candidate_sandbox/supervisor.py) counts the sandbox's processes and threads
+(zombies too) and each process's CPU time; past a cap it kills the sandbox and names the cap in one line. The
+kernel backs the count up (RLIMIT_NPROC for a user other than root; pid_max for root on Linux >= 6.14,
+shown here with the count of processes that ever ran). Shown on the bare
 sandbox, on `pkb score` (status "error", a resource_limit finding), on `pkb screen` (a reject naming the cap,
 JSON too) and on `pkb run`'s pool (the same reject, not a retried "worker_crash"), each with its honest twin
 under the same caps. Asserts are on verdicts, never on speed."""
@@ -13,7 +15,7 @@ import pytest
 
 import candidate_sandbox as sandbox
 from candidate_sandbox.supervisor import BREACH_EXIT
-from hwbackend.score import Protocol, score
+from hwbackend.score import Protocol, ScoreRequest, score
 from pkb.cli.main import main
 
 from conftest import HERE
@@ -34,6 +36,30 @@ def test_a_fork_bomb_is_stopped_at_the_cap_on_processes_and_named():
     assert proc.returncode == BREACH_EXIT, proc
     line = proc.stderr.strip()
     assert len(line.splitlines()) == 1 and "over its cap of 32 processes and threads" in line, line
+
+
+# every process writes a byte when it starts, and a failed fork does not end it: how many ever ran
+WIDE = ("import os, time\nfor _ in range(10):\n    try:\n        if os.fork() == 0:\n            os.write(1, b'x')\n"
+        "    except OSError:\n        pass\ntime.sleep(60)\n")  # 1024 processes at most
+
+
+@pytest.mark.skipif(not sandbox.confines_pids(), reason="the kernel's pid_max cap: the user root on Linux >= 6.14")
+def test_the_kernel_stops_a_fork_bomb_at_the_cap_plus_its_room():
+    # pid_max 339: the supervisor's PID and 337 others, whatever the load; the supervisor still names the cap
+    proc = _inside(sandbox.Limits(max_tasks=300), WIDE)
+    assert proc.returncode == BREACH_EXIT and "over its cap of 300 processes" in proc.stderr, proc
+    assert 300 < 1 + proc.stdout.count("x") <= 300 + 37, proc.stdout.count("x")
+
+
+@pytest.mark.parametrize("pid_max", ["0", "1"], ids=["pid_max", "no_pid_max"])
+def test_the_command_has_no_capability_and_no_writable_kernel_setting(monkeypatch, pid_max):
+    monkeypatch.setenv(sandbox.NO_PID_MAX, "" if pid_max == "0" else "1")
+    code = ("caps = [l.split()[1] for l in open('/proc/self/status') if l.startswith('Cap')]\n"
+            "try:\n    open('/proc/sys/kernel/pid_max', 'r+')\n    print(caps, 'writable')\n"
+            "except OSError:\n    print(caps, 'read-only')\n")
+    proc = _inside(sandbox.Limits(), code)
+    assert proc.returncode == 0 and proc.stdout.split("]")[1].strip() == "read-only", proc
+    assert proc.stdout.count("0000000000000000") == 5, proc.stdout  # CapInh, CapPrm, CapEff, CapBnd, CapAmb
 
 
 def test_a_few_processes_stay_under_the_cap():
@@ -58,6 +84,13 @@ def test_the_caps_come_from_the_job_timeout_unless_set():
     assert sandbox.Limits().max_tasks == 4096
 
 
+def test_zombies_count_they_hold_their_pids():
+    # 40 children end at once and are never reaped by their parent (it sleeps): 41 tasks, over a cap of 32
+    code = "import os, time\nfor _ in range(40):\n    if os.fork() == 0:\n        os._exit(0)\ntime.sleep(5)\n"
+    proc = _inside(sandbox.Limits(max_tasks=32), code)
+    assert proc.returncode == BREACH_EXIT and "over its cap of 32" in proc.stderr, proc
+
+
 @pytest.fixture
 def small_caps(monkeypatch):
     monkeypatch.setenv(sandbox.MAX_TASKS, "96")
@@ -65,7 +98,7 @@ def small_caps(monkeypatch):
 
 
 def _score(path):
-    return score("all_reduce", path, 2, "gloo", Protocol(launches=1, batches=1, calls=2, timeout=150))
+    return score(ScoreRequest("all_reduce", path, 2, "gloo"), Protocol(launches=1, batches=1, calls=2, timeout=150))
 
 
 @pytest.mark.slow
@@ -73,15 +106,15 @@ def _score(path):
                                          ("cpu_spin", "s of CPU time, over the sandbox's cap of 20 s")])
 def test_a_scored_candidate_that_breaks_a_cap_is_an_error_naming_it(name, needle, small_caps):
     res = _score(os.path.join(CAPS, f"{name}.py"))
-    assert res["status"] == "error", res
-    (finding,) = [f for f in res["findings"] if f["kind"] == "resource_limit"]
-    assert needle in finding["message"] and "\n" not in finding["message"], finding
+    assert res.status == "error", res
+    (finding,) = [f for f in res.findings if f.kind == "resource_limit"]
+    assert needle in finding.message and "\n" not in finding.message, finding
 
 
 @pytest.mark.slow
 def test_the_honest_twin_is_scored_under_the_same_caps(small_caps):
     res = _score(HONEST)
-    assert res["correct"] and res["status"] in ("slower", "faster"), res
+    assert res.correct and res.status in ("slower", "faster"), res
 
 
 def _screen(capsys, path):

@@ -5,18 +5,18 @@ the sandbox off, where every probe succeeds and it is scored incorrect."""
 import pytest
 from integrity_probe import probe  # noqa: F401 - the fixture
 
-from hwbackend.score import Protocol, score
+from hwbackend.score import Protocol, ScoreRequest, score
 
 
 def _score(path):
-    return score("all_reduce", str(path), 2, "gloo", Protocol(launches=1, batches=1, calls=2, timeout=60))
+    return score(ScoreRequest("all_reduce", str(path), 2, "gloo"), Protocol(launches=1, batches=1, calls=2, timeout=60))
 
 
 @pytest.mark.slow
 def test_a_scored_candidate_reaches_nothing_from_the_sandbox(probe):  # noqa: F811
     path, target = probe
     res = _score(path)
-    assert res["correct"], res["findings"]
+    assert res.correct, res.findings
     assert not target.exists()
 
 
@@ -25,5 +25,5 @@ def test_without_the_sandbox_the_same_candidate_gets_out(probe, monkeypatch):  #
     path, target = probe
     monkeypatch.setenv("PKB_NO_SANDBOX", "1")
     res = _score(path)
-    assert not res["correct"] and res["status"] == "incorrect", res
+    assert not res.correct and res.status == "incorrect", res
     assert target.read_text() == "written from a candidate"

@@ -9,14 +9,15 @@ import time
 from contextlib import contextmanager
 
 import candidate_sandbox
+from hwbackend.result import Status
 from pkb.cli._arguments import add_db_argument, add_pkb_arguments
 from pkb.cli._layout import check_node_layout
 from pkb.cli._sandbox import add_sandbox_argument, sandbox_ready
 from pkb.errors import UsageError
 from pkb.resolve import task_of
 
-EXIT = {"faster": 0, "slower": 0, "correct": 0, "incorrect": 1, "integrity": 1, "error": 4, "compile_error": 4,
-        "timeout": 5}
+EXIT = {Status.FASTER: 0, Status.SLOWER: 0, Status.CORRECT: 0, Status.INCORRECT: 1, Status.INTEGRITY: 1,
+        Status.ERROR: 4, Status.COMPILE_ERROR: 4, Status.TIMEOUT: 5}  # 2 is bad usage
 
 
 def add_parser(sub) -> None:
@@ -58,7 +59,7 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     import torch
 
-    from hwbackend.score import Protocol, score
+    from hwbackend.score import Protocol, ScoreOptions, ScoreRequest, score
 
     if not sandbox_ready(args):  # else the rank workers start in the sandbox (hwbackend/jobs.py)
         os.environ[candidate_sandbox.DISABLE] = "1"
@@ -94,23 +95,23 @@ def run(args) -> int:
     with _cluster(rdzv, args.timeout) as cluster:
         protocol = Protocol(args.trials, args.launches, args.batches, args.calls, timeout=args.timeout,
                             preset=preset, correctness_only=args.correctness_only)
-        res = score(task.slug, args.candidate, nproc, backend, protocol, db=args.db, label=args.label,
-                    resume=args.resume, progress=progress, cluster=cluster)
+        res = score(ScoreRequest(task.slug, args.candidate, nproc, backend, args.label), protocol,
+                    ScoreOptions(args.db, args.resume, progress, cluster))
     if args.json:
-        print(json.dumps(res, indent=1))
+        print(json.dumps(res.to_json(), indent=1))
     else:
-        line = f"pkb score: {res['task']}: {res['status'].upper()}"
-        if res.get("speedup") is not None:
-            lo, hi = res["speedup_ci95"]
-            line += (f" - speed-up {res['speedup']:.3f}x (95% CI {lo:.3f}-{hi:.3f}), reference "
-                     f"{res['reference_ms']:.3f} ms, candidate {res['candidate_ms']:.3f} ms")
-        for f in res["findings"]:
-            rank = f" rank {f['rank']}" if f.get("rank") is not None else ""
-            print(f"  {f['kind']}{rank}: {f['message']}")
-            if f.get("details"):
-                print("    " + f["details"].strip().replace("\n", "\n    "))
+        line = f"pkb score: {res.task or task.slug}: {res.status.upper()}"
+        if res.speedup is not None:
+            lo, hi = res.speedup_ci95
+            line += (f" - speed-up {res.speedup:.3f}x (95% CI {lo:.3f}-{hi:.3f}), reference "
+                     f"{res.reference_ms:.3f} ms, candidate {res.candidate_ms:.3f} ms")
+        for f in res.findings:
+            rank = f" rank {f.rank}" if f.rank is not None else ""
+            print(f"  {f.kind}{rank}: {f.message}")
+            if f.details:
+                print("    " + f.details.strip().replace("\n", "\n    "))
         print(line)
-    return EXIT[res["status"]]
+    return EXIT[res.status]
 
 
 def _rendezvous(args):
@@ -163,4 +164,4 @@ def _serve_node(rdzv, args, nproc: int) -> int:
     else:
         print(f"pkb score: node {res.node} of {rdzv.nnodes}: ran its ranks of {res.jobs} job(s); node 0 reports "
               f"the result")
-    return EXIT["error"] if res.error else 0
+    return EXIT[Status.ERROR] if res.error else 0
