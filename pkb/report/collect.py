@@ -8,8 +8,6 @@ from dataclasses import dataclass, field
 
 from pkbsim.screen.result import ScreenResult, Verdict
 
-HW_GOOD = ("faster", "slower", "correct")  # correct on hardware; everything else is a failure the screen should catch
-
 
 @dataclass
 class Row:
