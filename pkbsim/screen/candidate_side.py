@@ -17,8 +17,8 @@ from pkbsim.screen.candidate import RecordedLimit, Session, extension_stand_in, 
 from pkbsim.screen.cost import SHAPE_RUN_SECONDS, shape_trace
 from pkbsim.screen.functional import candidate_calls, slow
 from pkbsim.screen.hang import Watch, site
-from pkbsim.screen.isolation import plain
 from pkbsim.screen.limits import limit_of, own_site
+from pkbsim.screen.plain import plain
 from pkbsim.screen.prebuild import prebuild
 from pkbsim.screen.result import Reason, ReasonKind
 from pkbsim.taskrun import TaskRun, run_calls

@@ -28,8 +28,6 @@ from dataclasses import dataclass
 
 import torch
 
-from pkbsim.screen.plain import plain  # noqa: F401 - candidate_side.py still imports it from here
-
 
 @dataclass
 class ChildExit:
