@@ -10,8 +10,9 @@ the processes that run candidates (`pkb screen`, `pkb run`'s workers, `pkb score
 `bwrap` with new user, PID, network (loopback only), IPC and UTS namespaces, every capability dropped, the
 whole file system read-only except a private /tmp and the folders pkb must write (its build cache and the
 output paths the user named), and die with their parent. GPU device nodes are passed through where they
-exist. Process 1 of the sandbox is the supervisor (supervisor.py), which caps CPU time per process, the
-number of processes and threads and the sandbox's resident memory (`Limits`), and names a breach in one line. Without bwrap a command
+exist; /proc/sys (the kernel's settings) is read-only. Process 1 of the sandbox is the supervisor
+(supervisor.py), which caps CPU time per process, the number of processes and threads (with the kernel's
+help) and the sandbox's resident memory (`Limits`), and names a breach in one line. Without bwrap a command
 that needs it stops with one line naming the package; `--no-sandbox` (or PKB_NO_SANDBOX=1) runs without
 it, by the user's explicit choice.
 """
@@ -35,6 +36,7 @@ MISSING = ("the candidate sandbox needs bubblewrap (bwrap), which is not install
 MAX_TASKS = "PKB_SANDBOX_MAX_TASKS"  # overrides the default cap on processes and threads
 CPU_SECONDS = "PKB_SANDBOX_CPU_S"    # overrides the default cap on CPU time per process
 MEMORY_GB = "PKB_SANDBOX_MEMORY_GB"  # overrides the default cap on the sandbox's resident memory (GiB)
+NO_PID_MAX = "PKB_SANDBOX_NO_PID_MAX"  # "1": no pid_max confinement (the supervisor's count alone, for comparison)
 MEMORY_SHARE = 0.75                  # the default cap on resident memory: this share of the machine's
 SUPERVISOR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "supervisor.py")
 
@@ -105,10 +107,14 @@ def prefix(writable: list[str] = (), readable: list[str] = (), limits: Limits = 
     the command starts (a folder visible inside; by default this process's own)."""
     args = [bwrap(), "--die-with-parent", "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
             "--as-pid-1", "--cap-drop", "ALL", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-            "--tmpfs", "/tmp", "--tmpfs", "/dev/shm",
-            # the kernel's settings read-only: bwrap covers /proc/sys only where the folder itself is writable,
-            # but its files let uid 0 (the user root, still root inside) write machine-wide settings
-            "--ro-bind", "/proc/sys", "/proc/sys"]
+            "--tmpfs", "/tmp", "--tmpfs", "/dev/shm"]
+    # the kernel's settings read-only: bwrap covers /proc/sys only where the folder itself is writable, but
+    # its files let uid 0 (the user root, still root inside) write machine-wide settings. Where the kernel
+    # caps the number of tasks by a PID namespace's own pid_max, the supervisor sets it first and makes
+    # /proc/sys read-only itself, then drops the two capabilities it was given for that (supervisor.py).
+    own_pid_max = confines_pids()
+    args += (["--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_SETPCAP"] if own_pid_max else
+             ["--ro-bind", "/proc/sys", "/proc/sys"])
     if not network:
         args.append("--unshare-net")
     for node in sorted(glob.glob("/dev/nvidia*")) + sorted(glob.glob("/dev/dri")):
@@ -126,8 +132,21 @@ def prefix(writable: list[str] = (), readable: list[str] = (), limits: Limits = 
     args += ["--setenv", INSIDE, "1", "--setenv", "TRITON_CACHE_DIR", "/tmp/triton-cache", "--chdir",
              os.path.abspath(cwd or os.getcwd()),
              "--", sys.executable, "-I", "-S", SUPERVISOR, str(caps.max_tasks), f"{caps.cpu_seconds:g}",
-             str(caps.memory_bytes), "--"]
+             str(caps.memory_bytes), *(["pid_max"] if own_pid_max else []), "--"]
     return args
+
+
+def confines_pids() -> bool:
+    """Whether the supervisor caps the sandbox's tasks through its PID namespace's pid_max: where only that
+    works (the user root, whom RLIMIT_NPROC exempts) and is safe (Linux >= 6.14, where each PID namespace has
+    a pid_max of its own: before, the setting was the machine's)."""
+    if os.geteuid() != 0 or os.environ.get(NO_PID_MAX) == "1":
+        return False
+    try:
+        major, minor = (int(x) for x in os.uname().release.split(".")[:2])
+    except ValueError:
+        return False
+    return (major, minor) >= (6, 14)
 
 
 def precompile() -> None:

@@ -7,13 +7,17 @@ inside the namespace, and when it ends the kernel ends the whole namespace. It a
 process 1 must. Its exit status is the command's (a death by signal N as 128 + N, as a shell reports it).
 Standard library only: it runs as a script before anything else is imported.
 
-- Processes and threads: every POLL seconds a full scan counts them. Between scans a tripwire (every TRIP
-  seconds, one read of the namespace's last PID, /proc/sys/kernel/ns_last_pid) bounds how many tasks can
-  exist: those of the last scan plus every PID handed out since; when that bound passes the cap, it scans at
-  once. A fork bomb is thus seen within a few milliseconds, not 50. RLIMIT_NPROC, set just above the cap,
-  is the kernel's exact backstop: since Linux 5.14 it counts a user's tasks per user namespace, so inside
-  the sandbox it counts the sandbox's own; the kernel exempts real root, though (uid 0 outside stays the
-  root user inside), so under root the supervisor's count is the only one.
+- Processes and threads (zombies too: each holds its PID until it is reaped): every POLL seconds a full
+  scan counts them. Between scans a tripwire (every TRIP seconds, one read of the namespace's last PID,
+  /proc/sys/kernel/ns_last_pid) bounds how many tasks can exist: those last counted plus every PID handed
+  out since; when that bound passes the cap, it counts at once (stopping as soon as the count is over). A
+  fork bomb is thus seen within milliseconds of this process getting a core, not 50; on a loaded machine it
+  may not get one for longer, so the kernel backs the count up, with some room (NPROC_ROOM, or an eighth of
+  the cap) so that the bomb stays over the cap until it is counted and named: RLIMIT_NPROC for a user other
+  than root (since Linux 5.14 it counts a user's tasks per user namespace, so inside the sandbox the
+  sandbox's own; the kernel exempts the user root, who stays root inside), and for root pid_max (below).
+  When the command ends, one last scan: a sandbox over a cap then (the command's own fork failed, say)
+  is a breach all the same.
 - CPU time: the largest of any process, from the full scan; RLIMIT_CPU (a little above the cap) is the
   kernel's backstop should this process be starved.
 - Resident memory: the memory the sandbox holds that the machine cannot reclaim: each process's anonymous
@@ -26,8 +30,15 @@ Standard library only: it runs as a script before anything else is imported.
   (~20 ms for a 1 GiB process, too slow for every scan); a process whose smaps_rollup it cannot read counts
   with its upper bound. A tmpfs file that is also mapped counts twice (its file and its mappings). Near a
   cap (half of it) the scans come every FAST seconds.
+- The kernel's exact cap for the user root (pid_max, Linux >= 6.14, where a PID namespace has its own): run
+  with the word pid_max, and bwrap's CAP_SYS_ADMIN and CAP_SETPCAP in the sandbox's user namespace (which
+  owns its PID namespace), this process sets its namespace's pid_max to the cap plus that room plus its own
+  PID (at least 301, the kernel's floor), so that no PID is left for one more task; then it binds /proc/sys read-only (which
+  bwrap would have done, but then pid_max could not be written) and drops every capability, checks that none
+  is left, and only then starts the command (anything amiss: nothing runs, CONFINE_EXIT).
 
-Usage: supervisor.py MAX_TASKS CPU_SECONDS MEMORY_BYTES -- COMMAND... (CPU_SECONDS or MEMORY_BYTES 0: no cap)
+Usage: supervisor.py MAX_TASKS CPU_SECONDS MEMORY_BYTES [pid_max] -- COMMAND...
+(CPU_SECONDS or MEMORY_BYTES 0: no cap)
 """
 from __future__ import annotations
 
@@ -43,9 +54,12 @@ FAST = 0.005                      # the full scan, past half of a cap
 TRIP = 0.002                      # the tripwire on new PIDs
 RECHECK = 1.0                     # the exact memory figure, at most this often while the bound allows
 BREACH_EXIT = 86
+CONFINE_EXIT = 87                 # the pid_max confinement failed: the command was not run
+PID_MAX_FLOOR = 301               # the kernel refuses a smaller pid_max
 LINE = "pkb sandbox: "           # how the breach line starts (candidate_sandbox.breach finds it in a log)
 BACKSTOP = 2.0                    # RLIMIT_CPU's soft limit is this much above the cap, its hard limit twice
 TICK = os.sysconf("SC_CLK_TCK")
+NPROC_ROOM = 32                   # RLIMIT_NPROC: the cap plus this, or an eighth of it if more
 TMPFS = ("/tmp", "/dev/shm")      # the sandbox's own tmpfs mounts (bwrap --tmpfs)
 GIB = 2**30
 
@@ -72,13 +86,12 @@ class Scan:
             except OSError:
                 continue
             fields = rest.split()
-            if fields[0] == "Z":
-                continue
             self.procs += 1
-            self.threads += int(fields[17])
+            # a zombie holds its PID until it is reaped (the kernel's caps count it): at least one task
+            self.threads += max(1, int(fields[17]))
             if self.threads > stop_at:
                 return
-            if tasks_only:
+            if tasks_only or fields[0] == "Z":
                 continue
             self.pids.append(entry)
             self.bound += _kib(status, ("RssAnon:", "RssShmem:"))
@@ -161,6 +174,51 @@ class Supervisor:
                 or (self.memory and 2 * scan.bound > self.memory))
 
 
+def confine(pid_max: int) -> None:
+    """This PID namespace's pid_max; /proc/sys read-only; no capability left (see the module's doc). Raises
+    OSError when /proc/sys stays writable or a capability is left; a pid_max the kernel refuses is skipped
+    (the count above still holds)."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def check(rc: int, what: str) -> None:
+        if rc != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"{what}: {os.strerror(err)}")
+    try:
+        with open("/proc/sys/kernel/pid_max", "w") as f:
+            f.write(str(max(pid_max, PID_MAX_FLOOR)))
+    except OSError:
+        pass
+    ms_rdonly, ms_nosuid, ms_nodev, ms_noexec, ms_remount, ms_bind = 1, 2, 4, 8, 32, 4096
+    check(libc.mount(b"/proc/sys", b"/proc/sys", None, ms_bind, None), "bind /proc/sys")
+    check(libc.mount(None, b"/proc/sys", None, ms_remount | ms_bind | ms_rdonly | ms_nosuid | ms_nodev | ms_noexec,
+                     None), "remount /proc/sys read-only")
+    if os.access("/proc/sys/kernel/pid_max", os.W_OK) and _writable("/proc/sys/kernel/pid_max"):
+        raise OSError(0, "/proc/sys is still writable")
+    pr_capbset_drop, pr_cap_ambient, pr_cap_ambient_clear_all = 24, 47, 4
+    with open("/proc/sys/kernel/cap_last_cap") as f:
+        last = int(f.read())
+    for cap in range(last + 1):
+        check(libc.prctl(pr_capbset_drop, cap, 0, 0, 0), f"drop capability {cap} from the bounding set")
+    check(libc.prctl(pr_cap_ambient, pr_cap_ambient_clear_all, 0, 0, 0), "clear the ambient capabilities")
+    header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
+    check(libc.capset(header, (ctypes.c_uint32 * 6)()), "capset")
+    with open("/proc/self/status") as f:
+        left = [line for line in f if line.startswith("Cap") and int(line.split()[1], 16)]
+    if left:
+        raise OSError(0, f"capabilities left: {' '.join(line.split()[0] for line in left)}")
+
+
+def _writable(path: str) -> bool:
+    try:
+        with open(path, "r+"):
+            return True
+    except OSError:
+        return False
+
+
 def _last_pid(fd: int | None) -> int:
     """The last PID this namespace handed out (-1 when unreadable)."""
     if fd is None:
@@ -172,14 +230,23 @@ def _last_pid(fd: int | None) -> int:
 
 
 def main(argv: list[str]) -> int:
-    max_tasks, cpu_seconds, memory, command = int(argv[0]), float(argv[1]), int(argv[2]), argv[4:]
+    split = argv.index("--")
+    max_tasks, cpu_seconds, memory, command = int(argv[0]), float(argv[1]), int(argv[2]), argv[split + 1:]
+    room = max(NPROC_ROOM, max_tasks // 8)
+    if "pid_max" in argv[3:split]:
+        try:
+            confine(max_tasks + room + 2)  # this process's PID, and room for every other task up to the limit
+        except OSError as e:
+            print(f"{LINE}cannot confine the sandbox ({e}): nothing was run", file=sys.stderr, flush=True)
+            return CONFINE_EXIT
 
     def limits() -> None:  # in the command's process (so not in this one), inherited by all it starts
         if cpu_seconds:
             soft = int(cpu_seconds + BACKSTOP)
             resource.setrlimit(resource.RLIMIT_CPU, (soft, soft + int(BACKSTOP)))
-        # this process and one task over the cap, so that the count can pass the cap and be named
-        nproc = max_tasks + 2
+        # some room over the cap, so that a fork bomb stays over it (its failing forks end some of its
+        # processes) until this process counts it and names the cap, as it does where the kernel exempts root
+        nproc = max_tasks + room
         _, hard = resource.getrlimit(resource.RLIMIT_NPROC)
         if hard == resource.RLIM_INFINITY or hard >= nproc:
             resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
@@ -199,8 +266,13 @@ def main(argv: list[str]) -> int:
                 pid = 0
             if pid == 0:
                 break
-            if pid == child.pid:
-                code = os.waitstatus_to_exitcode(status)
+            if pid == child.pid:  # the command ended; if its sandbox is over a cap (the kernel's pid_max failed
+                code = os.waitstatus_to_exitcode(status)  # its fork, say), that is the verdict
+                line = sup.breach(Scan(me, max_tasks))
+                if line:
+                    print(line, file=sys.stderr, flush=True)
+                    os.kill(-1, signal.SIGKILL)
+                    return BREACH_EXIT
                 return code if code >= 0 else 128 - code
         last = _last_pid(pids)
         # tasks that may exist now: those last counted, and one per PID handed out since (a wrap: count again)
