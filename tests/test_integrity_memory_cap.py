@@ -14,7 +14,7 @@ import pytest
 
 import candidate_sandbox as sandbox
 from candidate_sandbox.supervisor import BREACH_EXIT
-from hwbackend.score import Protocol, score
+from hwbackend.score import Protocol, ScoreRequest, score
 from pkb.cli.main import main
 
 from conftest import HERE
@@ -69,22 +69,22 @@ def small_cap(monkeypatch):
 
 
 def _score(path):
-    return score("all_reduce", path, 2, "gloo", Protocol(launches=1, batches=1, calls=2, timeout=150))
+    return score(ScoreRequest("all_reduce", path, 2, "gloo"), Protocol(launches=1, batches=1, calls=2, timeout=150))
 
 
 @pytest.mark.slow
 def test_a_scored_memory_hog_is_an_error_naming_the_cap(small_cap):
     res = _score(HOG)
-    assert res["status"] == "error", res
-    (finding,) = [f for f in res["findings"] if f["kind"] == "resource_limit"]
-    assert NEEDLE in finding["message"] and "\n" not in finding["message"], finding
+    assert res.status == "error", res
+    (finding,) = [f for f in res.findings if f.kind == "resource_limit"]
+    assert NEEDLE in finding.message and "\n" not in finding.message, finding
 
 
 @pytest.mark.slow
 def test_the_honest_twin_is_scored_under_the_same_cap(small_cap):
     res = _score(HONEST)
-    assert res["correct"] and res["status"] in ("slower", "faster"), res
-    assert not [f for f in res["findings"] if f["kind"] == "resource_limit"], res
+    assert res.correct and res.status in ("slower", "faster"), res
+    assert not [f for f in res.findings if f.kind == "resource_limit"], res
 
 
 def _screen(capsys, path):
