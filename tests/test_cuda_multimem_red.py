@@ -1,6 +1,8 @@
 """Inline CUDA on simulated ranks (tests/programs/cuda_multimem_red_barrier.py, one build): a barrier made of
 `multimem.red` arrivals (as ThunderKittens' barrier_all) is atomics on one word from every rank, not a
 write-write race (it was lowered as plain puts); without the wait, the peer reads are the race they are.
+A relaxed wait (ThunderKittens' barrier) orders the peers' data for the stream's next kernel (a kernel's end
+acts as a fence), not for reads later in the same kernel (D4).
 Builds take minutes: slow tests."""
 import io
 import os
@@ -27,5 +29,16 @@ def test_multicast_reduction_arrivals_are_no_race():
 
 def test_reading_peers_without_waiting_is_a_race():
     res = check("no_wait")
+    assert res.verdict != "ok"
+    assert any("race" in f.render().lower() for f in res.findings), [f.render() for f in res.findings]
+
+
+def test_a_relaxed_wait_orders_the_next_kernels_reads():
+    res = check("relaxed_next_kernel")
+    assert res.verdict == "ok", [f.render() for f in res.findings]
+
+
+def test_a_relaxed_wait_orders_nothing_in_its_own_kernel():
+    res = check("relaxed_same_kernel")
     assert res.verdict != "ok"
     assert any("race" in f.render().lower() for f in res.findings), [f.render() for f in res.findings]

@@ -2,7 +2,10 @@
 (`multimem.red.release.sys.global.add.u32` on the counter's multicast address), waits until its own copy
 reaches world * epoch (`ld.acquire.sys`), then sums its peers' data. The reductions of different ranks
 are atomics on the same word, not a write-write race. Mode "barrier" waits; mode "no_wait" skips the
-wait, so the peer reads are stale reads (a race). Usage: cuda_multimem_red_barrier.py MODE."""
+wait, so the peer reads are stale reads (a race). Modes "relaxed_next_kernel" and "relaxed_same_kernel"
+wait with a relaxed load (as ThunderKittens' barrier does) and read the peers in the next kernel (ordered:
+a kernel's end orders what it polled before the stream's next kernel) or in the same kernel after the
+wait (a race: the relaxed poll acquires nothing). Usage: cuda_multimem_red_barrier.py MODE."""
 import os
 import sys
 
@@ -14,6 +17,8 @@ from torch.utils.cpp_extension import load_inline
 CPP_SRC = """
 torch::Tensor sum_peers(int64_t counter_mc, int64_t counter, std::vector<int64_t> bufs, torch::Tensor out,
                         int64_t epoch, int64_t wait);
+torch::Tensor sum_peers_relaxed(int64_t counter_mc, int64_t counter, std::vector<int64_t> bufs, torch::Tensor out,
+                                int64_t epoch, int64_t next_kernel);
 """
 
 CUDA_SRC = r"""
@@ -43,6 +48,59 @@ __global__ void sum_peers_kernel(unsigned* counter_mc, unsigned* counter, Peers 
     }
 }
 
+__global__ void arrive_wait_relaxed(unsigned* counter_mc, unsigned* counter, unsigned target) {
+    asm volatile("multimem.red.release.sys.global.add.u32 [%0], %1;" :: "l"(counter_mc), "r"(1u) : "memory");
+    unsigned seen = 0;
+    do {
+        asm volatile("ld.relaxed.sys.global.u32 %0, [%1];" : "=r"(seen) : "l"(counter) : "memory");
+    } while (seen < target);
+}
+
+__global__ void arrive_wait_relaxed_then_sum(unsigned* counter_mc, unsigned* counter, unsigned target, Peers peers,
+                                             float* out, int n, int world) {
+    if (threadIdx.x == 0) {
+        asm volatile("multimem.red.release.sys.global.add.u32 [%0], %1;" :: "l"(counter_mc), "r"(1u) : "memory");
+        unsigned seen = 0;
+        do {
+            asm volatile("ld.relaxed.sys.global.u32 %0, [%1];" : "=r"(seen) : "l"(counter) : "memory");
+        } while (seen < target);
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        float acc = 0.f;
+        for (int p = 0; p < world; ++p) acc += peers.p[p][i];
+        out[i] = acc;
+    }
+}
+
+__global__ void sum_only(Peers peers, float* out, int n, int world) {
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        float acc = 0.f;
+        for (int p = 0; p < world; ++p) acc += peers.p[p][i];
+        out[i] = acc;
+    }
+}
+
+torch::Tensor sum_peers_relaxed(int64_t counter_mc, int64_t counter, std::vector<int64_t> bufs, torch::Tensor out,
+                                int64_t epoch, int64_t next_kernel) {
+    Peers peers{};
+    for (size_t i = 0; i < bufs.size(); ++i) peers.p[i] = reinterpret_cast<const float*>(bufs[i]);
+    auto stream = at::cuda::getCurrentCUDAStream();
+    unsigned target = static_cast<unsigned>(epoch * bufs.size());
+    if (next_kernel) {
+        arrive_wait_relaxed<<<1, 1, 0, stream>>>(reinterpret_cast<unsigned*>(counter_mc),
+                                                 reinterpret_cast<unsigned*>(counter), target);
+        sum_only<<<1, 64, 0, stream>>>(peers, out.data_ptr<float>(), static_cast<int>(out.numel()),
+                                       static_cast<int>(bufs.size()));
+    } else {
+        arrive_wait_relaxed_then_sum<<<1, 64, 0, stream>>>(
+            reinterpret_cast<unsigned*>(counter_mc), reinterpret_cast<unsigned*>(counter), target, peers,
+            out.data_ptr<float>(), static_cast<int>(out.numel()), static_cast<int>(bufs.size()));
+    }
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    return out;
+}
+
 torch::Tensor sum_peers(int64_t counter_mc, int64_t counter, std::vector<int64_t> bufs, torch::Tensor out,
                         int64_t epoch, int64_t wait) {
     Peers peers{};
@@ -58,12 +116,12 @@ torch::Tensor sum_peers(int64_t counter_mc, int64_t counter, std::vector<int64_t
 
 
 def main():
-    wait = {"barrier": 1, "no_wait": 0}[sys.argv[1]]
+    mode = sys.argv[1]
     dist.init_process_group("nccl")
     torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
     rank, world = dist.get_rank(), dist.get_world_size()
     ext = load_inline(name="pkb_test_multimem_red", cpp_sources=CPP_SRC, cuda_sources=CUDA_SRC,
-                      functions=["sum_peers"])
+                      functions=["sum_peers", "sum_peers_relaxed"])
     n = 256
     counter = symm_mem.empty(1, dtype=torch.int32, device="cuda").zero_()
     chdl = symm_mem.rendezvous(counter, dist.group.WORLD)
@@ -72,7 +130,11 @@ def main():
     dist.barrier()
     buf.fill_(float(rank + 1))
     out = torch.empty(n, dtype=torch.float32, device="cuda")
-    ext.sum_peers(chdl.multicast_ptr, counter.data_ptr(), list(hdl.buffer_ptrs), out, 1, wait)
+    if mode in ("barrier", "no_wait"):
+        ext.sum_peers(chdl.multicast_ptr, counter.data_ptr(), list(hdl.buffer_ptrs), out, 1, int(mode == "barrier"))
+    else:
+        ext.sum_peers_relaxed(chdl.multicast_ptr, counter.data_ptr(), list(hdl.buffer_ptrs), out, 1,
+                              int(mode == "relaxed_next_kernel"))
     assert torch.equal(out, torch.full((n,), float(world * (world + 1) // 2))), f"rank {rank}: wrong sum"
     dist.barrier()
     dist.destroy_process_group()
