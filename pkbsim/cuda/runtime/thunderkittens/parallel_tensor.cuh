@@ -8,8 +8,29 @@
 #include <cstdint>
 #include <vector>
 
+#include <cuda.h>
+
 #include <ATen/core/Tensor.h>
 #include <torch/csrc/utils/pybind.h>
+
+// A limit of pkb, raised as pkbsim.errors.NotSimulated (the screen's "inconclusive"), not a C++ error
+// the candidate would be blamed for.
+[[noreturn]] inline void pkb_tk_not_simulated(const char *what) {
+    pybind11::object cls = pybind11::module_::import("pkbsim.errors").attr("NotSimulated");
+    pybind11::object exc = cls(what);
+    PyErr_SetObject(cls.ptr(), exc.ptr());
+    throw pybind11::error_already_set();
+}
+
+// TMA tensor maps (ThunderKittens' tma:: loads and stores build them on the host): the interpreter has no
+// cp.async.bulk.tensor, so the driver call that makes them stops the run as a limit of pkb.
+extern "C" CUresult CUDAAPI cuTensorMapEncodeTiled(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *,
+                                                   const cuuint64_t *, const cuuint64_t *, const cuuint32_t *,
+                                                   const cuuint32_t *, CUtensorMapInterleave, CUtensorMapSwizzle,
+                                                   CUtensorMapL2promotion, CUtensorMapFloatOOBfill) {
+    pkb_tk_not_simulated("TMA tensor maps (cuTensorMapEncodeTiled, for ThunderKittens' tma:: loads and stores): "
+                         "the PTX interpreter has no cp.async.bulk.tensor or mbarrier");
+}
 
 // `x.device().index()` in ThunderKittens' host checks (the TK overlay rewrites it to this): the GPU the
 // program sees the tensor on, which for the CPU tensors that stand for GPU memory is the simulator's answer
