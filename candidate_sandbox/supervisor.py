@@ -237,7 +237,9 @@ def main(argv: list[str]) -> int:
         try:
             confine(max_tasks + room + 2)  # this process's PID, and room for every other task up to the limit
         except OSError as e:
-            print(f"{LINE}cannot confine the sandbox ({e}): nothing was run", file=sys.stderr, flush=True)
+            # not LINE: pkb's failure, never the candidate's (sandbox.check() meets it first, with `python -c pass`)
+            print(f"pkb sandbox error: cannot set the sandbox's pid_max and drop its capabilities ({e}): nothing "
+                  f"was run; PKB_SANDBOX_NO_PID_MAX=1 goes without", file=sys.stderr, flush=True)
             return CONFINE_EXIT
 
     def limits() -> None:  # in the command's process (so not in this one), inherited by all it starts

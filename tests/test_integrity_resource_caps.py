@@ -51,6 +51,16 @@ def test_the_kernel_stops_a_fork_bomb_at_the_cap_plus_its_room():
     assert 300 < 1 + proc.stdout.count("x") <= 300 + 37, proc.stdout.count("x")
 
 
+@pytest.mark.skipif(not sandbox.confines_pids(), reason="the kernel's pid_max cap: the user root on Linux >= 6.14")
+def test_a_sandbox_that_cannot_be_confined_runs_nothing_and_blames_no_candidate():
+    cmd = sandbox.prefix()
+    at = cmd.index("--cap-add")
+    del cmd[at:at + 4]  # without the two capabilities: pid_max and the read-only bind fail
+    proc = subprocess.run([*cmd, sys.executable, "-c", "print('ran')"], capture_output=True, text=True, timeout=60)
+    assert (proc.returncode, proc.stdout) == (87, ""), proc
+    assert "cannot set the sandbox's pid_max" in proc.stderr and sandbox.breach(proc.stderr) is None, proc.stderr
+
+
 @pytest.mark.parametrize("pid_max", ["0", "1"], ids=["pid_max", "no_pid_max"])
 def test_the_command_has_no_capability_and_no_writable_kernel_setting(monkeypatch, pid_max):
     monkeypatch.setenv(sandbox.NO_PID_MAX, "" if pid_max == "0" else "1")
