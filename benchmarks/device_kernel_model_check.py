@@ -14,14 +14,18 @@ extension), scales the kernel's work record to the measured n by the cost stage'
 hgx-h200's GPU; it prints measured, predicted, the error and what bounds the kernel, and the median and
 largest error. No asserts.
 
-    python benchmarks/device_kernel_model_check.py programs MEASURED.json [OUT.json]
+    python benchmarks/device_kernel_model_check.py programs MEASURED.json [OUT.json] [--records=FILE] [--simulate-missing]
+    python benchmarks/device_kernel_model_check.py records FILE [k/n | sk/n | solutions]   # pkb's side alone
 
 The same comparison for the kernels of real programs (benchmarks/device_program_kernels.py measures them on the
 GPU: the Triton and inline-CUDA corpora, the CUDA test programs, the solutions' inline-CUDA candidate) at
-world size 1 and their own sizes: each program runs here on one simulated rank, each device kernel launch it
-records is timed by pkbsim.timing.device_kernel (no scaling: the sizes are the GPU's), and each is put next to
-the same kernel's launch on the GPU (by name and launch order). Per kernel: the median over its launches on
-both sides.
+world size 1, at their own sizes and with their size variable x64: each program runs on one simulated rank at the
+size the GPU ran (its launch records are taken once by `records`, kept in
+benchmarks/results/device_program_kernels_pkb_records.json: the PTX interpreter needs minutes a program on a
+loaded 2-core machine), each device kernel launch is timed by pkbsim.timing.device_kernel, and put next to the
+same kernel's launches on the GPU (by name). Per kernel: the median over its launches on both sides; for the x64
+runs also the screen's scaling rule applied to the own-size record. Then the solutions: each torch op of one
+call (its kernels' device time summed) against the replay of pkb's full-size trace.
 """
 from __future__ import annotations
 
@@ -257,14 +261,18 @@ def record_key(path: str, argv: list[str], scale: int) -> str:
     return " ".join([path, *argv, f"x{scale}"])
 
 
-def cached_launches(path: str):
-    """A `simulate` for program_rows that reads the records file (falling back to a live run when it lacks one)."""
+def cached_launches(path: str, simulate_missing: bool):
+    """A `simulate` for program_rows that reads the records file; a launch it lacks is simulated now if
+    `simulate_missing`, else that row is left out with how to add it."""
     doc = json.load(open(path))
 
     def simulate(prog: str, argv: list[str], scale: int):
         got = doc["programs"].get(record_key(prog, argv, scale))
         if got is None:
-            return program_launches_at(prog, argv, scale)
+            if simulate_missing:
+                return program_launches_at(prog, argv, scale)
+            return [], (f"no pkb record of it in {os.path.relpath(path, ROOT)} (add the missing ones, resumably: "
+                        f"device_kernel_model_check.py records {os.path.relpath(path, ROOT)}; or pass --simulate-missing)")
         return [tuple(x) for x in got["launches"]], got["why"]
     return simulate
 
@@ -350,7 +358,7 @@ def kind_of(path: str) -> str:
 RECORDS = os.path.join(ROOT, "benchmarks", "results", "device_program_kernels_pkb_records.json")
 
 
-def programs(in_path: str, out_path: str | None, records_path: str | None = None) -> None:
+def programs(in_path: str, out_path: str | None, records_path: str | None = None, simulate_missing: bool = False) -> None:
     from pkbsim.timing.host_model import host_model
     from pkbsim.timing.topology import load_topology
     with open(in_path) as f:
@@ -360,7 +368,7 @@ def programs(in_path: str, out_path: str | None, records_path: str | None = None
     print(f"measured: {doc.get('gpu')}, torch {doc.get('torch')}, triton {doc.get('triton')} (world size 1); "
           f"predicted: {topo.name}, {os.path.relpath(CALIBRATION, ROOT)}")
     recs = records_path or RECORDS
-    simulate = cached_launches(recs) if os.path.exists(recs) else program_launches_at
+    simulate = cached_launches(recs, simulate_missing) if os.path.exists(recs) else program_launches_at
     print(f"pkb's launch records: {os.path.relpath(recs, ROOT) if os.path.exists(recs) else 'simulated now'}")
     rows, skipped = program_rows(doc, topo, model, simulate)
     print(f"{'program':50s} {'kernel':26s} {'blocks':>9s} {'measured':>9s} {'predicted':>9s} {'error':>7s}  bound"
@@ -583,6 +591,9 @@ if __name__ == "__main__":
     elif sys.argv[1] == "records":
         records(sys.argv[2], sys.argv[3] if len(sys.argv) > 3 else None)
     elif sys.argv[1] == "programs":
-        programs(sys.argv[2], sys.argv[3] if len(sys.argv) > 3 else None, sys.argv[4] if len(sys.argv) > 4 else None)
+        flags = [a for a in sys.argv[3:] if a.startswith("--")]
+        rest = [a for a in sys.argv[3:] if not a.startswith("--")]
+        recs_flag = next((a.split("=", 1)[1] for a in flags if a.startswith("--records=")), None)
+        programs(sys.argv[2], rest[0] if rest else None, recs_flag, "--simulate-missing" in flags)
     else:
         compare(sys.argv[2], sys.argv[3] if len(sys.argv) > 3 else None)
