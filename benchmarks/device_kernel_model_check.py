@@ -336,12 +336,14 @@ def program_rows(doc: dict, topo, model, simulate=program_launches_at) -> tuple[
                                                                             "flags_us")}}
             base = [k for k in own if base_name(k["name"]) == name] if own else []
             small_devs = [d for n, d in sim(1)[0] if n == name] if name in small else []
-            if base and small_devs:   # the screen's rule: the own-size record scaled (data x scale, grid as measured)
+            if base and small_devs:   # the screen's rule (trace_scale): the own-size record, data and grid x scale;
+                # and the same with the grid the GPU launched (the rule's data half alone)
                 grid_ratio = math.prod(got[0].get("grid") or [1]) / math.prod(base[0].get("grid") or [1])
-                ruled = statistics.median(kernel_time(topo, scale_device(d, scale, grid_ratio), model,
-                                                      remote_hop_us=0.0).total_us for d in small_devs)
-                row["rule_predicted_us"] = round(ruled, 2)
-                row["rule_error"] = round((ruled - measured) / measured, 3)
+                for key, gr in (("rule", scale), ("rule_gpu_grid", grid_ratio)):
+                    ruled = statistics.median(kernel_time(topo, scale_device(d, scale, gr), model,
+                                                          remote_hop_us=0.0).total_us for d in small_devs)
+                    row[f"{key}_predicted_us"] = round(ruled, 2)
+                    row[f"{key}_error"] = round((ruled - measured) / measured, 3)
             rows.append(row)
     return rows, skipped
 
@@ -372,7 +374,7 @@ def programs(in_path: str, out_path: str | None, records_path: str | None = None
     print(f"pkb's launch records: {os.path.relpath(recs, ROOT) if os.path.exists(recs) else 'simulated now'}")
     rows, skipped = program_rows(doc, topo, model, simulate)
     print(f"{'program':50s} {'kernel':26s} {'blocks':>9s} {'measured':>9s} {'predicted':>9s} {'error':>7s}  bound"
-          f"       (screen's scaling rule)")
+          f"       (screen's rule: own size, data and grid x64)")
     for r in rows:
         rule = f"{r['rule_predicted_us']:9.2f} {100 * r['rule_error']:+6.1f}%" if "rule_error" in r else ""
         print(f"{r['program'][:50]:50s} {r['kernel'][:26]:26s} {r['blocks'][0]:>4}/{r['blocks'][1]:<4} "
@@ -575,6 +577,14 @@ def summarise(rows: list[dict]) -> dict:
                         ("scaled", lambda r: r["scale"] > 1), ("triton", lambda r: r["kind"] == "triton"),
                         ("cuda", lambda r: r["kind"] == "cuda")):
         errs = [abs(r["error"]) for r in rows if keep(r)]
+        if errs:
+            numbers[label] = {"kernels": len(errs), "median_abs_error": round(statistics.median(errs), 3),
+                              "max_abs_error": round(max(errs), 3)}
+            lines.append(f"{label}: {len(errs)} kernels, median |error| {100 * statistics.median(errs):.1f}%, "
+                         f"max {100 * max(errs):.1f}%")
+    for label, key in (("scaled, by the screen's rule from the own-size record", "rule_error"),
+                       ("scaled, by that rule with the grid the GPU launched", "rule_gpu_grid_error")):
+        errs = [abs(r[key]) for r in rows if key in r]
         if errs:
             numbers[label] = {"kernels": len(errs), "median_abs_error": round(statistics.median(errs), 3),
                               "max_abs_error": round(max(errs), 3)}
