@@ -4,7 +4,8 @@
     ├── SimulatorLimit        pkb's own limit (not modelled, not affordable, not installed here): the
     │   │                     screen is inconclusive, naming it in one line (`limit_line`); never the
     │   │                     candidate's fault
-    │   └── NotSimulated      a feature the simulator does not implement; reported, never guessed
+    │   ├── NotSimulated      a feature the simulator does not implement; reported, never guessed
+    │   └── CannotSimulate    what inline CUDA needs is missing here (nvcc, a CPU build of torch)
     └── CandidateFault        the candidate's own bug: the screen rejects it, with a site in its file
         └── CompileError      its source (Python or CUDA) does not compile
 
@@ -42,6 +43,11 @@ class NotSimulated(SimulatorLimit):
     def limit_line(self) -> str:
         text = str(self)
         return text if text.startswith("not simulated") else f"not simulated: {text}"
+
+
+class CannotSimulate(SimulatorLimit, RuntimeError):
+    """Inline CUDA cannot run on the simulated world here (no nvcc, or a CUDA build of torch): pkb's limit.
+    A RuntimeError too, as the builders' own failures are."""
 
 
 class CandidateFault(SimulatorError):

@@ -199,8 +199,7 @@ def test_whose_fault_is_decided_by_the_error_hierarchy():
     import pickle
 
     from pkbsim.cuda.build import ExtensionBuildError, MissingHeader
-    from pkbsim.cuda.install import CannotSimulate
-    from pkbsim.errors import CandidateFault, CompileError, NotSimulated, SimulatorLimit
+    from pkbsim.errors import CandidateFault, CannotSimulate, CompileError, NotSimulated, SimulatorLimit
     from pkbsim.ptx import errors as ptx_errors
     from pkbsim.screen.candidate import CandidateError
     from pkbsim.screen.limits import limit_of
@@ -246,3 +245,30 @@ def test_a_wrong_output_names_the_trial_and_a_decorated_solutions_own_line(tmp_p
     assert (res.verdict, res.reasons[0].kind) == (Verdict.REJECT, "wrong_output")
     assert res.reasons[0].message.startswith("call 1 (warm-up, trial 0's inputs)")
     assert res.reasons[0].site == f"{wrong}:4"  # the decorated def (from its decorator line), not torch's wrapper
+
+
+def test_a_missing_nvcc_is_a_limit_of_pkb_in_the_compiler_and_in_pkb_check(monkeypatch, run_program):
+    """No nvcc here is pkb's limit, never the program's fault: the PTX compiler raised a CompileError (the
+    candidate's fault in the hierarchy) and `pkb check` called a refused `load_inline` the program's error.
+    The twin: a real error the program raises stays an error."""
+    from pkbsim.cuda import install
+    from pkbsim.errors import CannotSimulate, SimulatorLimit
+    from pkbsim.ptx import compile as ptx_compile
+
+    monkeypatch.setattr(ptx_compile, "find_nvcc", lambda: None)
+    with pytest.raises(CannotSimulate) as err:
+        ptx_compile.compile_to_ptx("__global__ void k() {}", "k.cu")
+    assert isinstance(err.value, SimulatorLimit) and "PKB_NVCC" in str(err.value)
+
+    monkeypatch.setattr(install, "unavailable", lambda: "no nvcc here (test)")
+    body = """
+        from torch.utils.cpp_extension import load_inline
+        load_inline("k", "", cuda_sources="__global__ void k() {}")
+    """
+    res = run_program(body)
+    assert [f.kind for f in res.findings] == ["not_simulated"], res.findings
+    assert "no nvcc here (test)" in res.findings[0].message
+    twin = run_program("""
+        raise RuntimeError("the program's own error")
+    """)
+    assert {f.kind for f in twin.findings} == {"error"}, twin.findings

@@ -14,15 +14,10 @@ import sys
 
 from pkbsim.cuda.toolchain import unavailable
 from pkbsim.device.install import PatchingLoader
-from pkbsim.errors import SimulatorLimit
+from pkbsim.errors import CannotSimulate
 from pkbsim.world.plugins import Plugin, register
 
 MODULE = "torch.utils.cpp_extension"
-
-class CannotSimulate(SimulatorLimit, RuntimeError):
-    """`load_inline`/`load` on the simulated world where inline CUDA cannot run here (no nvcc, or a CUDA
-    build of torch): pkb's limit. A RuntimeError too, as the builders' own failures are."""
-
 
 class _ExtensionImportHook(importlib.abc.MetaPathFinder):
     def __init__(self, patches):

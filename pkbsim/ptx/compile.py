@@ -12,6 +12,8 @@ import shutil
 import subprocess
 import tempfile
 
+from pkbsim.errors import CannotSimulate
+
 from .errors import CompileError
 
 ARCH = "sm_90a"
@@ -58,7 +60,7 @@ def compile_to_ptx(source: str, name: str = "kernel.cu", flags: tuple[str, ...] 
     """PTX text for `source` (compiled as file `name`, which the line map reports)."""
     nvcc = find_nvcc()
     if nvcc is None:
-        raise CompileError(NVCC_MISSING)
+        raise CannotSimulate(NVCC_MISSING)  # pkb's limit here, not the source's fault
     all_flags = BASE_FLAGS + TORCH_FLAGS + tuple(flags)
     key = hashlib.sha256("\0".join((nvcc_version(nvcc), name, *all_flags, source)).encode()).hexdigest()
     path = os.path.join(cache_dir(), key[:32] + ".ptx")

@@ -27,7 +27,7 @@ import torch
 import torch.distributed as dist
 from torch.utils._python_dispatch import _len_torch_dispatch_stack, _pop_mode
 
-from pkbsim.errors import NotSimulated
+from pkbsim.errors import SimulatorLimit
 from pkbsim.world import context
 from pkbsim.world.comms import Engine
 from pkbsim.world.context import RankContext
@@ -147,7 +147,7 @@ def _error_finding(rank: int, exc: BaseException, full_traceback: bool = False) 
     if full_traceback:
         details = [f"{f.filename}:{f.lineno} in {f.name}: {f.line}"
                    for f in traceback.extract_tb(exc.__traceback__) if "pkbsim" not in f.filename]
-    if isinstance(exc, NotSimulated):
+    if isinstance(exc, SimulatorLimit):
         return Finding("not_simulated", f"rank {rank}: {exc} (a limit of pkb, not the program's fault)", [rank],
                        [site], details)
     return Finding("error", f"rank {rank} raised {type(exc).__name__}: {exc}", [rank], [site], details)
