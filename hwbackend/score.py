@@ -95,9 +95,7 @@ def _plan(seeds: Seeds, launch: int, trials: int, warmup: int, batches: int, cal
                 dump=[sorted(seeds.rng.sample(range(calls), k=min(2, calls))) for _ in range(batches)])
 
 
-def _run_job(role: str, task: TaskSpec, plan: Plan, nproc: int, backend: str, protocol: Protocol,
-             candidate: str | None, cluster=None) -> JobResult:
-    spec = JobSpec(role, task.slug, nproc, backend, protocol.timeout, protocol.preset, candidate)
+def _run_job(spec: JobSpec, plan: Plan, cluster: Cluster | None = None) -> JobResult:
     job = ClusterJob(cluster, spec) if cluster else Job(spec)
     findings: list[str] = []
     result = JobResult([], job.out_dir, findings)
@@ -128,7 +126,7 @@ def _run_job(role: str, task: TaskSpec, plan: Plan, nproc: int, backend: str, pr
         return result
     finally:
         job.finish()
-        if job.leftovers and role == "candidate":
+        if job.leftovers and spec.role == "candidate":
             findings.append(f"{job.leftovers} process(es) of the candidate were still running after its job ended")
         result.findings = sorted(set(findings))
 
@@ -190,22 +188,22 @@ def score(request: ScoreRequest, protocol: Protocol = Protocol(),
           options: ScoreOptions = ScoreOptions()) -> ScoreResult:
     """Score one candidate file against a task's reference (status correct instead of faster/slower when the
     protocol is correctness_only)."""
-    spec, candidate, nproc, backend = get(request.task), request.candidate, request.nproc, request.backend
+    task, candidate, nproc, backend = get(request.task), request.candidate, request.nproc, request.backend
     cluster = options.cluster
     world = nproc * (cluster.nnodes if cluster else 1)
     become_subreaper()
     sha = hashlib.sha256(open(candidate, "rb").read()).hexdigest()
     store = Store(options.db) if options.db else None
     if store and options.resume:
-        done = store.completed(spec.slug, sha, world, backend, timed=not protocol.correctness_only)
+        done = store.completed(task.slug, sha, world, backend, timed=not protocol.correctness_only)
         if done:
             return done
     run_id = uuid.uuid4().hex[:12]
     label = request.label or os.path.basename(os.path.dirname(os.path.abspath(candidate)))
     if store:
-        store.start(run_id, spec.slug, os.path.abspath(candidate), sha, label, world, backend)
+        store.start(run_id, task.slug, os.path.abspath(candidate), sha, label, world, backend)
     seeds, say = Seeds(), (options.progress or (lambda msg: None))
-    result = ScoreResult(run_id, spec.slug)
+    result = ScoreResult(run_id, task.slug)
     ref_s, cand_s, cleanup, unreported, hideable = [], [], [], 0.0, 0.0
     try:
         if cluster:
@@ -219,8 +217,9 @@ def score(request: ScoreRequest, protocol: Protocol = Protocol(),
             jobs, ref_outputs = {}, {}
             for role in order:
                 say(f"launch {launch + 1}/{protocol.timed_launches}: {role}")
-                jobs[role] = _run_job(role, spec, plan, nproc, backend, protocol,
-                                      candidate if role == "candidate" else None, cluster)
+                job = JobSpec(role, task.slug, nproc, backend, protocol.timeout, protocol.preset,
+                              candidate if role == "candidate" else None)
+                jobs[role] = _run_job(job, plan, cluster)
                 cleanup.append(jobs[role].out_dir)
                 if role == "reference":
                     ref_outputs = _load_outputs(jobs[role].out_dir)
@@ -228,7 +227,7 @@ def score(request: ScoreRequest, protocol: Protocol = Protocol(),
             cand, ref = jobs["candidate"], jobs["reference"]
             names = [f"trial{i}" for i in range(len(plan.correctness))] + \
                     [f"timed{b}-{i}" for b, idx in enumerate(plan.dump) for i in idx]
-            failures = _compare_outputs(spec, cand.out_dir, ref_outputs, names, world)
+            failures = _compare_outputs(task, cand.out_dir, ref_outputs, names, world)
             for name in names:
                 for rank in range(world):
                     bad = [f for f in failures if f.rank == rank and f.message.startswith(name + ":")]
