@@ -12,6 +12,7 @@ import os
 from collections.abc import Callable
 
 from pkb.errors import UsageError
+from pkbsim.screen.job import ScreenJob
 from pkbsim.screen.result import ScreenResult, Verdict
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -19,7 +20,7 @@ BUILT_IN = [os.path.join(ROOT, "tasks", "solutions"), os.path.join(ROOT, "tests"
 TIMELINES = "pkb_timelines"  # beside the results file
 
 
-def plan(args) -> tuple[list[dict], list[str]]:
+def plan(args) -> tuple[list[ScreenJob], list[str]]:
     """The screening jobs for the arguments, and the files that could not be paired with a task.
 
     `args` carries candidates, tasks, pkb_root, pkb_dtype, topology, world_size, seed, margin, timeout,
@@ -51,10 +52,9 @@ def plan(args) -> tuple[list[dict], list[str]]:
         except UsageError as e:
             unknown.append(f"{os.path.basename(j.candidate)}: {e}")
             continue
-        jobs.append({"task": task.slug, "candidate": j.candidate, "world_size": ws, "topology": topo.name,
-                     "seed": seed, "margin": args.margin, "timeout": args.timeout,
-                     "timeline": os.path.join(timelines, timeline_name(task.slug, j.candidate)),
-                     "pkb_root": args.pkb_root, "pkb_dtype": args.pkb_dtype, "cost": not args.no_cost})
+        jobs.append(ScreenJob(task.slug, j.candidate, ws, topo.name, seed, args.margin, args.timeout,
+                              os.path.join(timelines, timeline_name(task.slug, j.candidate)), args.pkb_root,
+                              args.pkb_dtype, cost=not args.no_cost))
     return jobs, unknown
 
 
@@ -82,7 +82,7 @@ def open_store(db: str):
     return ScreenStore(db)
 
 
-def resume(jobs: list[dict], store, fresh: bool) -> tuple[dict[tuple[str, str], ScreenResult], list[dict]]:
+def resume(jobs: list[ScreenJob], store, fresh: bool) -> tuple[dict[tuple[str, str], ScreenResult], list[ScreenJob]]:
     """The stored results of the jobs, by (task, candidate), and the jobs still to screen; each job gets
     its content key ("sha") here."""
     from pkbsim.screen.store import file_sha
@@ -90,23 +90,23 @@ def resume(jobs: list[dict], store, fresh: bool) -> tuple[dict[tuple[str, str], 
     results, todo = {}, []
     for job in jobs:
         # the inputs' dtype decides a ParallelKernelBench result as much as the file does
-        job["sha"] = (file_sha(job["candidate"]) + (f":{job['pkb_dtype']}" if job["pkb_root"] else "")
-                      + ("" if job["cost"] else ":no-cost"))
-        done = None if fresh else store.get(job["task"], job["sha"], job["world_size"], job["topology"])
+        job.sha = (file_sha(job.candidate) + (f":{job.pkb_dtype}" if job.pkb_root else "")
+                   + ("" if job.cost else ":no-cost"))
+        done = None if fresh else store.get(job.task, job.sha, job.world_size, job.topology)
         if done:  # the same content may have been screened under another name
-            results[(job["task"], job["candidate"])] = dataclasses.replace(done, candidate=job["candidate"])
+            results[(job.task, job.candidate)] = dataclasses.replace(done, candidate=job.candidate)
         else:
             todo.append(job)
     return results, todo
 
 
-def screen(todo: list[dict], store, results: dict, *, executor: str, workers: int, time_limit: float,
+def screen(todo: list[ScreenJob], store, results: dict, *, executor: str, workers: int, time_limit: float,
            memory_gb: float, sandboxed: Callable[[], bool], on_result: Callable[[ScreenResult], None]) -> None:
     """Screen the jobs in worker processes (local, or on Ray); each result goes into the store and
     `results` as it arrives, then to `on_result`. `sandboxed` is asked once, just before local workers start."""
 
     def collect(res: ScreenResult) -> None:
-        sha = next(j["sha"] for j in todo if j["candidate"] == res.candidate and j["task"] == res.task)
+        sha = next(j.sha for j in todo if j.candidate == res.candidate and j.task == res.task)
         store.put(sha, res)
         results[(res.task, res.candidate)] = res
         on_result(res)
@@ -119,9 +119,9 @@ def screen(todo: list[dict], store, results: dict, *, executor: str, workers: in
         run_local(todo, workers, time_limit, memory_gb, collect, sandboxed=sandboxed())
 
 
-def in_order(jobs: list[dict], results: dict) -> list[ScreenResult]:
+def in_order(jobs: list[ScreenJob], results: dict) -> list[ScreenResult]:
     """The results, one row per job that has one, in the jobs' order."""
-    return [results[(j["task"], j["candidate"])] for j in jobs if (j["task"], j["candidate"]) in results]
+    return [results[(j.task, j.candidate)] for j in jobs if (j.task, j.candidate) in results]
 
 
 def score(rows: list[ScreenResult], db: str, correctness_only: bool = False,

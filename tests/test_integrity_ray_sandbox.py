@@ -5,12 +5,12 @@ and the candidate passes. Its twin, with the sandbox disabled, runs in the task'
 probe gets out and the candidate is rejected. A node without bwrap answers inconclusive, naming the fix."""
 from integrity_probe import probe  # noqa: F401 - the fixture
 
+from pkbsim.screen.job import ScreenJob
 from pkbsim.screen.ray_executor import screen_one
 
 
 def _job(path):
-    return {"task": "all_reduce", "candidate": str(path), "world_size": 2, "topology": "hgx-h100", "seed": 1,
-            "margin": 0.8, "timeout": 120.0, "cost": False}
+    return ScreenJob("all_reduce", str(path), 2, "hgx-h100", 1, cost=False)
 
 
 def test_a_ray_task_screens_in_the_sandbox(probe):  # noqa: F811

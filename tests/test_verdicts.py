@@ -12,6 +12,7 @@ import pytest
 from pkb.cli.main import main
 from pkb.batch import timeline_name
 from pkbsim.screen import cuda_check
+from pkbsim.screen.job import ScreenJob
 from pkbsim.screen.pipeline import ScreenOptions, screen
 from pkbsim.screen.result import ScreenResult, Verdict
 from pkbsim.timing.topology import load_topology
@@ -158,7 +159,7 @@ def test_a_screen_result_is_json_only_at_its_boundaries():
     assert back == res and back.reasons[0].kind is ReasonKind.WRONG_OUTPUT and back.reasons[1].kind == "deadlock"
     assert isinstance(back.findings[0], Finding) and back.predicted.shares == {"link": 1.0}
     # a worker's own answers (a limit, a broken sandbox cap) are ScreenResults too, with the JSON they always had
-    job = {"task": "all_reduce", "candidate": "/c/x.py", "world_size": 2, "topology": "hgx-h100", "seed": 1}
+    job = ScreenJob("all_reduce", "/c/x.py", 2, "hgx-h100", 1)
     late = inconclusive(job, ReasonKind.TIME_LIMIT, "too slow").to_json()
     assert (late["verdict"], late["stage"], late["reasons"]) == (
         "inconclusive", "time_limit", [{"kind": "time_limit", "message": "too slow", "site": ""}])

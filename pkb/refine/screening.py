@@ -7,6 +7,7 @@ import os
 import threading
 from dataclasses import dataclass, field
 
+from pkbsim.screen.job import ScreenJob
 from pkbsim.screen.result import ScreenResult
 from pkbsim.screen.defaults import MARGIN, RUN_TIMEOUT_S
 
@@ -42,10 +43,9 @@ class Screener:
         from pkb import batch
 
         path = os.path.abspath(path)
-        job = {"task": spec.task, "candidate": path, "world_size": spec.world_size, "topology": spec.topology,
-               "seed": spec.seed, "margin": spec.margin, "timeout": spec.timeout,
-               "timeline": os.path.join(batch.timelines_dir(self.db), batch.timeline_name(spec.task, path)),
-               "pkb_root": spec.pkb_root, "pkb_dtype": spec.pkb_dtype, "cost": spec.cost}
+        job = ScreenJob(spec.task, path, spec.world_size, spec.topology, spec.seed, spec.margin, spec.timeout,
+                        os.path.join(batch.timelines_dir(self.db), batch.timeline_name(spec.task, path)),
+                        spec.pkb_root, spec.pkb_dtype, cost=spec.cost)
         with self._store_lock:
             store = batch.open_store(self.db)
             results, todo = batch.resume([job], store, fresh=False)

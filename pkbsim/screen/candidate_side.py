@@ -71,19 +71,19 @@ class CandidateReport:
         return cls(**d)
 
 
-def prepare(job_json: dict) -> None:
-    """Make the job's task known in this process (a zygote does it before it forks: once per checkout)."""
-    if job_json.get("pkb_root"):
+def prepare(pkb_root: str | None, pkb_dtype: str = "bfloat16") -> None:
+    """Make a job's task known in this process (a zygote does it before it forks: once per checkout)."""
+    if pkb_root:
         from pkbsim.screen.parallelkernelbench import register_parallelkernelbench_tasks
-        register_parallelkernelbench_tasks(job_json["pkb_root"], dtype=job_json.get("pkb_dtype", "bfloat16"))
+        register_parallelkernelbench_tasks(pkb_root, dtype=pkb_dtype)
 
 
 def run_job(job_json: dict) -> dict:
     """The child's entry: screen the candidate's side of one job; its report as a payload."""
     from tasks.registry import get
 
-    prepare(job_json)
     job = CandidateJob(**job_json)
+    prepare(job.pkb_root, job.pkb_dtype)
     return candidate_side(get(job.task), job).to_payload()
 
 

@@ -24,6 +24,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 
+from pkbsim.screen.job import ScreenJob
 from pkbsim.screen.result import ReasonKind, ScreenResult
 from pkbsim.screen.worker import inconclusive, rejected
 
@@ -41,14 +42,14 @@ class _Worker:
                                      text=True, start_new_session=True)
         if core is not None:  # at once, while the worker is still starting (it sets it again itself)
             os.sched_setaffinity(self.proc.pid, {core})
-        self.job: dict | None = None
+        self.job: ScreenJob | None = None
         self.deadline = 0.0
 
-    def send(self, job: dict, limit: float) -> None:
+    def send(self, job: ScreenJob, limit: float) -> None:
         self.job, self.deadline = job, time.monotonic() + limit
         self.log.seek(0)  # the worker is idle: its log starts again (it shares the file's offset), so a
         self.log.truncate()  # batch's logs stay one candidate's output long
-        self.proc.stdin.write(json.dumps(job) + "\n")
+        self.proc.stdin.write(json.dumps(job.to_json()) + "\n")
         self.proc.stdin.flush()
 
     def breach(self) -> str | None:
@@ -75,18 +76,18 @@ def _free_core(taken: list[int | None]) -> int | None:
     return min(cores, key=lambda c: (taken.count(c), c))
 
 
-def sandbox_prefix(jobs: list[dict]) -> list[str]:
+def sandbox_prefix(jobs: list[ScreenJob]) -> list[str]:
     """The bwrap command line the workers of these jobs start under: their candidates' folders and the
     ParallelKernelBench checkouts readable, their timeline folders writable."""
     import candidate_sandbox as sandbox
     from pkbsim.ptx.compile import cache_root
 
-    readable = {os.path.dirname(j["candidate"]) for j in jobs} | {j["pkb_root"] for j in jobs if j.get("pkb_root")}
-    writable = {os.path.dirname(j["timeline"]) for j in jobs if j.get("timeline")}
+    readable = {os.path.dirname(j.candidate) for j in jobs} | {j.pkb_root for j in jobs if j.pkb_root}
+    writable = {os.path.dirname(j.timeline) for j in jobs if j.timeline}
     return sandbox.prefix([cache_root(), *sorted(writable)], sorted(readable))
 
 
-def run_local(jobs: list[dict], workers: int, time_limit: float, memory_gb: float,
+def run_local(jobs: list[ScreenJob], workers: int, time_limit: float, memory_gb: float,
               on_result: Callable[[ScreenResult], None], *, sandboxed: bool) -> None:
     """`sandboxed`: each worker inside bwrap (candidate_sandbox; the caller has checked that it can start)."""
     queue = deque(jobs)

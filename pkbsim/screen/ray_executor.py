@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 
 import candidate_sandbox
+from pkbsim.screen.job import ScreenJob
 from pkbsim.screen.result import ReasonKind, ScreenResult
 from pkbsim.screen.worker import inconclusive
 
@@ -24,7 +25,7 @@ class RayUnavailable(Exception):
     """Ray is not installed here; the message names the fix (the command line reports it as bad usage)."""
 
 
-def run_ray(jobs: list[dict], time_limit: float, memory_gb: float,
+def run_ray(jobs: list[ScreenJob], time_limit: float, memory_gb: float,
             on_result: Callable[[ScreenResult], None]) -> None:
     try:
         import ray
@@ -39,17 +40,17 @@ def run_ray(jobs: list[dict], time_limit: float, memory_gb: float,
 
     @ray.remote(max_retries=0, memory=int(memory_gb * 2**30) if memory_gb > 0 else None)
     def screen_remote(job: dict) -> dict:  # JSON across Ray's process boundary
-        return screen_one(job, time_limit, memory_gb).to_json()
+        return screen_one(ScreenJob.from_json(job), time_limit, memory_gb).to_json()
 
     try:
-        _collect(ray, {screen_remote.remote(j): (j, time.monotonic() + time_limit) for j in jobs}, time_limit,
+        _collect(ray, {screen_remote.remote(j.to_json()): (j, time.monotonic() + time_limit) for j in jobs}, time_limit,
                  on_result)
     finally:
         if started_here:  # a local instance's processes must not outlive the batch
             ray.shutdown()
 
 
-def screen_one(job: dict, time_limit: float, memory_gb: float) -> ScreenResult:
+def screen_one(job: ScreenJob, time_limit: float, memory_gb: float) -> ScreenResult:
     """A Ray task's body: the job in a sandboxed screening worker of its own (pool.run_local with one
     worker), or, with the sandbox disabled, here."""
     if not candidate_sandbox.wanted():

@@ -13,6 +13,7 @@ import os
 import resource
 import sys
 
+from pkbsim.screen.job import ScreenJob
 from pkbsim.screen.result import Reason, ReasonKind, ScreenResult
 
 
@@ -22,33 +23,32 @@ def limit_memory(gb: float) -> None:
         resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
 
 
-def inconclusive(job: dict, kind: ReasonKind, message: str) -> ScreenResult:
+def inconclusive(job: ScreenJob, kind: ReasonKind, message: str) -> ScreenResult:
     """The result of a job that pkb could not finish (a time or memory limit, a crash, a bug of pkb): never
     the candidate's fault, so it goes on to hardware scoring."""
     return _unfinished(job).inconclusive(kind, Reason(kind, message))
 
 
-def rejected(job: dict, kind: ReasonKind, message: str) -> ScreenResult:
+def rejected(job: ScreenJob, kind: ReasonKind, message: str) -> ScreenResult:
     """The result of a job whose worker the candidate ended (a sandbox cap it broke: the supervisor's line)."""
     return _unfinished(job).reject("sandbox", [Reason(kind, message)])
 
 
-def _unfinished(job: dict) -> ScreenResult:
-    return ScreenResult(job["task"], job["candidate"], job["world_size"], job["topology"], job["seed"])
+def _unfinished(job: ScreenJob) -> ScreenResult:
+    return ScreenResult(job.task, job.candidate, job.world_size, job.topology, job.seed)
 
 
-def screen_job(job: dict, spawner=None) -> ScreenResult:
+def screen_job(job: ScreenJob, spawner=None) -> ScreenResult:
     from pkbsim.screen.candidate_side import prepare
     from pkbsim.screen.pipeline import ScreenOptions, screen
     from pkbsim.timing.topology import load_topology
     from tasks.registry import get
 
-    prepare(job)
-    opts = ScreenOptions(job["world_size"], load_topology(job["topology"]), job["seed"], job["margin"],
-                         timeout=job["timeout"], timeline=job.get("timeline"), cost=job.get("cost", True),
-                         pkb_root=job.get("pkb_root"), pkb_dtype=job.get("pkb_dtype", "bfloat16"))
+    prepare(job.pkb_root, job.pkb_dtype)
+    opts = ScreenOptions(job.world_size, load_topology(job.topology), job.seed, job.margin, timeout=job.timeout,
+                         timeline=job.timeline, cost=job.cost, pkb_root=job.pkb_root, pkb_dtype=job.pkb_dtype)
     try:
-        return screen(get(job["task"]), job["candidate"], opts, spawner)
+        return screen(get(job.task), job.candidate, opts, spawner)
     except MemoryError:
         return inconclusive(job, ReasonKind.MEMORY_LIMIT, "the screen ran out of its memory limit (--memory-gb)")
     except Exception as e:  # noqa: BLE001 - a bug of pkb ends this candidate's screen, not the batch
@@ -74,7 +74,7 @@ def main() -> int:
     from pkbsim.screen.isolation import Zygote
     zygote = Zygote()  # forked now, before any job: each candidate's process is a fresh fork of it
     for line in sys.stdin:
-        job = json.loads(line)
+        job = ScreenJob.from_json(json.loads(line))
         proto.write(json.dumps(screen_job(job, zygote).to_json()) + "\n")
     return 0
 
