@@ -118,13 +118,15 @@ def test_a_torch_header_that_no_torch_has_rejects_but_a_cuda_only_one_is_a_limit
 
 
 @pytest.mark.skipif(unavailable() is not None, reason=str(unavailable()))
-def test_a_missing_third_party_header_is_inconclusive_and_a_typo_rejects(tmp_path):
+def test_a_missing_third_party_header_is_inconclusive_and_a_typo_rejects(tmp_path, monkeypatch):
+    monkeypatch.delenv("PKB_THUNDERKITTENS_ROOT", raising=False)
     assert cuda_check.compile_check(KITTENS).message == "missing header kittens.cuh (not installed here)"
     f = candidate(tmp_path, f"from torch.utils.cpp_extension import load_inline\nSRC = r'''{KITTENS}'''\n"
                             "ext = load_inline('kt', cpp_sources='', cuda_sources=SRC)\n\n"
                             "def solution(x):\n    return x\n")
     res = run_screen(f)
-    assert res.verdict == Verdict.INCONCLUSIVE and "missing header kittens.cuh" in res.reasons[0].message
+    why = res.reasons[0].message
+    assert res.verdict == Verdict.INCONCLUSIVE and "ThunderKittens not found" in why and "PKB_THUNDERKITTENS_ROOT" in why
     f.write_text(f.read_text().replace('#include "kittens.cuh"', "").replace("x[0] = 1", "x[0] = y"))
     res = run_screen(f)
     assert (res.verdict, res.stage, res.reasons[0].kind) == (Verdict.REJECT, "static", "compile_error")
