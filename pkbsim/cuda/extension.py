@@ -16,7 +16,7 @@ import threading
 
 import torch
 
-from pkbsim.cuda import launch, rewrite
+from pkbsim.cuda import launch, rewrite, runtime_libs
 from pkbsim.cuda.build import build
 from pkbsim.cuda.build_clock import BUILD_CLOCK
 from pkbsim.world.context import current
@@ -111,6 +111,15 @@ def _tensors(x, out: list) -> list:
     return out
 
 
+def _enter_rank_device() -> None:
+    """The stand-in runtime keeps a current device per thread, from 0; a rank's C++ must see the rank's
+    current device (torch.cuda.set_device, else 0), as on its GPU: `get_device()`, `cudaGetDevice`, guards."""
+    if current() is not None:
+        rt = runtime_libs.load()
+        rt.sim_set_device_count(max(8, torch.cuda.device_count()))
+        rt.cudaSetDevice(torch.cuda.current_device())
+
+
 class SimExtension:
     """The built module, with every function wrapped for the launch path."""
 
@@ -124,6 +133,7 @@ class SimExtension:
         origin = self._origin
 
         def call(*args, **kwargs):
+            _enter_rank_device()
             with launch.call_scope(_tensors((args, kwargs), []), user_site(), origin) as scope:
                 try:
                     out = value(*args, **kwargs)
