@@ -150,6 +150,22 @@ def test_ray_missing_is_one_line_and_exit_code_2(batch, tmp_path, capsys, monkey
 
 
 @pytest.mark.slow
+def test_a_ray_screen_never_asks_for_more_memory_than_a_node_has():
+    """Ray sizes a node's memory from what is free when it starts: a 12 GiB request on a node of 11.8 GiB was
+    infeasible and the batch waited for the time limit (10 minutes, then inconclusive). The twin: a node with
+    room gets what --memory-gb says."""
+    from types import SimpleNamespace
+
+    from pkbsim.screen.ray_executor import _memory_request
+
+    def cluster(*gib):
+        nodes = [{"Alive": True, "Resources": {"memory": g * 2**30}} for g in gib] + [{"Alive": False, "Resources": {}}]
+        return SimpleNamespace(nodes=lambda: nodes)
+    assert _memory_request(cluster(11.8, 4), 12) == int(11.8 * 2**30)
+    assert _memory_request(cluster(16), 12) == 12 * 2**30
+    assert _memory_request(cluster(16), 0) is None
+
+
 def test_ray_executor_screens_on_a_local_instance(batch, tmp_path, capsys):
     ray = pytest.importorskip("ray")
     out = run_json(capsys, str(batch / "all_reduce__wrong_output.py"), "--executor", "ray", "--world-size", "2",

@@ -38,7 +38,7 @@ def run_ray(jobs: list[ScreenJob], time_limit: float, memory_gb: float,
                  runtime_env={"env_vars": {"PYTHONPATH": path} | {k: os.environ[k] for k in FORWARDED
                                                                   if k in os.environ}})
 
-    @ray.remote(max_retries=0, memory=int(memory_gb * 2**30) if memory_gb > 0 else None)
+    @ray.remote(max_retries=0, memory=_memory_request(ray, memory_gb))
     def screen_remote(job: dict) -> dict:  # JSON across Ray's process boundary
         return screen_one(ScreenJob.from_json(job), time_limit, memory_gb).to_json()
 
@@ -48,6 +48,18 @@ def run_ray(jobs: list[ScreenJob], time_limit: float, memory_gb: float,
     finally:
         if started_here:  # a local instance's processes must not outlive the batch
             ray.shutdown()
+
+
+def _memory_request(ray, memory_gb: float) -> int | None:
+    """Ray's scheduling reservation for one screen: --memory-gb, but no more than the largest node offers.
+    Ray sizes a node's memory from what is free when it starts; a request above every node's is infeasible
+    and waits for the time limit (the 12 GB default did on a 24 GiB machine with 16 GiB free). The worker
+    still holds the candidate to --memory-gb (its address-space limit)."""
+    if memory_gb <= 0:
+        return None
+    largest = max((n["Resources"].get("memory", 0) for n in ray.nodes() if n.get("Alive")), default=0)
+    want = int(memory_gb * 2**30)
+    return min(want, int(largest)) if largest > 0 else want
 
 
 def screen_one(job: ScreenJob, time_limit: float, memory_gb: float) -> ScreenResult:
