@@ -9,6 +9,14 @@ from pkbsim.world.launcher import RunOptions
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
+
+def check_program(name: str, mode: str, nproc: int = 2):
+    """`pkb check` of tests/programs/NAME MODE on `nproc` simulated ranks: the result, the program's output.
+    One program serves several tests by its mode (an inline-CUDA one is built once)."""
+    out = io.StringIO()
+    res = check_script(os.path.join(HERE, "programs", name), [mode], RunOptions(nproc=nproc, timeout=600, output=out))
+    return res, out.getvalue()
+
 PRELUDE = """\
 import os, torch, torch.distributed as dist
 dist.init_process_group("nccl")

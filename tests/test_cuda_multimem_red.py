@@ -4,41 +4,32 @@ write-write race (it was lowered as plain puts); without the wait, the peer read
 A relaxed wait (ThunderKittens' barrier) orders the peers' data for the stream's next kernel (a kernel's end
 acts as a fence), not for reads later in the same kernel (D4).
 Builds take minutes: slow tests."""
-import io
-import os
 
 import pytest
-from conftest import HERE
+from conftest import check_program
 
 from pkbsim.cuda.toolchain import unavailable
-from pkbsim.world.check import check_script
-from pkbsim.world.launcher import RunOptions
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(unavailable() is not None, reason=str(unavailable()))]
-PROGRAM = os.path.join(HERE, "programs", "cuda_multimem_red_barrier.py")
-
-
-def check(mode: str, nproc: int = 2):
-    return check_script(PROGRAM, [mode], RunOptions(nproc=nproc, timeout=600, output=io.StringIO()))
 
 
 def test_multicast_reduction_arrivals_are_no_race():
-    res = check("barrier")
+    res, _ = check_program("cuda_multimem_red_barrier.py", "barrier")
     assert res.verdict == "ok", [f.render() for f in res.findings]
 
 
 def test_reading_peers_without_waiting_is_a_race():
-    res = check("no_wait")
+    res, _ = check_program("cuda_multimem_red_barrier.py", "no_wait")
     assert res.verdict != "ok"
     assert any("race" in f.render().lower() for f in res.findings), [f.render() for f in res.findings]
 
 
 def test_a_relaxed_wait_orders_the_next_kernels_reads():
-    res = check("relaxed_next_kernel")
+    res, _ = check_program("cuda_multimem_red_barrier.py", "relaxed_next_kernel")
     assert res.verdict == "ok", [f.render() for f in res.findings]
 
 
 def test_a_relaxed_wait_orders_nothing_in_its_own_kernel():
-    res = check("relaxed_same_kernel")
+    res, _ = check_program("cuda_multimem_red_barrier.py", "relaxed_same_kernel")
     assert res.verdict != "ok"
     assert any("race" in f.render().lower() for f in res.findings), [f.render() for f in res.findings]

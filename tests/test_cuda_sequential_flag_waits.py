@@ -2,31 +2,22 @@
 waits for each peer's flag in turn, every flag already set, is progress and not a spin (a ParallelKernelBench
 GEMM + reduce-scatter was rejected as a deadlock); a flag never set is still a deadlock. Builds take minutes:
 slow tests."""
-import io
-import os
 
 import pytest
-from conftest import HERE
+from conftest import check_program
 
 from pkbsim.cuda.toolchain import unavailable
-from pkbsim.world.check import check_script
-from pkbsim.world.launcher import RunOptions
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(unavailable() is not None, reason=str(unavailable()))]
-PROGRAM = os.path.join(HERE, "programs", "cuda_sequential_flag_waits.py")
-
-
-def check(mode: str, nproc: int = 2):
-    return check_script(PROGRAM, [mode], RunOptions(nproc=nproc, timeout=600, output=io.StringIO()))
 
 
 def test_waiting_for_flags_in_turn_that_are_all_set_passes():
-    res = check("set")
+    res, _ = check_program("cuda_sequential_flag_waits.py", "set")
     assert res.verdict == "ok", [f.render() for f in res.findings]
 
 
 def test_a_flag_never_set_is_a_deadlock_naming_it():
-    res = check("missing")
+    res, _ = check_program("cuda_sequential_flag_waits.py", "missing")
     assert res.verdict != "ok"
     assert any("blocked" in f.message for f in res.findings), [f.render() for f in res.findings]
     assert any("byte 24" in f.render() for f in res.findings), [f.render() for f in res.findings]

@@ -19,6 +19,7 @@ import torch
 from pkbsim.cuda import launch, rewrite, runtime_libs
 from pkbsim.cuda.build import build
 from pkbsim.cuda.build_clock import BUILD_CLOCK
+from pkbsim.errors import NotSimulated
 from pkbsim.world.context import current
 from pkbsim.world.sites import _is_plumbing, user_site
 
@@ -111,13 +112,17 @@ def _tensors(x, out: list) -> list:
     return out
 
 
-def _enter_rank_device() -> None:
+def _enter_rank_device():
     """The stand-in runtime keeps a current device per thread, from 0; a rank's C++ must see the rank's
-    current device (torch.cuda.set_device, else 0), as on its GPU: `get_device()`, `cudaGetDevice`, guards."""
-    if current() is not None:
-        rt = runtime_libs.load()
-        rt.sim_set_device_count(max(8, torch.cuda.device_count()))
-        rt.cudaSetDevice(torch.cuda.current_device())
+    current device (torch.cuda.set_device, else 0), as on its GPU: `get_device()`, `cudaGetDevice`, guards.
+    Returns the runtime (None off the simulated world), its note of a call it lacks cleared."""
+    if current() is None:
+        return None
+    rt = runtime_libs.load()
+    rt.sim_set_device_count(max(8, torch.cuda.device_count()))
+    rt.cudaSetDevice(torch.cuda.current_device())
+    rt.sim_take_unsupported()
+    return rt
 
 
 class SimExtension:
@@ -133,13 +138,16 @@ class SimExtension:
         origin = self._origin
 
         def call(*args, **kwargs):
-            _enter_rank_device()
+            rt = _enter_rank_device()
             with launch.call_scope(_tensors((args, kwargs), []), user_site(), origin) as scope:
                 try:
                     out = value(*args, **kwargs)
-                except Exception:
+                except Exception as e:
                     if scope.error is not None:
                         raise scope.error from None
+                    missing = rt.sim_take_unsupported() if rt is not None else None
+                    if missing:  # the candidate's own failure after a call the GPU has: pkb's limit
+                        raise NotSimulated(f"CUDA call {missing.decode()} (pkb's stand-in runtime lacks it)") from e
                     raise
             if scope.error is not None:  # the wrapper did not check the launch: the failure still counts
                 raise scope.error

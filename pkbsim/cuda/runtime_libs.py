@@ -65,8 +65,9 @@ def _weak_stubs(home: str) -> str:
         names = sorted({ln.split()[-1].split("@")[0] for ln in out.splitlines()
                         if len(ln.split()) == 3 and ln.split()[1] == "T"})
     body = "\n".join(f'__attribute__((weak)) int {n}(void) {{ return pkb_unsupported("{n}"); }}' for n in names)
-    return ('#include <stdio.h>\nstatic int pkb_unsupported(const char* n) {\n'
-            '  fprintf(stderr, "[pkb cudart] not simulated: %s\\n", n);\n  return 801;\n}\n' + body + "\n")
+    return ('#include <stdio.h>\nvoid sim_note_unsupported(const char*);\nstatic int pkb_unsupported(const char* n) {\n'
+            '  fprintf(stderr, "[pkb cudart] not simulated: %s\\n", n);\n  sim_note_unsupported(n);\n  return 801;\n}\n'
+            + body + "\n")
 
 
 def _build(out: str, home: str) -> None:
@@ -109,6 +110,7 @@ def load() -> ctypes.CDLL:
                                                 ctypes.POINTER(ctypes.c_size_t)]
             rt.sim_module_fatbin.restype = ctypes.c_void_p
             rt.sim_module_path.restype = ctypes.c_char_p
+            rt.sim_take_unsupported.restype = ctypes.c_char_p
             rt.sim_max_dynamic_smem.argtypes = [ctypes.c_void_p]
             rt.c10 = c10
             _loaded = rt

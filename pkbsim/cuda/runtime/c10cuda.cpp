@@ -147,5 +147,9 @@ int sim_find_allocation(uintptr_t addr, uintptr_t* base, size_t* size) {
   return 1;
 }
 // Called by the per-extension stubs for CUDA/torch symbols the simulator does not provide.
-void sim_missing_symbol(const char* what) { TORCH_CHECK(false, "simulator: unsupported CUDA/torch symbol: ", what); }
+void sim_note_unsupported(const char* what);
+void sim_missing_symbol(const char* what) {
+  sim_note_unsupported(what);
+  TORCH_CHECK(false, "simulator: unsupported CUDA/torch symbol: ", what);
+}
 }

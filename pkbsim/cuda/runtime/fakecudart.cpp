@@ -77,6 +77,11 @@ extern "C" {
 void sim_set_launch_callback(sim_launch_cb cb) { launch_cb = cb; }
 void sim_set_sync_callback(sim_sync_cb cb) { sync_cb = cb; }
 void sim_set_device_count(int n) { n_devices = n; }
+// A runtime call or symbol the stand-in lacks, noted on the calling (rank) thread: the extension wrapper turns
+// the candidate's failure that follows into pkb's "not simulated", naming it.
+static thread_local const char* unsupported = nullptr;
+void sim_note_unsupported(const char* what) { unsupported = what; }
+const char* sim_take_unsupported() { const char* w = unsupported; unsupported = nullptr; return w; }
 int sim_num_modules() { std::lock_guard<std::mutex> g(mu); return (int)fatbins.size(); }
 const void* sim_module_fatbin(int i) { std::lock_guard<std::mutex> g(mu); return fatbins.at(i); }
 const char* sim_module_path(int i) { std::lock_guard<std::mutex> g(mu); return module_paths.at(i).c_str(); }
