@@ -21,6 +21,7 @@ from pkbsim.cuda.fatbin import module_ptx
 from pkbsim.cuda.memory import rank_memory
 from pkbsim.device import ptx_launch
 from pkbsim.ptx.module import Module
+from pkbsim.world.plugins import WorldState
 from pkbsim.world.context import current
 
 COOPERATIVE = 2  # SimLaunch.api of cudaLaunchCooperativeKernel (runtime/fakecudart.cpp)
@@ -57,10 +58,13 @@ def call_scope(tensors, site: str, origin: str):
         _tls.scope = outer
 
 
+_WORLD_MODULES = WorldState(lambda world: {})  # (module index, rank) -> Module, for one run of the world
+
+
 def _module(index: int, origin: str, ctx) -> Module:
     """The module's kernels for one rank of one world: each GPU has its own `__device__` variables, and
     a new run starts from their initial values."""
-    cache = _modules if ctx is None else ctx.world.__dict__.setdefault("cuda_modules", {})
+    cache = _modules if ctx is None else _WORLD_MODULES.of(ctx.world)
     key = (index, -1 if ctx is None else ctx.rank)
     with _modules_lock:
         mod = cache.get(key)
