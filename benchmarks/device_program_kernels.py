@@ -255,6 +255,8 @@ def run_solutions(out_json: str, deadline: float) -> None:
     import torch.distributed as dist
     from torch.profiler import ProfilerActivity, profile
 
+    from cuda_events import event_times_us
+
     from tasks.api import TaskContext
     from tasks.registry import get
     torch.cuda.set_device(0)
@@ -309,14 +311,7 @@ def run_solutions(out_json: str, deadline: float) -> None:
             else:
                 raise RuntimeError("out of memory at every size tried")
             row["size"], row["full"] = size, size == dict(task.sizes["full"])
-            times = []
-            for _ in range(5):
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                start.record()
-                fn(*args)
-                end.record()
-                end.synchronize()
-                times.append(start.elapsed_time(end) * 1e3)
+            times = event_times_us(fn, args, 5)
             row["event_us"], row["event_spread_us"] = statistics.median(times), [min(times), max(times)]
             with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
                 fn(*args)

@@ -45,6 +45,8 @@ def measure(out_path: str) -> None:
     import torch.distributed as dist
     from torch.profiler import ProfilerActivity, profile
 
+    from cuda_events import event_times_us
+
     from tasks.api import TaskContext
     from tasks.registry import get
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT="29533", RANK="0", WORLD_SIZE="1",
@@ -59,14 +61,7 @@ def measure(out_path: str) -> None:
         for _ in range(3):
             fn(*args)
         torch.cuda.synchronize()
-        times = []
-        for _ in range(10):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            fn(*args)
-            end.record()
-            end.synchronize()
-            times.append(start.elapsed_time(end) * 1e3)
+        times = event_times_us(fn, args, 10)
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
             fn(*args)
             torch.cuda.synchronize()
