@@ -33,3 +33,16 @@ def test_a_relaxed_wait_orders_nothing_in_its_own_kernel():
     res, _ = check_program("cuda_multimem_red_barrier.py", "relaxed_same_kernel")
     assert res.verdict != "ok"
     assert any("race" in f.render().lower() for f in res.findings), [f.render() for f in res.findings]
+
+
+def test_a_reusable_counter_barrier_called_back_to_back_is_no_hang():
+    # ThunderKittens' barrier_all waits for exactly world and subtracts it: on the GPU a spinning rank reads
+    # world long before a fast peer's next arrival lands; pkb's schedule must not let that arrival in first
+    res, _ = check_program("cuda_multimem_red_barrier.py", "reusable", nproc=4)
+    assert res.verdict == "ok", [f.render() for f in res.findings]
+
+
+def test_a_counter_barrier_never_reset_is_the_hang_it_is():
+    res, _ = check_program("cuda_multimem_red_barrier.py", "reusable_no_reset", nproc=4)
+    assert res.verdict == "protocol", [f.render() for f in res.findings]
+    assert "spinning on rank" in res.findings[0].render()

@@ -69,6 +69,19 @@ def emit(world, ev: Event, region=None, flag_addr: int | None = None) -> None:
             _observe(world, st, ev, flag_addr)
 
 
+def kernel_end_fence(ctx, clocks, site: str, name: str) -> None:
+    """The end of a kernel orders what its blocks polled before whatever runs after it on the stream, as a
+    fence would: the GPU drains a grid's memory operations and invalidates its L1 caches between launches,
+    so a flag a block saw set (a relaxed poll, ThunderKittens' barrier wait) acquires the writes released
+    into it for the next kernel. Within the kernel a relaxed poll still orders nothing (D4). Call under the
+    world lock, with the launch's clock threads (pkbsim.world.clocks.KernelClocks) before they finish."""
+    if ctx.world.failed:
+        return
+    for t in sorted(clocks.used) or [clocks.stream]:
+        with clocks.running(t):
+            emit(ctx.world, Event("fence", ctx.rank, site, f"end of {name}", sem="acq_rel"))
+
+
 def _signal(world, st: DeviceState, ev: Event, addr: int) -> None:
     st.flag_writes[addr] = (st.flag_writes.get(addr, (0, ev))[0] + bool(ev.value), ev)
     if ev.sem in _RELEASING or world.clocks.thread(ev.rank) in st.fenced:

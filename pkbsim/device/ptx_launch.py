@@ -17,9 +17,10 @@ from dataclasses import dataclass, field
 
 from pkbsim.device.ir import Event
 from pkbsim.device.kernel_report import FlagChains, KernelWork, report_launch
-from pkbsim.device.protocol import device_state, emit
+from pkbsim.device.protocol import device_state, kernel_end_fence
 from pkbsim.device.ptx_memory import KernelObserver
 from pkbsim.device.spin import block_on
+from pkbsim.device.spin_handoff import kernel_ended
 from pkbsim.ptx.scheduler import SLICE, cta_order
 from pkbsim.ptx.simt import LaneGroup
 from pkbsim.world.world import SimAbort
@@ -98,18 +99,6 @@ def _schedule(ctx, run: KernelRun, cooperative: bool, clocks):
     return schedule
 
 
-def _kernel_end_fence(ctx, clocks, site: str, name: str) -> None:
-    """The end of a kernel orders what its blocks polled before whatever runs after it on the stream, as a
-    fence would: the GPU drains a grid's memory operations and invalidates its L1 caches between launches,
-    so a flag a block saw set (a relaxed poll, ThunderKittens' barrier wait) acquires the writes released
-    into it for the next kernel. Within the kernel a relaxed poll still orders nothing (D4)."""
-    if ctx.world.failed:
-        return
-    for t in sorted(clocks.used) or [clocks.stream]:
-        with clocks.running(t):
-            emit(ctx.world, Event("fence", ctx.rank, site, f"end of {name}", sem="acq_rel"))
-
-
 def launch(ctx, module, kernel: str, name: str, grid, block, params: bytes, shared_bytes: int, memory,
            site: str, cooperative: bool = False) -> None:
     """Run `kernel` of `module` on the calling rank; `memory` maps every address it may touch."""
@@ -123,7 +112,8 @@ def launch(ctx, module, kernel: str, name: str, grid, block, params: bytes, shar
                                      observer=KernelObserver(ctx, run), schedule=_schedule(ctx, run, cooperative, clocks))
         run.work.warp_instructions = counters.warp_instructions
     finally:
+        kernel_ended(ctx)
         with ctx.world.lock:
-            _kernel_end_fence(ctx, clocks, site, name)
+            kernel_end_fence(ctx, clocks, site, name)
             clocks.finish()
     report_launch(ctx, name, site, g[0] * g[1] * g[2], "block", run.work, run.co_resident, "cuda")

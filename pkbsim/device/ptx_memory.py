@@ -18,6 +18,7 @@ import os
 
 import numpy as np
 
+from pkbsim.device import spin_handoff
 from pkbsim.device.accesses import Access, byte_runs
 from pkbsim.device.ir import Event
 from pkbsim.device.protocol import device_state, emit
@@ -93,6 +94,8 @@ class KernelObserver:
         with world.lock if polled else contextlib.nullcontext():
             out = perform()
             seen = [a.snapshot() for a in polled]
+            for a, data in zip(polled, seen):
+                spin_handoff.polled(self.ctx, a.lo, a.hi, data)
         data_accs = [a for a in accs if a not in polled]
         for a in data_accs:
             a.count(work, write=False)
@@ -109,6 +112,7 @@ class KernelObserver:
         world, work, block = self.ctx.world, self.run.work, self.run.blocks.get(id(g))
         flag = bool(quals & _FLAG_STORE)
         signals = [a for a in accs if flag or (a.region is not None and a.region.on_pad)]
+        self._hold(accs, site, where)
         for a in accs:
             if a.region is not None and a not in signals:
                 for ev in a.data_events("put", site, where):
@@ -128,6 +132,7 @@ class KernelObserver:
     def _atomic(self, g, accs, quals, op, site, where, perform):
         world, work, block = self.ctx.world, self.run.work, self.run.blocks.get(id(g))
         order = next((q for q in _ORDERS if q in quals), "relaxed")
+        self._hold(accs, site, where)
         with world.lock:
             before = [a.snapshot() for a in accs]
             out = perform()
@@ -136,6 +141,7 @@ class KernelObserver:
                 emit(world, a.event("wait", site, where, op=op, value=_nonzero(b), sem=order), a.region, a.lo)
                 if c != b:
                     emit(world, a.event("signal", site, where, op=op, value=_nonzero(c), sem=order), a.region, a.lo)
+            spin_handoff.atomic(self.ctx, [(a.lo, a.hi) for a in accs], before, after)
         for a, b, c in zip(accs, before, after):
             self.run.chains.read(work, block, a.lo, b, a.writers())
             if c != b:
@@ -145,7 +151,8 @@ class KernelObserver:
             a.count(work, write=True)
             work.atomic(np.full(a.nbytes // max(a.hi - a.lo, 1), a.lo), block, returns=not _reduction(op, quals))
         if changed:
-            self._wrote()
+            with world.lock:
+                world.changed()
         for a, b, c in zip(accs, before, after):
             if c == b:  # an atomic that changed nothing is a poll (atomicCAS/atomicAdd(p, 0) spin loops)
                 self._poll(a, site, c)
@@ -163,6 +170,8 @@ class KernelObserver:
             member = np.concatenate([off + np.uint64(m.base) for m in region.members])
             return self._atomic(g, self._words(member, width), set(ins.parts), "red", site, where, perform)
         accs = [a for m in region.members for a in self._accesses(off + np.uint64(m.base), width)]
+        if write:
+            self._hold(accs, site, where)
         for a in accs:
             if a.region is not None:
                 for ev in a.data_events("put" if write else "get", site, where):
@@ -192,7 +201,14 @@ class KernelObserver:
         self.run.polls[(a.lo, a.hi)] = Poll(observed, repeats, a.label(), a.writers())
         self.run.poll_site = site
 
+    def _hold(self, accs: list[Access], site: str, where: str) -> None:
+        """A write waits until the peers spinning on its words have read them (pkbsim.device.spin_handoff)."""
+        for a in accs:
+            spin_handoff.before_write(self.ctx, a.lo, a.hi, a.region.owner if a.region is not None else None, site,
+                                      where)
+
     def _wrote(self) -> None:
+        spin_handoff.moved_on(self.ctx)
         with self.ctx.world.lock:
             self.ctx.world.changed()
 

@@ -11,6 +11,7 @@ import ctypes
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from pkbsim.device import spin_handoff
 from pkbsim.world.world import Wait
 
 SPIN_LIMIT = 4
@@ -59,6 +60,7 @@ def block_on(ctx, polls: dict[tuple[int, int], Poll], site: str, where: str, can
     shown = [f"{p.label} = 0x{p.observed.hex()}" for p in list(polls.values())[:4]]
     values = "; ".join(shown) + (f" and {len(polls) - 4} more" if len(polls) > 4 else "")
     peers = set().union(*(p.waits_for for p in polls.values()))
+    spin_handoff.spinning_on(ctx, {word: p.observed for word, p in polls.items()})
     ctx.world.block(ctx.rank, Wait(
         what=f"{where} spinning on {values}", site=site, ready=lambda: bool(escaped) or _changed(polls),
         waits_for=lambda: peers,

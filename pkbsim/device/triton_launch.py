@@ -25,8 +25,9 @@ from triton.runtime.jit import JITFunction
 
 from pkbsim.device.ir import Event
 from pkbsim.device.kernel_report import FlagChains, KernelWork, report_launch
-from pkbsim.device.protocol import device_state
+from pkbsim.device.protocol import device_state, kernel_end_fence
 from pkbsim.device.spin import PollSet
+from pkbsim.device.spin_handoff import kernel_ended
 from pkbsim.device.triton_compile_check import check_compiles
 from pkbsim.device.triton_numerics import install_numerics
 from pkbsim.world.clocks import KernelClocks
@@ -172,7 +173,9 @@ def launch(fn, args: tuple, kwargs: dict, grid) -> None:
     try:
         run.run_all()
     finally:
+        kernel_ended(ctx)
         with ctx.world.lock:
+            kernel_end_fence(ctx, run.clocks, run.site, run.name)
             run.clocks.finish()
         _exit_lang()
         _tls.launch = outer

@@ -13,7 +13,7 @@ import contextlib
 import numpy as np
 from triton.runtime import interpreter as interp
 
-from pkbsim.device import spin
+from pkbsim.device import spin, spin_handoff
 from pkbsim.device.accesses import Access, byte_runs
 from pkbsim.device.protocol import device_state, emit
 from pkbsim.device.triton_launch import current_launch
@@ -41,6 +41,10 @@ def _access(ctx, addrs: np.ndarray, itemsize: int) -> Access:
     region = device_state(ctx.world).memory.find(int(addrs.min()), int(addrs.max()) + itemsize)
     runs = byte_runs(addrs, itemsize) if region is not None and not region.on_pad else None
     return Access.of(ctx, addrs, itemsize, region, runs)
+
+
+def _owner(acc: Access) -> int | None:
+    return acc.region.owner if acc.region is not None else None
 
 
 FLAG_BYTES = 8  # a store this small may be a flag another program waits on: it stamps the wait chain
@@ -76,6 +80,8 @@ def masked_load(original):
         with ctx.world.lock if polling else contextlib.nullcontext():  # a poll reports the value the load returned
             out = original(self, ptrs, mask, other, cache_modifier, eviction_policy, is_volatile)
             seen = acc.snapshot() if polling else b""
+            if polling:
+                spin_handoff.polled(ctx, acc.lo, acc.hi, seen)
         if acc is not None and not polling:
             acc.count(launch.work, write=False)
             launch.work.load_ops += 1
@@ -99,6 +105,7 @@ def masked_store(original):
             return original(self, ptrs, value, mask, cache_modifier, eviction_policy)
         acc = _access(ctx, addrs, itemsize)
         site = user_site()
+        spin_handoff.before_write(ctx, acc.lo, acc.hi, _owner(acc), site, launch.where)
         if acc.region is None or not acc.region.on_pad:
             if acc.region is not None:
                 for ev in acc.data_events("put", site, launch.where):
@@ -112,6 +119,7 @@ def masked_store(original):
         acc.count(launch.work, write=True)
         if acc.nbytes <= FLAG_BYTES:
             launch.chains.wrote(launch.current, acc.lo, acc.snapshot())
+        spin_handoff.moved_on(ctx)
         _wrote(ctx, launch)
         return out
     return store
@@ -125,6 +133,7 @@ def _atomic(ctx, launch, ptr, mask, sem, op: str, run):
     acc = _access(ctx, addrs, itemsize)
     site = user_site()
     order = _SEM.get(getattr(sem, "name", ""), "acq_rel")
+    spin_handoff.before_write(ctx, acc.lo, acc.hi, _owner(acc), site, launch.where)
     with ctx.world.lock:  # the flag's value and the clock released into it change together
         before = acc.snapshot()
         out = run()
@@ -134,6 +143,7 @@ def _atomic(ctx, launch, ptr, mask, sem, op: str, run):
         if after != before:
             emit(ctx.world, acc.event("signal", site, launch.where, op=op, value=_nonzero(after), sem=order),
                  acc.region, acc.lo)
+        spin_handoff.atomic(ctx, [(acc.lo, acc.hi)], [before], [after])
     _flag_read(launch, acc, before)
     if after != before:  # polls that change nothing are not counted: their number depends on timing
         acc.count(launch.work, write=True)
