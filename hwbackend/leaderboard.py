@@ -10,33 +10,50 @@ from __future__ import annotations
 import math
 import random
 from collections import defaultdict
+from dataclasses import dataclass
+
+from hwbackend.result import RunRecord
 
 FAST_P = (0.0, 1.0, 1.5, 2.0)
+
+
+@dataclass
+class LeaderboardRow:
+    """One candidate group's aggregates (`pkb leaderboard`)."""
+    label: str
+    scored: int                                # (task, candidate) pairs, failures included
+    correct_rate: float
+    untimed: int                               # correct, scored without timing
+    fast: dict[float, float]                   # p -> fast_p, for each p of FAST_P
+    geomean_speedup: float | None = None       # over the correct timed ones; None where there are none
+    geomean_ci95: list[float] | None = None    # bootstrap over them
+
+    def to_json(self) -> dict:
+        return {"label": self.label, "scored": self.scored, "correct_rate": self.correct_rate,
+                "untimed": self.untimed, **{f"fast_{p:g}": v for p, v in self.fast.items()},
+                "geomean_speedup": self.geomean_speedup, "geomean_ci95": self.geomean_ci95}
 
 
 def _geomean(xs: list[float]) -> float:
     return math.exp(sum(math.log(x) for x in xs) / len(xs))
 
 
-def aggregate(runs: list[dict], n_boot: int = 2000) -> list[dict]:
-    by_label: dict[str, list[dict]] = defaultdict(list)
+def aggregate(runs: list[RunRecord], n_boot: int = 2000) -> list[LeaderboardRow]:
+    """One row per label, in the labels' order."""
+    by_label: dict[str, list[RunRecord]] = defaultdict(list)
     for r in runs:
-        by_label[r["label"]].append(r)
+        by_label[r.label].append(r)
     rows = []
     for label, rs in sorted(by_label.items()):
-        speedups = [r["speedup"] for r in rs if r["correct"] and r["speedup"]]
-        correct = sum(bool(r["correct"]) for r in rs)
-        row = {"label": label, "scored": len(rs), "correct_rate": correct / len(rs),
-               "untimed": sum(1 for r in rs if r["correct"] and not r["speedup"])}
-        for p in FAST_P:
-            fast = correct if p == 0 else sum(1 for r in rs if r["correct"] and r["speedup"] and r["speedup"] > p)
-            row[f"fast_{p:g}"] = fast / len(rs)
+        speedups = [r.speedup for r in rs if r.correct and r.speedup]
+        correct = sum(bool(r.correct) for r in rs)
+        fast = {p: (correct if p == 0 else sum(1 for r in rs if r.correct and r.speedup and r.speedup > p)) / len(rs)
+                for p in FAST_P}
+        row = LeaderboardRow(label, len(rs), correct / len(rs), sum(1 for r in rs if r.untimed), fast)
         if speedups:
             rng = random.Random(0)
             boots = sorted(_geomean(rng.choices(speedups, k=len(speedups))) for _ in range(n_boot))
-            row.update(geomean_speedup=_geomean(speedups),
-                       geomean_ci95=[boots[int(0.025 * n_boot)], boots[int(0.975 * n_boot) - 1]])
-        else:
-            row.update(geomean_speedup=None, geomean_ci95=None)
+            row.geomean_speedup = _geomean(speedups)
+            row.geomean_ci95 = [boots[int(0.025 * n_boot)], boots[int(0.975 * n_boot) - 1]]
         rows.append(row)
     return rows

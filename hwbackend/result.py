@@ -1,6 +1,7 @@
 """What a score concludes, as one object: `score()` returns it, the store writes and reads it, `pkb score`
-renders it. JSON (`to_json`/`from_json`) only where it leaves the process: `pkb score --json`, the results
-file, the rows of `pkb run`."""
+renders it; a `RunRecord` is the store's summary of one scoring run (the leaderboard's and the report's
+input). JSON (`to_json`/`from_json`) only where it leaves the process: `pkb score --json`, the results file,
+the rows of `pkb run`, `pkb report --json`."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -50,10 +51,17 @@ class FailureKind(StrEnum):
 class Finding:
     """Something the scorer saw: kind is incorrect, integrity, or the kind of the failure that ended a job
     (timeout, compile_error, cuda_error, exception, node_failure, resource_limit, error)."""
-    kind: str  # a Status or FailureKind value
+    kind: Status | FailureKind  # incorrect or integrity (a Status), or why the job failed (a FailureKind)
     rank: int | None
     message: str
     details: str = ""  # a failure's log tail or traceback, where there is one
+
+    def __post_init__(self):
+        if not isinstance(self.kind, (Status, FailureKind)):  # read back from JSON: a failure's kind first
+            for kinds in (FailureKind, Status):
+                if self.kind in kinds._value2member_map_:
+                    self.kind = kinds(self.kind)
+                    break  # (a kind this version does not know stays its string)
 
     def to_json(self) -> dict:
         doc = {"kind": str(self.kind), "rank": self.rank, "message": self.message}
@@ -139,3 +147,46 @@ class ScoreResult:
                    doc.get("candidate_ms"), None if trials is None else [TrialCheck.from_json(t) for t in trials],
                    [Finding.from_json(f) for f in doc.get("findings", [])], doc.get("noise_margin"),
                    None if clock is None else ClockSummary(**clock), doc.get("resumed", False))
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One scoring run as the store summarises it (`Store.latest_runs`): what the leaderboard aggregates and
+    the report joins with the screen. `status` is None for a candidate that was never scored (the screen
+    rejected it: `pkb leaderboard` counts it as a failure)."""
+    task: str
+    candidate: str
+    label: str
+    nproc: int | None = None
+    backend: str | None = None
+    status: Status | None = None
+    correct: bool = False
+    speedup: float | None = None
+    started: float | None = None
+    finished: float | None = None
+
+    @property
+    def untimed(self) -> bool:
+        """Correct, but scored without timing (correctness-only)."""
+        return self.correct and not self.speedup
+
+    @property
+    def gpu_seconds(self) -> float | None:
+        """Wall time of the run times its ranks (at least one); None where a time is missing."""
+        if not (self.started and self.finished):
+            return None
+        return (self.finished - self.started) * max(1, self.nproc or 0)
+
+    def to_json(self) -> dict:
+        """The store's columns, as the store keeps them (correct as 0 or 1)."""
+        return {"task": self.task, "candidate": self.candidate, "label": self.label, "nproc": self.nproc,
+                "backend": self.backend, "status": None if self.status is None else self.status.value,
+                "correct": int(self.correct), "speedup": self.speedup, "started": self.started,
+                "finished": self.finished}
+
+    @classmethod
+    def from_json(cls, doc: dict) -> RunRecord:
+        status = doc.get("status")
+        return cls(doc["task"], doc["candidate"], doc["label"], doc.get("nproc"), doc.get("backend"),
+                   None if status is None else Status(status), bool(doc.get("correct")), doc.get("speedup"),
+                   doc.get("started"), doc.get("finished"))

@@ -5,7 +5,7 @@ import json
 import sqlite3
 import time
 
-from hwbackend.result import RUNNING, Finding, ScoreResult, Status
+from hwbackend.result import RUNNING, Finding, RunRecord, ScoreResult, Status
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -56,9 +56,10 @@ class Store:
                            [row[4], row[5]], row[6], row[7], trials=None,
                            findings=[Finding.from_json(f) for f in json.loads(row[8] or "[]")], resumed=True)
 
-    def latest_runs(self) -> list[dict]:
+    def latest_runs(self) -> list[RunRecord]:
+        """The latest finished run of each (task, candidate, ranks, backend)."""
         cols = ["task", "candidate", "label", "nproc", "backend", "status", "correct", "speedup", "started", "finished"]
         rows = self.db.execute(f"SELECT {', '.join(cols)} FROM runs r WHERE status != ? AND finished = "
                                "(SELECT MAX(finished) FROM runs s WHERE s.task = r.task AND s.candidate = r.candidate "
                                "AND s.nproc = r.nproc AND s.backend = r.backend)", (RUNNING,)).fetchall()
-        return [dict(zip(cols, row)) for row in rows]
+        return [RunRecord.from_json(dict(zip(cols, row))) for row in rows]

@@ -10,10 +10,15 @@ import dataclasses
 import hashlib
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from pkb.errors import UsageError
 from pkbsim.screen.job import ScreenJob
 from pkbsim.screen.result import ScreenResult, Verdict
+
+if TYPE_CHECKING:
+    from hwbackend.result import RunRecord, ScoreResult
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUILT_IN = [os.path.join(ROOT, "tasks", "solutions"), os.path.join(ROOT, "tests", "broken_candidates")]
@@ -125,9 +130,10 @@ def in_order(jobs: list[ScreenJob], results: dict) -> list[ScreenResult]:
 
 
 def score(rows: list[ScreenResult], db: str, correctness_only: bool = False,
-          on_start: Callable[[ScreenResult, int, str], None] | None = None) -> dict:
+          on_start: Callable[[ScreenResult, int, str], None] | None = None) -> dict[str, ScoreResult]:
     """Score the survivors (pass and inconclusive) on this node: NCCL on its GPUs, gloo on the CPU where
-    there are none. `on_start(row, nproc, backend)` hears of each score before it starts."""
+    there are none; the results by candidate file. `on_start(row, nproc, backend)` hears of each score
+    before it starts."""
     import torch
 
     from hwbackend.score import Protocol, ScoreOptions, ScoreRequest, score
@@ -143,19 +149,34 @@ def score(rows: list[ScreenResult], db: str, correctness_only: bool = False,
             on_start(r, nproc, backend)
         protocol = Protocol(preset="full" if backend == "nccl" else "screen", correctness_only=correctness_only)
         request = ScoreRequest(r.task, r.candidate, nproc, backend)
-        out[r.candidate] = score(request, protocol, ScoreOptions(db=db, resume=True)).to_json()
+        out[r.candidate] = score(request, protocol, ScoreOptions(db=db, resume=True))
     return out
 
 
-def summary_row(r: ScreenResult, score: dict | None = None) -> dict:
-    """One table row per candidate (shared by `pkb run` and `pkb report`)."""
+@dataclass(frozen=True)
+class SummaryRow:
+    """One table row per candidate (shared by `pkb run`'s table and `pkb report`'s table and page)."""
+    task: str
+    candidate: str                # the file's name
+    verdict: Verdict
+    stage: str
+    reason: str                   # the first reason, "kind: message"; "" for a pass
+    predicted: float | None       # the screen's predicted speed-up
+    bottleneck: str
+    uncertain: bool | None        # None without a prediction
+    measured: float | None        # the hardware's speed-up, where scored and timed
+    hw_status: str                # the hardware score's status; "" where not scored
+
+
+def summary_row(r: ScreenResult, score: ScoreResult | RunRecord | None = None) -> SummaryRow:
+    """The row of a screen result and its hardware score (this batch's, or the store's latest run)."""
     p = r.predicted
     reason = r.reasons[0] if r.reasons else None
-    return {"task": r.task, "candidate": os.path.basename(r.candidate), "verdict": r.verdict.value,
-            "stage": r.stage, "reason": f"{reason.kind}: {reason.message}" if reason else "",
-            "predicted": p.speedup if p else None, "bottleneck": p.bottleneck if p else "",
-            "uncertain": p.uncertain if p else None,
-            "measured": (score or {}).get("speedup"), "hw_status": (score or {}).get("status", "")}
+    status = "" if score is None or score.status is None else score.status.value
+    return SummaryRow(r.task, os.path.basename(r.candidate), r.verdict, r.stage,
+                      f"{reason.kind}: {reason.message}" if reason else "", p.speedup if p else None,
+                      p.bottleneck if p else "", p.uncertain if p else None,
+                      None if score is None else score.speedup, status)
 
 
 def tally(rows: list[ScreenResult]) -> str:

@@ -9,7 +9,7 @@ import torch
 
 from hwbackend.jobs import _children
 from hwbackend.leaderboard import aggregate
-from hwbackend.result import FailureKind, Finding, ScoreResult, Status
+from hwbackend.result import FailureKind, Finding, RunRecord, ScoreResult, Status
 from hwbackend.score import Protocol, ScoreOptions, ScoreRequest, score
 from hwbackend.store import Store
 from hwbackend.timing import summarize
@@ -118,15 +118,19 @@ def test_summary_and_leaderboard_math():
     assert s.speedup == pytest.approx(2.0) and s.faster and s.ci95[0] > 1.5
     same = summarize([[1.0, 1.1, 0.9, 1.0]], [[1.0, 1.05, 0.95, 1.0]])
     assert not same.faster
-    rows = aggregate([{"label": "m", "correct": 1, "speedup": 2.0}, {"label": "m", "correct": 1, "speedup": 0.5},
-                      {"label": "m", "correct": 0, "speedup": None}, {"label": "m", "correct": 1, "speedup": 1.2}])
-    r = rows[0]
+    def run(correct, speedup):
+        return RunRecord("all_reduce", f"/m/{speedup}.py", "m", correct=correct, speedup=speedup)
+
+    rows = aggregate([run(True, 2.0), run(True, 0.5), run(False, None), run(True, 1.2)])
+    r = rows[0].to_json()
     assert r["scored"] == 4 and r["correct_rate"] == 0.75
     assert (r["fast_0"], r["fast_1"], r["fast_1.5"], r["fast_2"]) == (0.75, 0.5, 0.25, 0.0)
     assert r["geomean_speedup"] == pytest.approx((2.0 * 0.5 * 1.2) ** (1 / 3))
-    untimed = aggregate([{"label": "m", "correct": 1, "speedup": None}, {"label": "m", "correct": 1, "speedup": 2.0}])[0]
-    assert (untimed["fast_0"], untimed["fast_1"], untimed["untimed"]) == (1.0, 0.5, 1)  # correctness-only: correct, not fast
-    assert untimed["geomean_speedup"] == pytest.approx(2.0)
+    assert list(r) == ["label", "scored", "correct_rate", "untimed", "fast_0", "fast_1", "fast_1.5", "fast_2",
+                       "geomean_speedup", "geomean_ci95"]  # `pkb leaderboard --json`'s keys, in its order
+    untimed = aggregate([run(True, None), run(True, 2.0)])[0]
+    assert (untimed.fast[0.0], untimed.fast[1.0], untimed.untimed) == (1.0, 0.5, 1)  # correctness-only: correct, not fast
+    assert untimed.geomean_speedup == pytest.approx(2.0)
 
 
 def test_store_round_trip(tmp_path):
@@ -141,7 +145,13 @@ def test_store_round_trip(tmp_path):
                               "findings": [{"kind": "exception", "rank": 1, "message": "ValueError: bad shape",
                                             "details": "Traceback ..."}], "resumed": True}
     assert done.status is Status.SLOWER and done.findings == [finding]
-    assert st.latest_runs()[0]["label"] == "lab"
+    assert done.findings[0].kind is FailureKind.EXCEPTION  # typed again when read back
+    latest = st.latest_runs()
+    assert [(r.label, r.status, r.correct, r.speedup, r.nproc) for r in latest] == [("lab", Status.SLOWER, True, 0.9, 2)]
+    doc = latest[0].to_json()  # `pkb report --json`'s score: the store's columns, correct as 0/1
+    assert list(doc) == ["task", "candidate", "label", "nproc", "backend", "status", "correct", "speedup", "started",
+                         "finished"] and doc["correct"] == 1 and doc["status"] == "slower"
+    assert RunRecord.from_json(doc) == latest[0]
     assert st.completed("all_reduce", "abc", 2, "nccl") is None
 
 

@@ -1,11 +1,19 @@
 """The batch's table on a terminal (shared by `pkb run` and `pkb report`)."""
 from __future__ import annotations
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from pkb.batch import summary_row, tally
 from pkbsim.screen.result import ScreenResult
 
+if TYPE_CHECKING:
+    from hwbackend.result import RunRecord, ScoreResult
 
-def print_table(rows: list[ScreenResult], scores: dict) -> None:
+
+def print_table(rows: list[ScreenResult], scores: dict[str, ScoreResult | RunRecord]) -> None:
+    """The screen results with their hardware scores, by candidate file."""
     from rich.console import Console
     from rich.table import Table
 
@@ -14,8 +22,8 @@ def print_table(rows: list[ScreenResult], scores: dict) -> None:
         t.add_column(col, overflow="fold")
     for r in rows:
         s = summary_row(r, scores.get(r.candidate))
-        pred = "" if s["predicted"] is None else f"{s['predicted']:.2f}x" + ("?" if s["uncertain"] else "")
-        meas = "" if s["measured"] is None else f"{s['measured']:.2f}x ({s['hw_status']})"
-        t.add_row(s["task"], s["candidate"], s["verdict"], s["stage"], pred, s["bottleneck"], meas, s["reason"][:90])
+        pred = "" if s.predicted is None else f"{s.predicted:.2f}x" + ("?" if s.uncertain else "")
+        meas = "" if s.measured is None else f"{s.measured:.2f}x ({s.hw_status})"
+        t.add_row(s.task, s.candidate, s.verdict.value, s.stage, pred, s.bottleneck, meas, s.reason[:90])
     Console(width=max(160, Console().width)).print(t)
     print(f"{tally(rows)}; '?' marks an uncertain prediction")

@@ -24,28 +24,26 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     from hwbackend.leaderboard import FAST_P, aggregate
     from hwbackend.store import Store
-    from pkb.report.collect import with_screen_verdicts
+    from pkb.report.collect import ScreenCounts, with_screen_verdicts
     from pkbsim.screen.store import ScreenStore
 
     if not os.path.isfile(args.db):
         raise UsageError(f"no results file {args.db!r}; run `pkb score` first or pass --db")
     runs, counts = with_screen_verdicts(Store(args.db).latest_runs(), ScreenStore(args.db).all())
-    rows = aggregate(runs)
-    for r in rows:
-        r.update(counts.get(r["label"], {"screen_rejected": 0, "sent_inconclusive": 0}))
+    rows = [(r, counts.get(r.label, ScreenCounts())) for r in aggregate(runs)]
     if args.json:
-        print(json.dumps({"rows": rows}, indent=1))
+        print(json.dumps({"rows": [r.to_json() | c.to_json() for r, c in rows]}, indent=1))
         return 0
-    width = max([len("label")] + [len(r["label"]) for r in rows])
+    width = max([len("label")] + [len(r.label) for r, _ in rows])
     head = ["candidates", "screen rej", "inconcl sent", "correct"] + [f"fast_{p:g}" for p in FAST_P] + \
            ["geomean (95% CI)"]
     print(f"{'label':{width}s}  " + "  ".join(f"{h:>12s}" for h in head))
-    for r in rows:
-        gm = (f"{r['geomean_speedup']:.3f} ({r['geomean_ci95'][0]:.2f}-{r['geomean_ci95'][1]:.2f})"
-              if r["geomean_speedup"] else "-")
-        cells = [str(r["scored"]), str(r["screen_rejected"]), str(r["sent_inconclusive"]),
-                 f"{r['correct_rate']:.2f}"] + [f"{r[f'fast_{p:g}']:.2f}" for p in FAST_P] + [gm]
-        print(f"{r['label']:{width}s}  " + "  ".join(f"{c:>12s}" for c in cells))
-    if any(r["untimed"] for r in rows):
+    for r, n in rows:
+        gm = (f"{r.geomean_speedup:.3f} ({r.geomean_ci95[0]:.2f}-{r.geomean_ci95[1]:.2f})"
+              if r.geomean_speedup else "-")
+        cells = [str(r.scored), str(n.screen_rejected), str(n.sent_inconclusive),
+                 f"{r.correct_rate:.2f}"] + [f"{r.fast[p]:.2f}" for p in FAST_P] + [gm]
+        print(f"{r.label:{width}s}  " + "  ".join(f"{c:>12s}" for c in cells))
+    if any(r.untimed for r, _ in rows):
         print("correctness-only scores count as correct (fast_0) and not faster for p > 0")
     return 0

@@ -183,7 +183,7 @@ def _score(outcomes, args) -> dict:
             print(f"  scoring {row.task} step file {os.path.basename(row.candidate)}: {nproc} ranks, {backend}",
                   flush=True)
 
-    return {k: dict(v, **where.get(k, {})) for k, v in batch.score(rows, args.db, on_start=started).items()}
+    return {k: v.to_json() | where.get(k, {}) for k, v in batch.score(rows, args.db, on_start=started).items()}
 
 
 def _progress(s) -> None:

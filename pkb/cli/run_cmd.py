@@ -57,8 +57,8 @@ def run(args) -> int:
     rows = batch.in_order(jobs, results)
     scores = batch.score(rows, args.db, args.correctness_only, None if args.json else _scoring) if args.score else {}
     if args.json:
-        print(json.dumps({"db": os.path.abspath(args.db), "results": [r.to_json() for r in rows], "scores": scores,
-                          "skipped": unpaired}, indent=1))
+        print(json.dumps({"db": os.path.abspath(args.db), "results": [r.to_json() for r in rows],
+                          "scores": {k: v.to_json() for k, v in scores.items()}, "skipped": unpaired}, indent=1))
     else:
         print_table(rows, scores)
     return 0

@@ -4,8 +4,9 @@ from __future__ import annotations
 import math
 import os
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
+from hwbackend.result import RunRecord
 from pkbsim.screen.result import ScreenResult, Verdict
 
 
@@ -13,10 +14,10 @@ from pkbsim.screen.result import ScreenResult, Verdict
 class Row:
     """One candidate: its screen, and its latest hardware score (None: not scored)."""
     screen: ScreenResult
-    score: dict | None = None
+    score: RunRecord | None = None
 
     def to_json(self) -> dict:
-        return dict(self.screen.to_json(), score=self.score)
+        return dict(self.screen.to_json(), score=None if self.score is None else self.score.to_json())
 
 
 @dataclass
@@ -43,24 +44,23 @@ def collect(db: str) -> Report:
     screens = {}
     for r in ScreenStore(db).all():  # later rows replace earlier ones of the same file and task
         screens[(r.task, r.candidate)] = r
-    scores = {(s["task"], s["candidate"]): s for s in Store(db).latest_runs()}
+    scores = {(s.task, s.candidate): s for s in Store(db).latest_runs()}
     rows = [Row(r, scores.get(key)) for key, r in screens.items()]
     rep = Report(rows, trajectories=trajectories(db))
     for row in rows:
         r = row.screen
         if row.score:
-            hw, verdict = row.score["status"], r.verdict.value
+            hw, verdict = row.score.status.value, r.verdict.value
             rep.confusion.setdefault(verdict, {}).setdefault(hw, 0)
             rep.confusion[verdict][hw] += 1
-            pred, meas = r.predicted.speedup if r.predicted else None, row.score.get("speedup")
+            pred, meas = r.predicted.speedup if r.predicted else None, row.score.speedup
             if pred is not None and meas is not None:
                 rep.pairs.append((pred, meas, f"{r.task}/{os.path.basename(r.candidate)}"))
     if len(rep.pairs) >= 3:
         from scipy.stats import spearmanr
         rho = spearmanr([p[0] for p in rep.pairs], [p[1] for p in rep.pairs]).statistic
         rep.spearman = None if math.isnan(rho) else float(rho)
-    durations = [(s["finished"] - s["started"]) * max(1, s["nproc"]) for s in scores.values()
-                 if s.get("finished") and s.get("started")]
+    durations = [s.gpu_seconds for s in scores.values() if s.gpu_seconds is not None]
     rejected_unscored = sum(r.screen.verdict is Verdict.REJECT and not r.score for r in rows)
     if durations:
         rep.gpu_hours_saved = rejected_unscored * statistics.median(durations) / 3600
@@ -72,18 +72,28 @@ def collect(db: str) -> Report:
     return rep
 
 
-def with_screen_verdicts(runs: list[dict], screens: list[ScreenResult]) -> tuple[list[dict], dict[str, dict]]:
-    """The scored runs plus one failed run per candidate the screen rejected (and nobody scored), and per
-    label the count of screen rejects and of inconclusive candidates sent to the GPU."""
-    scored = {(r["task"], os.path.abspath(r["candidate"])) for r in runs}
+@dataclass
+class ScreenCounts:
+    """Per candidate group, what the screen decided before the GPU (`pkb leaderboard`'s last columns)."""
+    screen_rejected: int = 0    # rejected by the screen, never scored: counted as failures
+    sent_inconclusive: int = 0  # inconclusive, sent to the GPU like a pass
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def with_screen_verdicts(runs: list[RunRecord], screens: list[ScreenResult]
+                         ) -> tuple[list[RunRecord], dict[str, ScreenCounts]]:
+    """The scored runs plus one failed, unscored run (status None) per candidate the screen rejected (and
+    nobody scored), and per label the count of screen rejects and of inconclusive candidates sent to the GPU."""
+    scored = {(r.task, os.path.abspath(r.candidate)) for r in runs}
     extra, counts = [], {}
     for s in screens:
         label = os.path.basename(os.path.dirname(os.path.abspath(s.candidate)))
-        c = counts.setdefault(label, {"screen_rejected": 0, "sent_inconclusive": 0})
+        c = counts.setdefault(label, ScreenCounts())
         if s.verdict is Verdict.REJECT and (s.task, os.path.abspath(s.candidate)) not in scored:
-            c["screen_rejected"] += 1
-            extra.append({"task": s.task, "candidate": s.candidate, "label": label, "correct": 0,
-                          "speedup": None, "status": "screen_reject"})
+            c.screen_rejected += 1
+            extra.append(RunRecord(s.task, s.candidate, label))
         elif s.verdict is Verdict.INCONCLUSIVE:
-            c["sent_inconclusive"] += 1
+            c.sent_inconclusive += 1
     return runs + extra, counts

@@ -28,11 +28,12 @@ def render(rep: Report, title: str = "pkb report") -> str:
                "<th>reason</th></tr>")
     for r in rep.rows:
         s = summary_row(r.screen, r.score)
-        pred = "" if s["predicted"] is None else f"{s['predicted']:.2f}x" + (" (uncertain)" if s["uncertain"] else "")
-        meas = "" if s["measured"] is None else f"{s['measured']:.2f}x"
-        out.append(f"<tr class='row'>{_cell(s['task'])}{_cell(s['candidate'])}"
-                   f"<td class='{html.escape(s['verdict'])}'>{html.escape(s['verdict'])}</td>{_cell(s['stage'])}"
-                   f"{_cell(pred)}{_cell(s['bottleneck'])}{_cell(s['hw_status'])}{_cell(meas)}{_cell(s['reason'])}</tr>")
+        pred = "" if s.predicted is None else f"{s.predicted:.2f}x" + (" (uncertain)" if s.uncertain else "")
+        meas = "" if s.measured is None else f"{s.measured:.2f}x"
+        verdict = html.escape(s.verdict.value)
+        out.append(f"<tr class='row'>{_cell(s.task)}{_cell(s.candidate)}"
+                   f"<td class='{verdict}'>{verdict}</td>{_cell(s.stage)}"
+                   f"{_cell(pred)}{_cell(s.bottleneck)}{_cell(s.hw_status)}{_cell(meas)}{_cell(s.reason)}</tr>")
     out.append("</table>")
     out.append("<h2>Screening quality</h2>")
     if rep.confusion:
