@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from pkb.errors import UsageError
 from pkbsim.screen.job import ScreenJob
-from pkbsim.screen.result import ScreenResult, Verdict
+from pkbsim.screen.result import ScreenResult, Stage, Verdict
 
 if TYPE_CHECKING:
     from hwbackend.result import RunRecord, ScoreResult
@@ -159,7 +159,7 @@ class SummaryRow:
     task: str
     candidate: str                # the file's name
     verdict: Verdict
-    stage: str
+    stage: Stage
     reason: str                   # the first reason, "kind: message"; "" for a pass
     predicted: float | None       # the screen's predicted speed-up
     bottleneck: str

@@ -146,19 +146,25 @@ def test_a_candidate_process_killed_by_a_signal_is_inconclusive_and_the_batch_go
 
 
 def test_a_screen_result_is_json_only_at_its_boundaries():
-    from pkbsim.screen.result import Prediction, Reason, ReasonKind
+    from pkbsim.screen.result import Prediction, Reason, ReasonKind, Stage
     from pkbsim.screen.worker import inconclusive, rejected
     from pkbsim.world.findings import Finding
 
-    res = ScreenResult("all_reduce", "/c/all_reduce.py", 2, "hgx-h100", 1).reject(
-        "functional", [Reason(ReasonKind.WRONG_OUTPUT, "call 1: wrong", "/c/all_reduce.py:3"), Reason("deadlock", "d")])
+    res = ScreenResult("all_reduce", "/c/all_reduce.py", 2, "hgx-h100", 1, checked=[Stage.STATIC],
+                       seconds={Stage.STATIC: 0.1, "build": 0.0, Stage.FUNCTIONAL: 1.5}).reject(
+        Stage.FUNCTIONAL, [Reason(ReasonKind.WRONG_OUTPUT, "call 1: wrong", "/c/all_reduce.py:3"), Reason("deadlock", "d")])
     res.findings = [Finding("deadlock", "d", [0, 1], ["all_reduce.py:3"], ["rank 0 waits"])]
     res.predicted = Prediction(10.0, 20.0, 0.5, "link-bound", False, notes=["n"], shares={"link": 1.0})
     doc = res.to_json()
     assert json.loads(json.dumps(doc)) == doc and [type(r["kind"]) for r in doc["reasons"]] == [str, str]
     assert doc["verdict"] == "reject" and type(doc["verdict"]) is str and doc["findings"][0]["ranks"] == [0, 1]
+    assert (doc["stage"], doc["checked"], doc["seconds"]) == ("functional", ["static"], {"static": 0.1, "build": 0.0,
+                                                                                        "functional": 1.5})
+    assert {type(x) for x in [doc["stage"], *doc["checked"], *doc["seconds"]]} == {str}  # plain strings in JSON
     back = ScreenResult.from_json(doc)
     assert back == res and back.reasons[0].kind is ReasonKind.WRONG_OUTPUT and back.reasons[1].kind == "deadlock"
+    assert back.stage is Stage.FUNCTIONAL and back.checked == [Stage.STATIC] and back.checked[0] is Stage.STATIC
+    assert ScreenResult.from_json(dict(doc, stage="later")).stage == "later"  # another version's stage: kept as is
     assert isinstance(back.findings[0], Finding) and back.predicted.shares == {"link": 1.0}
     # a worker's own answers (a limit, a broken sandbox cap) are ScreenResults too, with the JSON they always had
     job = ScreenJob("all_reduce", "/c/x.py", 2, "hgx-h100", 1)
@@ -166,6 +172,7 @@ def test_a_screen_result_is_json_only_at_its_boundaries():
     assert (late["verdict"], late["stage"], late["reasons"]) == (
         "inconclusive", "time_limit", [{"kind": "time_limit", "message": "too slow", "site": ""}])
     assert rejected(job, ReasonKind.RESOURCE_LIMIT, "cap").to_json()["stage"] == "sandbox"
+    assert inconclusive(job, ReasonKind.WORKER_CRASH, "gone").stage is Stage.WORKER_CRASH
 
 
 def test_timelines_of_same_named_candidates_in_two_folders_differ(tmp_path):

@@ -67,9 +67,9 @@ def _breach_verdict(argv: list[str], line: str) -> int:
     """The sandbox's supervisor ended a screen: the candidate broke a cap (a fork bomb, a CPU spinner) and the
     screening process inside died with it, so the verdict is written out here: a reject naming the cap."""
     from pkb.cli.main import build_parser
-    from pkbsim.screen.result import Reason, ScreenResult
+    from pkbsim.screen.result import Reason, ReasonKind, ScreenResult, Stage
     args = build_parser().parse_args(argv)
     res = ScreenResult(args.task or "", args.candidate, args.world_size or 0, args.topology or "", args.seed or 0)
-    res.reject("sandbox", [Reason("resource_limit", line)])
+    res.reject(Stage.SANDBOX, [Reason(ReasonKind.RESOURCE_LIMIT, line)])
     print(json.dumps(res.to_json(), indent=1) if args.json else f"REJECT at stage sandbox: {line}")
     return res.verdict.exit_code

@@ -24,6 +24,6 @@ def print_table(rows: list[ScreenResult], scores: dict[str, ScoreResult | RunRec
         s = summary_row(r, scores.get(r.candidate))
         pred = "" if s.predicted is None else f"{s.predicted:.2f}x" + ("?" if s.uncertain else "")
         meas = "" if s.measured is None else f"{s.measured:.2f}x ({s.hw_status})"
-        t.add_row(s.task, s.candidate, s.verdict.value, s.stage, pred, s.bottleneck, meas, s.reason[:90])
+        t.add_row(s.task, s.candidate, s.verdict.value, str(s.stage), pred, s.bottleneck, meas, s.reason[:90])
     Console(width=max(160, Console().width)).print(t)
     print(f"{tally(rows)}; '?' marks an uncertain prediction")

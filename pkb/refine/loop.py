@@ -127,7 +127,7 @@ def _screened(plan: TaskPlan, opts: LoopOptions, screener: Screener, store: Refi
     if again:
         feedback = f"This file is the same as the one of your step {again[0]}.\n" + feedback
     step = Step(run, plan.spec.task, n, prompt, reply_text, code, sha, path,
-                str(res.verdict), res.stage, res.predicted.speedup if res.predicted else None,
+                str(res.verdict), str(res.stage), res.predicted.speedup if res.predicted else None,
                 feedback, getattr(reply, "prompt_tokens", None),
                 getattr(reply, "completion_tokens", None), getattr(reply, "seconds", 0.0), screen_s, started,
                 time.time(), res.to_json())

@@ -14,7 +14,7 @@ from pkbsim.screen.cost import SHAPE_RUN_SECONDS, predict
 from pkbsim.screen.functional import ReferenceFailed, judge, reference_run
 from pkbsim.screen.isolation import ChildExit, Fork
 from pkbsim.screen.prebuild import BUILD_MARKERS
-from pkbsim.screen.result import Reason, ReasonKind, ScreenResult
+from pkbsim.screen.result import Reason, ReasonKind, ScreenResult, Stage
 from pkbsim.screen.static import static_reasons
 from pkbsim.timing.topology import Topology
 from pkbsim.screen.defaults import MARGIN, RUN_TIMEOUT_S
@@ -44,9 +44,9 @@ def screen(task: TaskSpec, path: str, opts: ScreenOptions, spawner=None) -> Scre
     res = ScreenResult(task.slug, path, opts.world_size, opts.topology.name, opts.seed)
     t0 = time.perf_counter()
     problems = static_reasons(path)
-    res.seconds["static"] = round(time.perf_counter() - t0, 3)
+    res.seconds[Stage.STATIC] = round(time.perf_counter() - t0, 3)
     if problems:
-        return res.reject("static", problems)
+        return res.reject(Stage.STATIC, problems)
     job = CandidateJob(task.slug, path, opts.world_size, opts.seed, opts.timeout, opts.build_timeout, opts.cost,
                        opts.pkb_root, opts.pkb_dtype)
     t0 = time.perf_counter()
@@ -59,55 +59,55 @@ def screen(task: TaskSpec, path: str, opts: ScreenOptions, spawner=None) -> Scre
                             keep=not isinstance(spawner, Fork), shape=shape)
     except ReferenceFailed as e:
         child.kill()
-        res.seconds["functional"] = round(time.perf_counter() - t0, 3)
-        return res.inconclusive("functional", Reason(ReasonKind.REFERENCE, f"{e} (a bug of the task or of pkb)"))
+        res.seconds[Stage.FUNCTIONAL] = round(time.perf_counter() - t0, 3)
+        return res.inconclusive(Stage.FUNCTIONAL, Reason(ReasonKind.REFERENCE, f"{e} (a bug of the task or of pkb)"))
     except BaseException:
         child.kill()
         raise
     if ref.limit:
         child.kill()
-        res.seconds["functional"] = round(time.perf_counter() - t0, 3)
-        return res.inconclusive("functional", ref.limit)
+        res.seconds[Stage.FUNCTIONAL] = round(time.perf_counter() - t0, 3)
+        return res.inconclusive(Stage.FUNCTIONAL, ref.limit)
     payload, ended = child.result(opts.build_timeout + 2 * opts.timeout + SHAPE_RUN_SECONDS + CHILD_SLACK_S)
     wall = time.perf_counter() - t0
-    res.seconds["functional"] = round(wall, 3)
+    res.seconds[Stage.FUNCTIONAL] = round(wall, 3)
     if payload is None:
         return _ended(res, ended)
     if "pkb_error" in payload:
         last = str(payload["pkb_error"]).strip().splitlines()[-1:]
-        return res.inconclusive("functional", Reason(ReasonKind.PKB_ERROR, f"pkb failed in the candidate's process: "
+        return res.inconclusive(Stage.FUNCTIONAL, Reason(ReasonKind.PKB_ERROR, f"pkb failed in the candidate's process: "
                                                                   f"{last[0] if last else '?'}"))
     rep = CandidateReport.from_payload(payload)
     res.seconds["build"] = rep.seconds.get("build", 0.0)
-    res.seconds["functional"] = round(wall - res.seconds["build"] - rep.seconds.get("shape", 0.0), 3)
+    res.seconds[Stage.FUNCTIONAL] = round(wall - res.seconds["build"] - rep.seconds.get("shape", 0.0), 3)
     res.findings, res.compile = rep.findings, rep.compile or None
     if rep.problems:
-        return res.reject("static", rep.problems)
-    res.checked.append("static")
+        return res.reject(Stage.STATIC, rep.problems)
+    res.checked.append(Stage.STATIC)
     if rep.not_simulated:
         res.not_simulated = rep.not_simulated
-        return res.inconclusive("functional", Reason(ReasonKind.NOT_SIMULATED, "; ".join(rep.not_simulated)))
+        return res.inconclusive(Stage.FUNCTIONAL, Reason(ReasonKind.NOT_SIMULATED, "; ".join(rep.not_simulated)))
     if rep.limit:
-        return res.inconclusive("functional", rep.limit)
+        return res.inconclusive(Stage.FUNCTIONAL, rep.limit)
     if rep.reasons:
-        return res.reject("functional", rep.reasons)
+        return res.reject(Stage.FUNCTIONAL, rep.reasons)
     fn = judge(task, ref, rep)
     res.correct = fn.correct
     if fn.reasons:
-        return res.reject("functional", fn.reasons)
-    res.checked.append("functional")
-    res.stage = "functional"
+        return res.reject(Stage.FUNCTIONAL, fn.reasons)
+    res.checked.append(Stage.FUNCTIONAL)
+    res.stage = Stage.FUNCTIONAL
     if not opts.cost:
         return res
     t0 = time.perf_counter()
     res.predicted = predict(task, source, rep, ref.trace, opts.world_size, opts.topology, opts.seed,
                             opts.timeout, opts.timeline, ref.shape)
-    res.seconds["cost"] = round(time.perf_counter() - t0 + rep.seconds.get("shape", 0.0), 3)
-    res.timeline, res.stage = opts.timeline, "cost"
-    res.checked.append("cost")
+    res.seconds[Stage.COST] = round(time.perf_counter() - t0 + rep.seconds.get("shape", 0.0), 3)
+    res.timeline, res.stage = opts.timeline, Stage.COST
+    res.checked.append(Stage.COST)
     p = res.predicted
     if p.speedup < opts.margin and not p.uncertain:
-        return res.reject("cost", [Reason(ReasonKind.SLOWER, f"predicted speed-up {p.speedup:.2f}x is below the margin "
+        return res.reject(Stage.COST, [Reason(ReasonKind.SLOWER, f"predicted speed-up {p.speedup:.2f}x is below the margin "
                                                     f"{opts.margin:g}x ({p.bottleneck}: candidate "
                                                     f"{p.candidate_us:.1f} us vs reference {p.reference_us:.1f} us)")])
     return res
@@ -119,8 +119,8 @@ def _ended(res: ScreenResult, ended: ChildExit) -> ScreenResult:
     limit or an unreadable result pkb cannot pin on the candidate: inconclusive, so it goes to GPU scoring."""
     what = f"the candidate's process {ended.describe()}"
     if ended.code is not None and not ended.unreadable:
-        return res.reject("functional", [Reason(ReasonKind.CRASH, f"{what} (os._exit, sys.exit from a thread, or exit "
+        return res.reject(Stage.FUNCTIONAL, [Reason(ReasonKind.CRASH, f"{what} (os._exit, sys.exit from a thread, or exit "
                                                                   f"in native code: a process that ends mid-call)",
                                                 res.candidate)])
     kind = ReasonKind.TIME_LIMIT if ended.timed_out else ReasonKind.WORKER_CRASH
-    return res.inconclusive("functional", Reason(kind, f"{what}: pkb cannot tell whose fault it is"))
+    return res.inconclusive(Stage.FUNCTIONAL, Reason(kind, f"{what}: pkb cannot tell whose fault it is"))

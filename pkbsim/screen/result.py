@@ -8,7 +8,21 @@ from enum import StrEnum
 
 from pkbsim.world.findings import Finding
 
-STAGES = ("static", "functional", "cost")
+class Stage(StrEnum):
+    """Where a screen ended (`ScreenResult.stage`): the last of the pipeline's stages that ran (static,
+    functional, cost: `STAGES`, in order); sandbox, where the candidate broke a cap of its screening process;
+    for a screen pkb could not finish, the limit that ended it (the kind of its reason)."""
+    STATIC = "static"
+    FUNCTIONAL = "functional"
+    COST = "cost"
+    SANDBOX = "sandbox"
+    TIME_LIMIT = "time_limit"
+    MEMORY_LIMIT = "memory_limit"
+    WORKER_CRASH = "worker_crash"
+    PKB_ERROR = "pkb_error"
+
+
+STAGES = (Stage.STATIC, Stage.FUNCTIONAL, Stage.COST)
 
 
 class Verdict(StrEnum):
@@ -92,29 +106,34 @@ class ScreenResult:
     topology: str
     seed: int
     verdict: Verdict = Verdict.PASS
-    stage: str = "static"            # the last stage that ran
+    stage: Stage = Stage.STATIC      # the last stage that ran
     reasons: list[Reason] = field(default_factory=list)
     correct: bool | None = None      # None: outputs were not compared (not simulated, or rejected earlier)
     findings: list[Finding] = field(default_factory=list)
     predicted: Prediction | None = None
     timeline: str | None = None
-    checked: list[str] = field(default_factory=list)
+    checked: list[Stage] = field(default_factory=list)  # the stages passed
     not_simulated: list[str] = field(default_factory=list)
     compile: dict | None = None      # nvcc report for inline CUDA sources (resources per kernel)
-    seconds: dict = field(default_factory=dict)  # wall time per stage
+    seconds: dict = field(default_factory=dict)  # wall time per stage (and "build", "shape": parts of one)
 
-    def reject(self, stage: str, reasons: list[Reason]) -> ScreenResult:
-        self.verdict, self.stage = Verdict.REJECT, stage
+    def __post_init__(self):
+        self.stage = _stage(self.stage)
+        self.checked = [_stage(s) for s in self.checked]
+
+    def reject(self, stage: Stage, reasons: list[Reason]) -> ScreenResult:
+        self.verdict, self.stage = Verdict.REJECT, _stage(stage)
         self.reasons.extend(reasons)
         return self
 
-    def inconclusive(self, stage: str, reason: Reason) -> ScreenResult:
-        self.verdict, self.stage = Verdict.INCONCLUSIVE, stage
+    def inconclusive(self, stage: Stage, reason: Reason) -> ScreenResult:
+        self.verdict, self.stage = Verdict.INCONCLUSIVE, _stage(stage)
         self.reasons.append(reason)
         return self
 
     def to_json(self) -> dict:
-        return dict(asdict(self), verdict=self.verdict.value, reasons=[r.to_json() for r in self.reasons])
+        return dict(asdict(self), verdict=self.verdict.value, stage=str(self.stage), reasons=[r.to_json() for r in self.reasons],
+                    checked=[str(s) for s in self.checked], seconds={str(k): v for k, v in self.seconds.items()})
 
     @classmethod
     def from_json(cls, d: dict) -> ScreenResult:
@@ -125,3 +144,8 @@ class ScreenResult:
                       "verdict": Verdict(d["verdict"]), "reasons": [Reason.from_json(r) for r in d.get("reasons", [])],
                       "findings": [Finding(**f) for f in d.get("findings", [])],
                       "predicted": Prediction(**p) if p else None})
+
+
+def _stage(name: str) -> Stage | str:
+    """A stage's name as the enum; one this version does not know (a store written by another) stays a string."""
+    return Stage(name) if name in Stage._value2member_map_ else str(name)

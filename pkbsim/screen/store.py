@@ -38,7 +38,7 @@ class ScreenStore:
     def put(self, sha: str, result: ScreenResult) -> None:
         r = result
         self.db.execute("INSERT OR REPLACE INTO screens VALUES (?,?,?,?,?,?,?,?,?,?)",
-                        (r.task, r.candidate, sha, r.world_size, r.topology, r.verdict.value, r.stage,
+                        (r.task, r.candidate, sha, r.world_size, r.topology, r.verdict.value, str(r.stage),
                          r.predicted.speedup if r.predicted else None, json.dumps(r.to_json()), time.time()))
         self.db.commit()
 

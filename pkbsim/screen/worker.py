@@ -14,7 +14,7 @@ import resource
 import sys
 
 from pkbsim.screen.job import ScreenJob
-from pkbsim.screen.result import Reason, ReasonKind, ScreenResult
+from pkbsim.screen.result import Reason, ReasonKind, ScreenResult, Stage
 
 
 def limit_memory(gb: float) -> None:
@@ -25,13 +25,13 @@ def limit_memory(gb: float) -> None:
 
 def inconclusive(job: ScreenJob, kind: ReasonKind, message: str) -> ScreenResult:
     """The result of a job that pkb could not finish (a time or memory limit, a crash, a bug of pkb): never
-    the candidate's fault, so it goes on to hardware scoring."""
-    return _unfinished(job).inconclusive(kind, Reason(kind, message))
+    the candidate's fault, so it goes on to hardware scoring. Its stage is the limit that ended it."""
+    return _unfinished(job).inconclusive(Stage(kind), Reason(kind, message))
 
 
 def rejected(job: ScreenJob, kind: ReasonKind, message: str) -> ScreenResult:
     """The result of a job whose worker the candidate ended (a sandbox cap it broke: the supervisor's line)."""
-    return _unfinished(job).reject("sandbox", [Reason(kind, message)])
+    return _unfinished(job).reject(Stage.SANDBOX, [Reason(kind, message)])
 
 
 def _unfinished(job: ScreenJob) -> ScreenResult:
