@@ -20,7 +20,7 @@ import tempfile
 
 import torch
 
-from pkbsim.cuda import device_pass, rewrite, thunderkittens
+from pkbsim.cuda import device_pass, driver, rewrite, thunderkittens
 from pkbsim.cuda.runtime_libs import NAMES, runtime_dir
 from pkbsim.cuda.toolchain import (
     RUNTIME_SRC,
@@ -87,7 +87,10 @@ def build(name: str, tu: str, extra_cuda_cflags: list[str], include_paths: list[
     with building():  # waiting for another rank's (or process's) build is building time too
         rt = runtime_dir()
         cut = _split(tu) or ""  # what nvcc compiles: a change of the cut is a new build
-        key = hashlib.sha256("\0".join((tu, cut, *flags, prelude, torch.__version__, nvcc_version(nvcc), rt)).encode())
+        parts = [tu, cut, *flags, prelude, torch.__version__, nvcc_version(nvcc), rt]
+        if driver.wanted(tu, thunderkittens.uses_thunderkittens(tu)):
+            parts.append(driver.digest())  # the tensor-map stand-in it may link (others' keys unchanged)
+        key = hashlib.sha256("\0".join(parts).encode())
         out_dir = os.path.join(cache_root(), "cuda-ext", f"{name}_{key.hexdigest()[:8]}")
         so = os.path.join(out_dir, f"{name}.so")
         if not os.path.exists(so):
@@ -107,6 +110,9 @@ def _compile(name: str, tu: str, flags: list[str], nvcc: str, rt: str, out_dir: 
                 "-ltorch_cuda", f"-L{torch_lib}", "-lc10", "-ltorch_cpu", "-ltorch", "-ltorch_python",
                 f"-Wl,-rpath,{rt}", f"-Wl,-rpath,{torch_lib}"]
         missing = _undefined(link)
+        if set(missing) & driver.SYMBOLS:  # TMA tensor maps and driver error names: pkb's stand-in
+            link.insert(5, driver.object_path())
+            missing = [n for n in missing if n not in driver.SYMBOLS]
         if missing:
             stubs = os.path.join(tmp, "autostub.c")
             with open(stubs, "w") as f:

@@ -105,7 +105,7 @@ def load(g, space, addr, idx, dtype, nvec=1) -> np.ndarray:
         sel = slice(None) if w is None else window == w
         if w is not None and not sel.any():
             continue
-        a = flat[sel] & np.uint64(WINDOW_MASK) if w else flat[sel]
+        a = flat[sel] & np.uint64(WINDOW_MASK) if w in (1, 2) else flat[sel]   # param keeps its window
         sub = (np.arange(len(flat)) if lanes is None else lanes)[sel] if w is not None else lanes
         for part, region, off in _parts(g, sp, a, sub, isz):
             if isinstance(region, MulticastRegion):

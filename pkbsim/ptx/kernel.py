@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import re
 
-from . import ops_control, ops_convert, ops_float, ops_int, ops_memory, ops_mma, ops_warp  # noqa: F401
+from . import ops_async, ops_control, ops_convert, ops_float, ops_int, ops_memory, ops_mma, ops_warp  # noqa: F401
 from .errors import NotSimulated
 from .operands import Ctx
 from .ops_printf import build_vprintf
 from .parser import Function, Instr, Var
 from .registry import BUILDERS
-from .simt import BARRIER, BRANCH, CALL, EXIT, PLAIN, RETURN, Decoded
+from .simt import BARRIER, BRANCH, CALL, EXIT, MBAR_WAIT, PLAIN, RETURN, Decoded
 
 _POLL_HINTS = ("volatile", "acquire", "relaxed", "sys", "gpu")
 _TOKEN = re.compile(r"%?[A-Za-z_$][\w$@]*")
@@ -27,7 +27,8 @@ _TOKEN = re.compile(r"%?[A-Za-z_$][\w$@]*")
 def _polls(ins) -> bool:
     """Could this instruction observe another thread's write in a spin loop?"""
     head = ins.parts[0]
-    return head in ("atom", "nanosleep") or (head == "ld" and any(p in _POLL_HINTS for p in ins.parts))
+    return (head in ("atom", "nanosleep") or (head == "ld" and any(p in _POLL_HINTS for p in ins.parts))
+            or ins.parts[:2] == ["mbarrier", "test_wait"])   # try_wait blocks (ops_async): no spinning
 
 
 def _align(x: int, a: int) -> int:
@@ -204,4 +205,5 @@ class Kernel:
             raise
         except (KeyError, ValueError, IndexError) as e:
             raise NotSimulated(f"{text} ({e})", ins.loc) from None
-        return Decoded(fn, PLAIN, None, guard, neg, ins.loc, text)
+        kind = MBAR_WAIT if getattr(fn, "blocking", False) else PLAIN
+        return Decoded(fn, kind, None, guard, neg, ins.loc, text)

@@ -270,7 +270,10 @@ def cp_async(ins, ctx):
                 for region, off, data in g.async_groups.pop(0):
                     scatter(region, off, np.uint8, data)
         return wait
-    if kind not in ("ca", "cg") or "bulk" in ins.parts:
+    if kind == "bulk":
+        from .ops_async import bulk
+        return bulk(ins, ctx)
+    if kind not in ("ca", "cg"):
         raise ctx.fail(ins.opcode)
     dst, src = ctx.address(ins.operands[0]), ctx.address(ins.operands[1])
     size = int(ins.operands[2])
@@ -382,8 +385,10 @@ def _nothing(g, m):
 def fence(ins, ctx):
     """Sequentially consistent memory: a fence orders nothing more here, but the multi-rank observer
     learns from it which flag accesses it turns into release/acquire."""
-    if ins.parts[0] == "fence" and any(p.startswith(("proxy", "mbarrier")) for p in ins.parts[1:]):
-        raise ctx.fail(ins.opcode)
+    if ins.parts[0] == "fence" and any(p.startswith(("proxy", "mbarrier_init")) for p in ins.parts[1:]):
+        # fence.proxy.async / .tensormap and fence.mbarrier_init: the interpreter's proxies share one coherent
+        # memory (a missing proxy fence is not detected), and they order nothing for peer GPUs
+        return _nothing
 
     def run(g, m):
         if g.launch.observer is not None:

@@ -143,14 +143,21 @@ def parse_number(text: str, typ: str = "s64"):
 
 
 class _Scopes:
-    """Renames registers declared inside inline-asm braces so that they cannot clash."""
+    """Renames registers declared and labels defined inside inline-asm braces so that they cannot clash
+    (an inlined `{ LAB_WAIT: ... bra LAB_WAIT; }` block appears once per call site)."""
 
-    def __init__(self):
+    def __init__(self, labels: list[set[str]] | None = None):
         self.stack: list[dict[str, str]] = []
         self.counter = 0
+        self.labels = list(labels or [])   # labels of each brace scope, in order of their opening brace
+        self.opened = 0
 
     def push(self):
         self.stack.append({})
+        own = self.labels[self.opened] if self.opened < len(self.labels) else ()
+        self.opened += 1
+        for name in sorted(own):
+            self.declare(name)
 
     def pop(self):
         if self.stack:
@@ -176,15 +183,39 @@ class _Scopes:
         return _TOKEN.sub(sub, text)
 
 
+def _scoped_labels(pieces: list[str]) -> list[set[str]]:
+    """The labels defined directly in each brace scope, in order of the scopes' opening braces."""
+    out: list[set[str]] = []
+    stack: list[int] = []
+    for piece in pieces:
+        s = piece.strip()
+        while s:
+            if s[0] == "{":
+                out.append(set()); stack.append(len(out) - 1); s = s[1:].strip(); continue
+            if s[0] == "}":
+                if stack:
+                    stack.pop()
+                s = s[1:].strip(); continue
+            m = _LABEL.match(s)
+            if m and not s.startswith("."):
+                if stack:
+                    out[stack[-1]].add(m.group(1))
+                s = s[m.end():].strip()
+                continue
+            break
+    return out
+
+
 def _parse_body(fn: Function, body: str, files: dict[int, str], main_files: set[str]) -> None:
     lines = []
     for ln in body.split("\n"):
         s = ln.strip()
         lines.append(s + ";" if _LOC.match(s) else s)
     text = "\n".join(lines)
-    scopes = _Scopes()
+    pieces = text.split(";")
+    scopes = _Scopes(_scoped_labels(pieces))
     loc = f"{fn.name}:?"
-    for piece in text.split(";"):
+    for piece in pieces:
         s = piece.strip()
         while s:
             if s[0] == "{":
@@ -193,7 +224,7 @@ def _parse_body(fn: Function, body: str, files: dict[int, str], main_files: set[
                 scopes.pop(); s = s[1:].strip(); continue
             m = _LABEL.match(s)
             if m and not s.startswith("."):
-                fn.labels[m.group(1)] = len(fn.code)
+                fn.labels[scopes.rename(m.group(1))] = len(fn.code)
                 s = s[m.end():].strip()
                 continue
             break

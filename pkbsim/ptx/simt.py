@@ -16,7 +16,7 @@ from .access import group_regions
 from .dtypes import storage
 from .errors import KernelHang, MemoryFault, NotSimulated, PtxError
 
-PLAIN, BRANCH, EXIT, BARRIER, CALL, RETURN = range(6)
+PLAIN, BRANCH, EXIT, BARRIER, CALL, RETURN, MBAR_WAIT = range(7)   # MBAR_WAIT: a blocking mbarrier.try_wait
 MAX_CALL_DEPTH = 32
 SPIN_ROUNDS = 4   # polling-loop iterations without any store before a spinner steps aside
 
@@ -81,6 +81,9 @@ class LaneGroup:
         self.local = np.zeros(self.local_size * n, np.uint8)
         self.async_pending: list = []     # cp.async copies not yet committed
         self.async_groups: list = []      # committed groups, oldest first
+        self.mbar_wait = np.zeros(n, bool)   # threads blocked in mbarrier.try_wait until an mbarrier changes
+        self.bulk_loads: dict = {}        # mbarrier slot -> bulk copies into shared memory it waits for (ops_async)
+        self.bulk_stores: dict = {}       # lane -> [pending, committed groups] of bulk copies to global memory
         self.ret_stack = None             # per-lane return addresses, allocated at the first call
         self.depth = np.zeros(n, np.int64)
         self.yield_requested = False      # a spinning thread lets other groups (and ranks) run
@@ -121,9 +124,9 @@ class LaneGroup:
                         d.fn(self, mask)
                         self.upc += 1
                     elif self._control_uniform(d, mask):
-                        return True
+                        return self._finished()
                 elif self._step_divergent():
-                    return True
+                    return self._finished()
                 if self.yield_requested:
                     self.yield_requested = False
                     self.spun = True
@@ -137,6 +140,12 @@ class LaneGroup:
             raise
         except Exception as e:  # a bug or gap in an instruction's semantics: report, never guess
             raise NotSimulated(f"{self._current().text} ({type(e).__name__}: {e})", self.where()) from None
+
+    def _finished(self) -> bool:
+        if self.bulk_stores:
+            from .ops_async import finish
+            finish(self)            # bulk stores still in flight complete with the kernel
+        return True
 
     def _current(self) -> Decoded:
         if self.upc >= 0:
@@ -164,6 +173,16 @@ class LaneGroup:
                 return True
             self._diverge()
             return self._exit(mask)
+        if d.kind == MBAR_WAIT:
+            at = self.upc
+            blocked = d.fn(self, mask)
+            if not blocked.any():
+                self.upc += 1
+                return False
+            self._diverge()
+            self.pc[blocked] = at
+            self.mbar_wait |= blocked
+            return False
         if d.kind == BARRIER:
             if d.fn.plain and (mask is live or np.array_equal(mask, self.alive)):
                 self.upc += 1
@@ -207,12 +226,14 @@ class LaneGroup:
     def _step_divergent(self) -> bool:
         if self.parked.any() and self.launch.counters.stores != self.parked_stores:
             self.parked[:] = False
-        live = self.alive & ~self.waiting & ~self.parked
+        live = self.alive & ~self.waiting & ~self.parked & ~self.mbar_wait
         if not live.any() and self.parked.any():
             self.parked[:] = False            # everyone here spins: let other groups run first
             self.yield_requested = True
             return False
         if not live.any():
+            if self.mbar_wait.any():
+                raise KernelHang(self._mbar_hang())
             if self.waiting.any():
                 raise KernelHang(f"barrier never opens: every live thread waits at {self.code[int(self.pc[self.waiting].min()) - 1].loc}")
             return True
@@ -229,6 +250,11 @@ class LaneGroup:
         if d.kind == PLAIN:
             if mask.any():
                 d.fn(self, mask)
+        elif d.kind == MBAR_WAIT:
+            if mask.any():
+                blocked = d.fn(self, mask)
+                self.pc[blocked] = m
+                self.mbar_wait |= blocked
         elif d.kind == BRANCH:
             self.pc[mask] = d.target
             if d.poll_loop and mask.any() and self._spinning():
@@ -247,6 +273,14 @@ class LaneGroup:
             self._call_or_return(d, mask)
         self._maybe_reconverge()
         return False
+
+    def _mbar_hang(self) -> str:
+        at = self.code[int(self.pc[self.mbar_wait].min())].loc
+        also = ""
+        if self.waiting.any():
+            also = f"; others wait at the barrier at {self.code[int(self.pc[self.waiting].min()) - 1].loc}"
+        return (f"mbarrier wait never completes: threads wait for an mbarrier phase at {at} that no thread of "
+                f"the block can complete (arrivals or transaction bytes missing){also}")
 
     def _exit(self, mask) -> bool:
         self.alive &= ~mask
@@ -313,7 +347,7 @@ class LaneGroup:
         spec.dest(self, result, lanes.reshape(-1))
 
     def _maybe_reconverge(self):
-        if self.waiting.any() or self.parked.any():
+        if self.waiting.any() or self.parked.any() or self.mbar_wait.any():
             return
         pcs = self.pc[self.alive]
         first = pcs[0]

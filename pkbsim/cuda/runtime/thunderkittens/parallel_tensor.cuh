@@ -22,15 +22,9 @@
     throw pybind11::error_already_set();
 }
 
-// TMA tensor maps (ThunderKittens' tma:: loads and stores build them on the host): the interpreter has no
-// cp.async.bulk.tensor, so the driver call that makes them stops the run as a limit of pkb.
-extern "C" CUresult CUDAAPI cuTensorMapEncodeTiled(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *,
-                                                   const cuuint64_t *, const cuuint64_t *, const cuuint32_t *,
-                                                   const cuuint32_t *, CUtensorMapInterleave, CUtensorMapSwizzle,
-                                                   CUtensorMapL2promotion, CUtensorMapFloatOOBfill) {
-    pkb_tk_not_simulated("TMA tensor maps (cuTensorMapEncodeTiled, for ThunderKittens' tma:: loads and stores): "
-                         "the PTX interpreter has no cp.async.bulk.tensor or mbarrier");
-}
+// TMA tensor maps (ThunderKittens' tma:: loads and stores build them with cuTensorMapEncodeTiled): pkb's
+// driver stand-in (runtime/driver/tensor_map.cpp) is linked into the extension and encodes them for the
+// PTX interpreter's cp.async.bulk.tensor.
 
 // `x.device().index()` in ThunderKittens' host checks (the TK overlay rewrites it to this): the GPU the
 // program sees the tensor on, which for the CPU tensors that stand for GPU memory is the simulator's answer
