@@ -4,6 +4,7 @@ import textwrap
 
 import pytest
 
+import pkbsim.plugins  # noqa: F401 - the world's plug-ins for every test, as `pkb check` registers them
 from pkbsim.world.check import check_script
 from pkbsim.world.launcher import RunOptions
 

@@ -30,6 +30,12 @@ FORBIDDEN = {  # package -> the packages of ours it must not import
     "pkb": set(),
 }
 ACYCLIC = ("pkbsim",)  # packages whose modules must not import each other in a circle at module level
+INNER = {  # a part of a package -> the modules of ours it must not import (a prefix names a package's modules)
+    # the world's core knows its plug-ins only through pkbsim/world/plugins.py: none of the three, nor
+    # pkbsim/plugins.py, which registers them (the entry points import that), nor what runs on the world
+    "pkbsim.world": ("pkbsim.symm", "pkbsim.device", "pkbsim.cuda", "pkbsim.plugins", "pkbsim.screen",
+                     "pkbsim.taskrun", "pkbsim.taskcheck"),
+}
 
 
 @dataclass(frozen=True)
@@ -132,6 +138,22 @@ def layering_violations(root: str, forbidden: dict[str, set[str]] = FORBIDDEN,
     return found
 
 
+def _within(module: str, prefix: str) -> bool:
+    return module == prefix or module.startswith(prefix + ".")
+
+
+def inner_violations(root: str, inner: dict[str, tuple[str, ...]] = INNER) -> list[str]:
+    """One line per import (anywhere in a module) by which a part of a package imports what it must not."""
+    found = []
+    for part, banned in inner.items():
+        files = modules(root, top(part))
+        for name, path in sorted(files.items()):
+            if _within(name, part):
+                found += [f"{i.source} imports {i.target} at line {i.line}: {part} must not import {b}"
+                          for i in imports_of(name, path, set(files)) for b in banned if _within(i.target, b)]
+    return found
+
+
 def circles(root: str, package: str) -> list[set[str]]:
     """The sets of the package's modules that import each other in a circle when imports inside functions
     count too (the circle closes only once the function runs, so it is no import error, but a knot)."""
@@ -145,6 +167,14 @@ def circles(root: str, package: str) -> list[set[str]]:
 
 def test_the_source_tree_is_layered():
     found = layering_violations(ROOT)
+    assert not found, "\n".join(found)
+
+
+def test_the_worlds_core_imports_none_of_its_plug_ins():
+    """pkbsim/world runs whatever plug-ins are registered (world/plugins.py); it imports neither them nor
+    pkbsim/plugins.py, nor the screen and task runner above it. `pkb check`, taskrun.py and the tests'
+    conftest.py register the plug-ins (world/check.py did, until issue 22)."""
+    found = inner_violations(ROOT)
     assert not found, "\n".join(found)
 
 
@@ -218,6 +248,9 @@ def test_buggy_twin_a_forbidden_import_and_a_module_level_cycle_are_reported(tmp
     assert len(cycles) == 1 and all(m in cycles[0] for m in ("pkbsim.world.launcher", "pkbsim.symm.handle",
                                                             "pkbsim.device.protocol"))
     assert len(found) == 4, found  # the shell and hwbackend import only what they may
+    inner = inner_violations(str(tmp_path))  # and the world's core imports a plug-in
+    assert inner == ["pkbsim.world.launcher imports pkbsim.symm.handle at line 1: pkbsim.world must not import "
+                     "pkbsim.symm"], inner
 
 
 def test_honest_twin_a_function_local_circle_and_a_type_checking_import_are_no_cycle(tmp_path):

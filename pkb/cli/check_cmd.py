@@ -83,6 +83,7 @@ def run(args) -> int:
         raise UsageError("no script given; usage: pkb check --nproc-per-node N SCRIPT [ARGS...] (or --demo)")
     if not os.path.isfile(args.script):
         raise UsageError(f"script {args.script!r} not found; pass the path of a torchrun script")
+    import pkbsim.plugins  # noqa: F401 - registers the world's plug-ins (symmetric memory, Triton, inline CUDA)
     from pkbsim.world.check import check_script
     from pkbsim.world.launcher import ScriptError
 
@@ -105,6 +106,7 @@ def run(args) -> int:
 
 def _demo(args, nproc: int) -> int:
     import pkbsim.examples as ex
+    import pkbsim.plugins  # noqa: F401 - registers the world's plug-ins
     from pkbsim.world.check import check_script
 
     root = os.path.dirname(ex.__file__)

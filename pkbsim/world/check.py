@@ -1,4 +1,6 @@
-"""`check_script`: one run of the simulated world, plus the buffering counterfactual.
+"""`check_script`: one run of the simulated world, plus the buffering counterfactual. The world runs with the
+plug-ins its caller registered (importing pkbsim.plugins registers pkb's own: `pkb check` does); this core
+module imports none.
 
 NCCL's send may complete before its receive is posted when the message fits the connection buffer
 (NCCL_BUFFSIZE, 4 MiB by default) and blocks otherwise. When a verdict could depend on that, the
@@ -10,7 +12,6 @@ from __future__ import annotations
 import io
 from dataclasses import replace
 
-import pkbsim.plugins  # noqa: F401 - registers the world's plug-ins (symmetric memory, Triton, inline CUDA)
 from pkbsim.world.findings import Finding
 from pkbsim.world.launcher import UNLIMITED, RunOptions, RunResult, run_script
 from pkbsim.world.order_check import cross_comm_order
