@@ -180,3 +180,21 @@ def test_labels_of_inlined_asm_blocks_are_renamed_apart(mod):
     for w in waits:
         back = [i for i, ins in enumerate(fn.code) if ins.parts[0] == "bra" and ins.operands[0].strip() == w]
         assert back and all(fn.labels[w] < i <= fn.labels[w] + 3 for i in back)
+
+
+UNSUPPORTED = {
+    "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster "
+    "[%r1], [%rd1, {%r2, %r3}], [%r4], %rs1": "multicast::cluster",
+    "cp.async.bulk.tensor.3d.shared::cluster.global.im2col.mbarrier::complete_tx::bytes "
+    "[%r1], [%rd1, {%r2, %r3, %r4}], [%r4], {%rs1}": "im2col",
+    "cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.tile.bulk_group [%rd1, {%r2, %r3}], [%r1]": "cp.reduce",
+}
+
+
+@pytest.mark.parametrize("line", list(UNSUPPORTED))
+def test_unsupported_variants_are_pkbs_named_limit(line):
+    from pkbsim.ptx import NotSimulated, load_ptx
+    ptx = (".version 8.0\n.target sm_90a\n.address_size 64\n.visible .entry k(.param .u64 p)\n{\n"
+           ".reg .b16 %rs<2>;\n.reg .b32 %r<5>;\n.reg .b64 %rd<2>;\n" + line + ";\nret;\n}\n")
+    with pytest.raises(NotSimulated, match=UNSUPPORTED[line].replace(".", r"\.")):
+        load_ptx(ptx, "k.ptx").kernel("k")
