@@ -6,6 +6,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 
+def default_preset(backend: str) -> str:
+    """The input sizes a score runs unless told: full on GPUs (nccl), screen on the CPU (gloo)."""
+    return "full" if backend == "nccl" else "screen"
+
+
 @dataclass(frozen=True)
 class JobSpec:
     role: str                     # "reference" or "candidate"

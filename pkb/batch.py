@@ -136,6 +136,7 @@ def score(rows: list[ScreenResult], db: str, correctness_only: bool = False,
     before it starts."""
     import torch
 
+    from hwbackend.job_spec import default_preset
     from hwbackend.score import Protocol, ScoreOptions, ScoreRequest, score
 
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
@@ -147,7 +148,7 @@ def score(rows: list[ScreenResult], db: str, correctness_only: bool = False,
         nproc = min(r.world_size, gpus) if gpus else r.world_size
         if on_start:
             on_start(r, nproc, backend)
-        protocol = Protocol(preset="full" if backend == "nccl" else "screen", correctness_only=correctness_only)
+        protocol = Protocol(preset=default_preset(backend), correctness_only=correctness_only)
         request = ScoreRequest(r.task, r.candidate, nproc, backend)
         out[r.candidate] = score(request, protocol, ScoreOptions(db=db, resume=True))
     return out

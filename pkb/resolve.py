@@ -46,12 +46,13 @@ def pick_world_size(task, requested: int | None, gpus: int) -> int:
 
 def parallelkernelbench_tasks(args, known: dict | None = None) -> dict[int, str]:
     """Register the checkout's problems as tasks (PKB id -> slug); a bad checkout is a usage error."""
+    from pkbsim.screen.defaults import PKB_DTYPE
     from pkbsim.screen.parallelkernelbench import register_parallelkernelbench_tasks
     from tasks.parallelkernelbench.checkout import CheckoutError as PkbCheckoutError
     if not getattr(args, "pkb_root", None):
         return {}
     try:
-        return register_parallelkernelbench_tasks(args.pkb_root, known, getattr(args, "pkb_dtype", "bfloat16"))
+        return register_parallelkernelbench_tasks(args.pkb_root, known, getattr(args, "pkb_dtype", PKB_DTYPE))
     except PkbCheckoutError as e:
         raise UsageError(str(e)) from None
 

@@ -14,19 +14,20 @@ def add_db_argument(p, where: str = "") -> None:
 def add_pkb_arguments(p) -> None:
     """--pkb-root and --pkb-dtype (`pkb screen`, `pkb run`, `pkb score`, `pkb refine`), also spelled out as
     --parallelkernelbench-root and --parallelkernelbench-dtype ("pkb" is this project's name too)."""
+    from pkbsim.screen.defaults import PKB_DTYPE
     from tasks.parallelkernelbench.checkout import DTYPES
     p.add_argument("--pkb-root", "--parallelkernelbench-root", dest="pkb_root", metavar="DIR",
                    help="a ParallelKernelBench checkout whose problems become tasks")
-    p.add_argument("--pkb-dtype", "--parallelkernelbench-dtype", dest="pkb_dtype", default=DTYPES[0], choices=DTYPES,
-                   help=f"dtype of ParallelKernelBench inputs, as PKB's --dtype (default {DTYPES[0]})")
+    p.add_argument("--pkb-dtype", "--parallelkernelbench-dtype", dest="pkb_dtype", default=PKB_DTYPE, choices=DTYPES,
+                   help=f"dtype of ParallelKernelBench inputs, as PKB's --dtype (default {PKB_DTYPE})")
 
 
 def add_batch_limits(p, workers_help: str = "parallel screening processes") -> None:
     """--margin, --timeout, --time-limit, --memory-gb, --workers: how a batch of screens runs (`pkb run`,
     `pkb refine`)."""
-    from pkbsim.screen.defaults import MARGIN, RUN_TIMEOUT_S
+    from pkbsim.screen.defaults import MARGIN, MEMORY_GB, RUN_TIMEOUT_S, TIME_LIMIT_S
     p.add_argument("--margin", type=float, default=MARGIN, help="reject below this predicted speed-up")
     p.add_argument("--timeout", type=float, default=RUN_TIMEOUT_S, metavar="S", help="limit per simulated run")
-    p.add_argument("--time-limit", type=float, default=600.0, metavar="S", help="limit per candidate's screen")
-    p.add_argument("--memory-gb", type=float, default=12.0, help="address-space limit per screening process")
+    p.add_argument("--time-limit", type=float, default=TIME_LIMIT_S, metavar="S", help="limit per candidate's screen")
+    p.add_argument("--memory-gb", type=float, default=MEMORY_GB, help="address-space limit per screening process")
     p.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1), metavar="K", help=workers_help)

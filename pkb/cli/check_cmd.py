@@ -7,6 +7,7 @@ import os
 import sys
 
 from pkb.cli._sandbox import add_sandbox_argument
+from pkbsim.screen.defaults import RUN_TIMEOUT_S
 from pkbsim.world.findings import EXIT_CODES
 
 
@@ -20,7 +21,7 @@ def add_parser(sub) -> None:
                    help="ranks per node (default 4; 8 with --demo)")
     p.add_argument("--nnodes", type=int, default=1, help="simulated nodes (world size = nnodes * nproc)")
     p.add_argument("--standalone", action="store_true", help="accepted for torchrun compatibility")
-    p.add_argument("--timeout", type=float, default=120.0, metavar="S", help="wall-clock limit in seconds")
+    p.add_argument("--timeout", type=float, default=RUN_TIMEOUT_S, metavar="S", help="wall-clock limit in seconds")
     p.add_argument("--p2p-buffer", type=int, default=0, metavar="BYTES",
                    help="sends up to this size complete without a matching receive (default 0: rendezvous)")
     p.add_argument("--lazy-p2p-init", action="store_true",

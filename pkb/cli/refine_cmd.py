@@ -10,6 +10,7 @@ import urllib.parse
 from pkb.cli._arguments import add_batch_limits, add_db_argument, add_pkb_arguments
 from pkb.cli._sandbox import add_sandbox_argument, sandbox_ready
 from pkb.errors import UsageError
+from pkb.refine.client import ChatClient
 from pkbsim.screen.result import Verdict
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -40,9 +41,11 @@ def add_parser(sub) -> None:
     model.add_argument("--parallel", type=int, default=4, metavar="K", help="tasks refined at once")
     model.add_argument("--max-requests", type=int, default=None, metavar="R",
                        help="requests in flight at once over all tasks (default: --parallel)")
-    model.add_argument("--retries", type=int, default=5, help="retries of a request on HTTP 429/5xx (back-off)")
-    model.add_argument("--backoff", type=float, default=2.0, metavar="S", help="first retry's delay, doubled each time")
-    model.add_argument("--request-timeout", type=float, default=600.0, metavar="S")
+    model.add_argument("--retries", type=int, default=ChatClient.retries,
+                       help="retries of a request on HTTP 429/5xx (back-off)")
+    model.add_argument("--backoff", type=float, default=ChatClient.backoff, metavar="S",
+                       help="first retry's delay, doubled each time")
+    model.add_argument("--request-timeout", type=float, default=ChatClient.timeout, metavar="S")
     model.add_argument("--temperature", type=float, default=None)
     loop = p.add_argument_group("the loop")
     loop.add_argument("--steps", type=int, default=None, help=f"replies per task (default {DEFAULTS['steps']}; a "
@@ -106,7 +109,6 @@ def _dry_run(args) -> int:
 
 def _refine(args) -> int:
     from pkb.refine import plan as planning
-    from pkb.refine.client import ChatClient
     from pkb.refine.loop import LoopOptions, refine_all
     from pkb.refine.screening import Screener
     from pkb.refine.store import RefineStore

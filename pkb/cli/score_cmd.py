@@ -9,6 +9,7 @@ import time
 from contextlib import contextmanager
 
 import candidate_sandbox
+from hwbackend.job_spec import default_preset
 from hwbackend.result import Status
 from pkb.cli._arguments import add_db_argument, add_pkb_arguments
 from pkb.cli._layout import check_node_layout
@@ -84,7 +85,7 @@ def run(args) -> int:
                          f"pass a supported --nproc-per-node" + (" and --nnodes" if rdzv else ""))
     if min(args.trials, args.launches, args.batches, args.calls) < 1 or args.timeout <= 0:
         raise UsageError("--trials, --launches, --batches and --calls must be >= 1 and --timeout > 0")
-    preset = args.preset or ("full" if backend == "nccl" else "screen")
+    preset = args.preset or default_preset(backend)
     if rdzv:
         check_node_layout(task, preset, nproc)
         if args.node_rank > 0:

@@ -57,6 +57,7 @@ def _candidate_files(paths: list[str]) -> list[str]:
 
 
 def run(args) -> int:
+    from hwbackend.job_spec import default_preset
     from hwbackend.slurm import SlurmError, SlurmPlan, sbatch_script, submit
     from tasks.registry import TaskError, get
 
@@ -72,7 +73,7 @@ def run(args) -> int:
     if not task.supports(world):
         raise UsageError(f"task {task.slug} supports world sizes {task.world_sizes.describe()}, not {world} "
                          f"({args.nodes} x {args.gpus_per_node}); change --nodes or --gpus-per-node")
-    preset = args.preset or ("full" if args.backend == "nccl" else "screen")
+    preset = args.preset or default_preset(args.backend)
     if args.nodes > 1:
         check_node_layout(task, preset, args.gpus_per_node)
     plan = SlurmPlan(task=task.slug, candidates=_candidate_files(args.candidates), nodes=args.nodes,

@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass
 from pkb.errors import UsageError
 from pkb.refine.loop import TaskPlan
 from pkb.refine.screening import ScreenSpec
-from pkbsim.screen.defaults import MARGIN, RUN_TIMEOUT_S
+from pkbsim.screen.defaults import MARGIN, PKB_DTYPE, RUN_TIMEOUT_S
 
 
 @dataclass(frozen=True)
@@ -18,7 +18,7 @@ class Selection:
     tasks: tuple[str, ...] = ()          # suite slugs or ids
     problems: tuple[str, ...] = ()       # PKB problem ids (with pkb_root), or "all"
     pkb_root: str | None = None
-    pkb_dtype: str = "bfloat16"
+    pkb_dtype: str = PKB_DTYPE
     start_dir: str | None = None         # kernelgen output folder: each file is its problem's step 0
     backend: str = "cuda"
     topology: str | None = None

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from pkbsim.screen.job import ScreenJob
 from pkbsim.screen.result import ScreenResult
-from pkbsim.screen.defaults import MARGIN, RUN_TIMEOUT_S
+from pkbsim.screen.defaults import MARGIN, MEMORY_GB, PKB_DTYPE, RUN_TIMEOUT_S, TIME_LIMIT_S
 
 
 @dataclass(frozen=True)
@@ -23,15 +23,15 @@ class ScreenSpec:
     timeout: float = RUN_TIMEOUT_S
     cost: bool = True
     pkb_root: str | None = None
-    pkb_dtype: str = "bfloat16"
+    pkb_dtype: str = PKB_DTYPE
 
 
 @dataclass
 class Screener:
     db: str
     workers: int = 1
-    time_limit: float = 600.0
-    memory_gb: float = 12.0
+    time_limit: float = TIME_LIMIT_S
+    memory_gb: float = MEMORY_GB
     sandboxed: bool = True
     _slots: threading.BoundedSemaphore = field(init=False, repr=False)
     _store_lock: threading.Lock = field(init=False, repr=False, default_factory=threading.Lock)

@@ -20,6 +20,7 @@ from pkbsim.screen.hang import Watch, site
 from pkbsim.screen.limits import limit_of, own_site
 from pkbsim.screen.plain import plain
 from pkbsim.screen.prebuild import prebuild
+from pkbsim.screen.defaults import PKB_DTYPE
 from pkbsim.screen.result import Reason, ReasonKind
 from pkbsim.taskrun import TaskRun, run_calls
 from pkbsim.world.findings import Finding, is_fatal
@@ -37,7 +38,7 @@ class CandidateJob:
     build_timeout: float
     cost: bool
     pkb_root: str | None = None  # a ParallelKernelBench checkout whose problems the task may be one of
-    pkb_dtype: str = "bfloat16"
+    pkb_dtype: str = PKB_DTYPE
 
 
 @dataclass
@@ -71,7 +72,7 @@ class CandidateReport:
         return cls(**d)
 
 
-def prepare(pkb_root: str | None, pkb_dtype: str = "bfloat16") -> None:
+def prepare(pkb_root: str | None, pkb_dtype: str = PKB_DTYPE) -> None:
     """Make a job's task known in this process (a zygote does it before it forks: once per checkout)."""
     if pkb_root:
         from pkbsim.screen.parallelkernelbench import register_parallelkernelbench_tasks

@@ -167,10 +167,11 @@ class Zygote:
         code = 0
         try:
             from pkbsim.screen.candidate_side import prepare
+            from pkbsim.screen.defaults import PKB_DTYPE
             for line in requests:
                 msg = json.loads(line)
                 try:
-                    prepare(msg["job"].get("pkb_root"), msg["job"].get("pkb_dtype", "bfloat16"))  # the task's code, never a candidate's: cached here for the next forks
+                    prepare(msg["job"].get("pkb_root"), msg["job"].get("pkb_dtype", PKB_DTYPE))  # the task's code, never a candidate's: cached here for the next forks
                 except Exception:  # noqa: BLE001 - the child meets it again and reports it
                     pass
                 child = os.fork()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from pkbsim.screen.defaults import MARGIN, RUN_TIMEOUT_S
+from pkbsim.screen.defaults import MARGIN, PKB_DTYPE, RUN_TIMEOUT_S
 
 
 @dataclass
@@ -20,7 +20,7 @@ class ScreenJob:
     timeout: float = RUN_TIMEOUT_S
     timeline: str | None = None       # where the simulated timeline goes (None: nowhere)
     pkb_root: str | None = None       # the ParallelKernelBench checkout the task comes from, if any
-    pkb_dtype: str = "bfloat16"       # the dtype of its inputs
+    pkb_dtype: str = PKB_DTYPE       # the dtype of its inputs
     cost: bool = True                 # predict the time at full size after the functional stage
     sha: str | None = None            # the content key the results store files it under (batch.resume)
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from pkbsim.screen.defaults import PKB_DTYPE
 from pkbsim.screen.parallelkernelbench_budgets import (  # noqa: F401 - PkbLimitExceeded named for the screen
     FlopBudget,
     InputBudget,
@@ -151,7 +152,7 @@ def _shapes_only() -> bool:
 _loaded: dict[Checkout, dict[int, TaskSpec]] = {}
 
 
-def register_parallelkernelbench_tasks(root: str, known: dict | None = None, dtype: str = "bfloat16") -> dict[int, str]:
+def register_parallelkernelbench_tasks(root: str, known: dict | None = None, dtype: str = PKB_DTYPE) -> dict[int, str]:
     """Register every problem of the checkout as a simulator task (once per process); returns PKB id -> slug."""
     checkout = Checkout(os.path.abspath(root), dtype)
     if checkout not in _loaded:

@@ -17,7 +17,7 @@ from pkbsim.screen.prebuild import BUILD_MARKERS
 from pkbsim.screen.result import Reason, ReasonKind, ScreenResult, Stage
 from pkbsim.screen.static import static_reasons
 from pkbsim.timing.topology import Topology
-from pkbsim.screen.defaults import MARGIN, RUN_TIMEOUT_S
+from pkbsim.screen.defaults import MARGIN, PKB_DTYPE, RUN_TIMEOUT_S
 from tasks.registry import TaskSpec
 
 CHILD_SLACK_S = 60.0  # beyond its build, functional and shape-run limits, before a candidate's process is killed
@@ -34,7 +34,7 @@ class ScreenOptions:
     cost: bool = True
     build_timeout: float = 600.0  # for building the candidate's CUDA extensions, before the runs (off their clock)
     pkb_root: str | None = None   # the ParallelKernelBench checkout the task comes from (a zygote's child
-    pkb_dtype: str = "bfloat16"   # registers its problems again)
+    pkb_dtype: str = PKB_DTYPE   # registers its problems again)
 
 
 def screen(task: TaskSpec, path: str, opts: ScreenOptions, spawner=None) -> ScreenResult:
