@@ -81,6 +81,50 @@ __device__ void body(const CUtensorMap* in, const CUtensorMap* out, int x0, int 
     }
 }
 
+// non-tensor bulk copies: n bytes into shared memory and back out, doubled (floats)
+extern "C" __global__ void bulk_bytes(const float* in, float* out, int n) {
+    __shared__ alignas(128) float buf[1024];
+    __shared__ alignas(8) uint64_t bar;
+    if (threadIdx.x == 0) {
+        asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(smem(&bar)), "r"(1));
+        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(smem(&bar)), "r"(n * 4));
+        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                     :: "r"(smem(buf)), "l"(in), "r"(n * 4), "r"(smem(&bar)) : "memory");
+    }
+    __syncthreads();
+    wait_phase(&bar, 0);
+    for (int i = threadIdx.x; i < n; i += blockDim.x) buf[i] *= 2.0f;
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" :: "l"(out), "r"(smem(buf)), "r"(n * 4) : "memory");
+        asm volatile("cp.async.bulk.commit_group;");
+        asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+    }
+}
+
+// every thread arrives (the barrier expects blockDim.x arrivals) and polls with test_wait on the state its
+// arrive returned (skip: a thread that does not arrive, -1 for none)
+extern "C" __global__ void arrive_all(int* out, int skip) {
+    __shared__ alignas(8) uint64_t bar;
+    __shared__ int seen[256];
+    if (threadIdx.x == 0)
+        asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(smem(&bar)), "r"((int)blockDim.x));
+    seen[threadIdx.x] = threadIdx.x + 1;
+    __syncthreads();
+    if ((int)threadIdx.x != skip) {
+        uint64_t state;
+        asm volatile("mbarrier.arrive.shared::cta.b64 %0, [%1];" : "=l"(state) : "r"(smem(&bar)) : "memory");
+        uint32_t done = 0;
+        while (!done)
+            asm volatile("{\n.reg .pred P;\nmbarrier.test_wait.shared::cta.b64 P, [%1], %2;\nselp.u32 %0, 1, 0, P;\n}\n"
+                         : "=r"(done) : "r"(smem(&bar)), "l"(state) : "memory");
+    }
+    int acc = 0;
+    for (int i = 0; i < (int)blockDim.x; ++i) acc += seen[i];
+    out[threadIdx.x] = acc;
+}
+
 #define KERNEL(name, T, R, C, SW, MODE) \
     extern "C" __global__ void name(const __grid_constant__ CUtensorMap in, const __grid_constant__ CUtensorMap out, \
                                     int x0, int y0) { body<T, R, C, SW, MODE>(&in, &out, x0, y0); }
@@ -198,3 +242,16 @@ def test_unsupported_variants_are_pkbs_named_limit(line):
            ".reg .b16 %rs<2>;\n.reg .b32 %r<5>;\n.reg .b64 %rd<2>;\n" + line + ";\nret;\n}\n")
     with pytest.raises(NotSimulated, match=UNSUPPORTED[line].replace(".", r"\.")):
         load_ptx(ptx, "k.ptx").kernel("k")
+
+
+def test_non_tensor_bulk_copies_in_and_out(mod):
+    src = torch.randn(1000)
+    out = torch.zeros(1000)
+    mod.launch("bulk_bytes", 1, 128, [src, out, 1000])
+    assert torch.equal(out, src * 2)
+
+
+def test_every_thread_arrives_and_polls_with_test_wait(mod):
+    out = torch.zeros(96, dtype=torch.int32)
+    mod.launch("arrive_all", 1, 96, [out, -1])
+    assert (out == 96 * 97 // 2).all()
