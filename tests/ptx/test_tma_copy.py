@@ -128,6 +128,9 @@ extern "C" __global__ void arrive_all(int* out, int skip) {
 #define KERNEL(name, T, R, C, SW, MODE) \
     extern "C" __global__ void name(const __grid_constant__ CUtensorMap in, const __grid_constant__ CUtensorMap out, \
                                     int x0, int y0) { body<T, R, C, SW, MODE>(&in, &out, x0, y0); }
+extern "C" __global__ void f32_sw128_maps_in_global(const CUtensorMap* in, const CUtensorMap* out, int x0, int y0) {
+    body<float, 32, 32, 128, GOOD>(in, out, x0, y0);
+}
 KERNEL(f32_sw128, float, 32, 32, 128, GOOD)
 KERNEL(f32_sw64, float, 16, 16, 64, GOOD)
 KERNEL(f32_sw32, float, 8, 8, 32, GOOD)
@@ -144,7 +147,7 @@ SHAPES = {  # kernel -> (torch dtype, tensor-map data type, rows, cols, swizzle 
     "f32_sw32": (torch.float32, 7, 8, 8, 1), "f32_plain": (torch.float32, 7, 16, 24, 0),
     "bf16_sw128": (torch.bfloat16, 9, 64, 64, 3), "f32_two_phases": (torch.float32, 7, 32, 32, 3),
     "f32_no_wait": (torch.float32, 7, 32, 32, 3), "f32_reuse_source": (torch.float32, 7, 32, 32, 3),
-    "f32_short_expect": (torch.float32, 7, 32, 32, 3),
+    "f32_short_expect": (torch.float32, 7, 32, 32, 3), "f32_sw128_maps_in_global": (torch.float32, 7, 32, 32, 3),
 }
 H, W = 70, 88   # not a multiple of any tile: the last boxes hang over the edge
 
@@ -168,7 +171,10 @@ def run(mod, kernel, x0=0, y0=0):
     def tmap(t):
         return tma.encode(code, 2, t.data_ptr(), [W, H], [W * t.element_size()], [cols, rows], [1, 1], swizzle=swz)
     grid = (-(-(W - x0) // cols), -(-(H - y0) // rows))
-    mod.launch(kernel, grid, 128, [tmap(src), tmap(dst), x0, y0], memory=space)
+    maps = [tmap(src), tmap(dst)]
+    if kernel.endswith("maps_in_global"):   # the maps in global memory, passed by pointer
+        maps = [torch.frombuffer(bytearray(m), dtype=torch.uint8) for m in maps]
+    mod.launch(kernel, grid, 128, [*maps, x0, y0], memory=space)
     # expected: every element a box covers is 2*v + (7*row + column in the box) % 61; elements no box covers keep -7
     expect = dst.clone().fill_(-7.0).float()
     col, row = (torch.arange(W) - x0) % cols, (torch.arange(H) - y0) % rows
@@ -179,7 +185,8 @@ def run(mod, kernel, x0=0, y0=0):
     return dst.float(), expect
 
 
-@pytest.mark.parametrize("kernel", ["f32_sw128", "f32_sw64", "f32_sw32", "f32_plain", "bf16_sw128", "f32_two_phases"])
+@pytest.mark.parametrize("kernel", ["f32_sw128", "f32_sw64", "f32_sw32", "f32_plain", "bf16_sw128", "f32_two_phases",
+                                    "f32_sw128_maps_in_global"])
 def test_tma_load_transform_store_matches(mod, kernel):
     got, expect = run(mod, kernel)
     assert torch.equal(got, expect)
