@@ -196,7 +196,8 @@ class Kernel:
         barrier = ops_control.cta_barrier(ins, ctx)
         if barrier is not None:
             return Decoded(barrier, BARRIER, None, guard, neg, ins.loc, text)
-        builder = BUILDERS.get(head) or BUILDERS.get(".".join(ins.parts[:2]))
+        builder = (BUILDERS.get(head) or BUILDERS.get(".".join(ins.parts[:3]))     # cp.async.bulk before cp.async
+                   or BUILDERS.get(".".join(ins.parts[:2])))
         if builder is None:
             raise NotSimulated(ins.opcode, ins.loc)
         try:

@@ -232,8 +232,9 @@ _NOT_SIMULATED = ("multicast::cluster", "im2col", "im2col::w", "im2col::w::128",
                   "tile::scatter4", "cta_group::1", "cta_group::2")
 
 
+@builds("cp.async.bulk")
 def bulk(ins, ctx):
-    """cp.async.bulk{.tensor}, .commit_group, .wait_group{.read}, .prefetch: dispatched from cp.async."""
+    """cp.async.bulk{.tensor}, .commit_group, .wait_group{.read}, .prefetch."""
     parts = ins.parts
     if parts[3] == "prefetch":
         return lambda g, m: None              # an L2 prefetch: nothing to do on the CPU

@@ -270,10 +270,7 @@ def cp_async(ins, ctx):
                 for region, off, data in g.async_groups.pop(0):
                     scatter(region, off, np.uint8, data)
         return wait
-    if kind == "bulk":
-        from .ops_async import bulk
-        return bulk(ins, ctx)
-    if kind not in ("ca", "cg"):
+    if kind not in ("ca", "cg"):   # cp.async.bulk has its own builder (ops_async)
         raise ctx.fail(ins.opcode)
     dst, src = ctx.address(ins.operands[0]), ctx.address(ins.operands[1])
     size = int(ins.operands[2])
