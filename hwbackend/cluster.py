@@ -146,7 +146,7 @@ class Cluster:
 
     def explain(self, failure: JobFailure) -> JobFailure:
         """The failure as the scorer should report it: a node's failure, when one caused it."""
-        if failure.status == FailureKind.NODE_FAILURE:
+        if failure.kind == FailureKind.NODE_FAILURE:
             return failure
         self._poll(REPORT_GRACE)
         if self.failed:

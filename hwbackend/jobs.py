@@ -36,9 +36,9 @@ _PEER_FAILURE = ("Connection closed", "Connection reset", "Broken pipe", "NCCL c
 
 
 class JobFailure(Exception):
-    def __init__(self, status: FailureKind, message: str, rank: int | None = None, details: str = ""):
+    def __init__(self, kind: FailureKind, message: str, rank: int | None = None, details: str = ""):
         super().__init__(message)
-        self.status, self.message, self.rank, self.details = status, message, rank, details
+        self.kind, self.message, self.rank, self.details = kind, message, rank, details
 
 
 def become_subreaper() -> None:

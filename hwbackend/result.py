@@ -31,7 +31,7 @@ RUNNING = "running"  # the store's status of a run that has not finished
 
 
 class FailureKind(StrEnum):
-    """Why a job ended early (JobFailure.status; the worker's report of its own error is one of the first
+    """Why a job ended early (JobFailure.kind; the worker's report of its own error is one of the first
     three). The score's status is error for most; its finding keeps the kind."""
     EXCEPTION = "exception"
     CUDA_ERROR = "cuda_error"

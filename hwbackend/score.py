@@ -27,7 +27,7 @@ from hwbackend.clock_check import BatchClock, cross_check
 from hwbackend.cluster_job import ClusterJob
 from hwbackend.job_spec import JobSpec
 from hwbackend.jobs import Job, JobFailure, become_subreaper
-from hwbackend.result import ClockSummary, FailureKind, Finding, ScoreResult, Status, TrialCheck
+from hwbackend.result import ClockSummary, Finding, ScoreResult, Status, TrialCheck
 from hwbackend.store import Store
 from hwbackend.timing import summarize
 from tasks.api import compare
@@ -266,8 +266,8 @@ def score(request: ScoreRequest, protocol: Protocol = Protocol(),
             result.status = Status.FASTER if stats.faster else Status.SLOWER
         return result
     except JobFailure as e:
-        result.status = FailureKind(e.status).status
-        result.findings.append(Finding(e.status, e.rank, e.message, e.details))
+        result.status = e.kind.status
+        result.findings.append(Finding(e.kind, e.rank, e.message, e.details))
         return result
     finally:
         for d in cleanup:

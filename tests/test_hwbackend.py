@@ -193,8 +193,8 @@ def _job_after_a_peer_error(tmp_path, log: str, second_reports: dict | None):
 
 def test_a_rank_that_died_silently_is_the_root_cause_not_its_peers_connection_error(tmp_path):
     died = _job_after_a_peer_error(tmp_path, "rank 1 starting\n", None)
-    assert (died.status, died.message) == ("error", "a rank died without reporting")
+    assert (died.kind, died.message) == ("error", "a rank died without reporting")
     cuda = _job_after_a_peer_error(tmp_path, "[rank1]: watchdog: CUDA error: an illegal memory access\n", None)
-    assert cuda.status == "cuda_error" and "illegal memory access" in cuda.message
+    assert cuda.kind == "cuda_error" and "illegal memory access" in cuda.message
     own = _job_after_a_peer_error(tmp_path, "", {"kind": "exception", "rank": 1, "message": "ValueError: bad shape"})
-    assert (own.status, own.rank, own.message) == ("exception", 1, "ValueError: bad shape")
+    assert (own.kind, own.rank, own.message) == ("exception", 1, "ValueError: bad shape")
