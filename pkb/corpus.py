@@ -63,11 +63,13 @@ def load_corpus(root: str) -> list[Case]:
     return [c for c in cases if c is not None]
 
 
-def run_options(case: Case, world_size: int, timeout: float = 60.0) -> RunOptions:
-    """The header's `options` are `pkb check` flags: parse them the way the command does."""
+def run_options(case: Case, world_size: int, timeout: float | None = None) -> RunOptions:
+    """The header's `options` are `pkb check` flags: parse them the way the command does. The limit per run
+    is `pkb check`'s own --timeout default unless `timeout` is given (the corpus scores that command)."""
     from pkb.cli import check_cmd
+    limit = [] if timeout is None else ["--timeout", str(timeout)]
     try:
-        args = check_cmd.parse(["--timeout", str(timeout), *case.options, case.path])
+        args = check_cmd.parse([*limit, *case.options, case.path])
     except SystemExit:
         raise ValueError(f"{case.name}: bad options {case.options!r} in the corpus header") from None
     return check_cmd.run_options(args, world_size, io.StringIO())
@@ -90,7 +92,10 @@ class Outcome:
         return self.verdict != "timeout" or self.case.expect == "timeout"
 
 
-def run_case(case: Case, world_size: int, timeout: float = 60.0) -> Outcome:
+def run_case(case: Case, world_size: int, timeout: float | None = None) -> Outcome:
+    """One program at one world size, checked as `pkb check` checks it: with the world's plug-ins (symmetric
+    memory, Triton, inline CUDA) registered here, so that any caller gets them."""
+    import pkbsim.plugins  # noqa: F401 - registers the world's plug-ins, as pkb/cli/check_cmd.py does
     res = check_script(case.path, [], run_options(case, world_size, timeout))
     msg = res.findings[0].message if res.findings else ""
     return Outcome(case, world_size, res.verdict, res.wall_s, msg)

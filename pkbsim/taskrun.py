@@ -19,6 +19,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 import pkbsim.plugins  # noqa: F401 - registers the world's plug-ins (symmetric memory, Triton, inline CUDA)
 from pkbsim.world import host_sync
 from pkbsim.world.comms import behind_the_program, is_fake
+from pkbsim.world.defaults import RUN_TIMEOUT_S
 from pkbsim.world.launcher import RunOptions, RunResult, run_ranks
 from pkbsim.world.trace import records_doc
 from tasks.api import TaskContext, aliased_outputs, as_outputs, compare, flat_tensors
@@ -107,7 +108,7 @@ class PoisonEmpty(TorchDispatchMode):
 
 
 def run_task(task: TaskSpec, fn: Callable | None, world_size: int, *, seed: int = 0, trial: int = 0,
-             preset: str = "screen", no_comm: bool = False, timeout: float = 120.0, output=None,
+             preset: str = "screen", no_comm: bool = False, timeout: float = RUN_TIMEOUT_S, output=None,
              load: Callable[[], Callable] | None = None, record_compute: bool = False,
              poison: bool = False) -> TaskRun:
     """Call fn (default: the reference) once on every rank with that rank's inputs."""
@@ -116,7 +117,7 @@ def run_task(task: TaskSpec, fn: Callable | None, world_size: int, *, seed: int 
 
 
 def run_calls(task: TaskSpec, calls: list[Call], world_size: int, *, seed: int = 0, preset: str = "screen",
-              no_comm: bool = False, timeout: float = 120.0, output=None, record_compute: bool = False,
+              no_comm: bool = False, timeout: float = RUN_TIMEOUT_S, output=None, record_compute: bool = False,
               keep_inputs: bool = True) -> TaskRun:
     """Several calls in one run of the simulated world (a world's start-up costs more than a screen-size
     call), separated by barriers so that a call starts only once every rank has finished the previous

@@ -1,6 +1,8 @@
 """The labelled corpus: every program gets its labelled verdict at every world size it lists."""
 import importlib.util
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -44,3 +46,14 @@ def test_scoring_counts_true_and_false_positives():
     fp = sum(r["fp"] for r in rows)
     assert (tp, fn, fp) == (1, 1, 2)
     assert sum(r["inconclusive"] for r in rows) == 1
+
+
+def test_run_case_registers_the_worlds_plug_ins_itself():
+    """pkb/corpus.py registers the plug-ins (as `pkb check` does), so a caller that did not (here a fresh
+    process, without this suite's conftest.py) still gets a symmetric-memory program's labelled verdict."""
+    case = next(c for c in CASES if c.name == "D1_wait_wrong_src_bug.py")
+    code = ("import sys; from pkb.corpus import parse_header, run_case; "
+            f"print(run_case(parse_header({case.path!r}), {case.world_sizes[0]}, timeout=60).verdict)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                         cwd=os.path.dirname(HERE))
+    assert out.stdout.strip().splitlines()[-1:] == [case.expect], out.stderr[-2000:]

@@ -2,8 +2,9 @@
 
 `simulated_process` installs, for the length of a run, everything that is per-process in a real launch
 and must become per-rank here (the c10d world, torch.cuda, os.environ, stdout), and the registered
-plug-ins (plugins.py: a caller that wants pkb's symmetric memory, Triton and inline CUDA imports
-pkbsim.plugins first, as check.py and taskrun.py do).
+plug-ins (plugins.py). The world's core registers none itself: a caller that wants pkb's symmetric memory,
+Triton and inline CUDA imports pkbsim.plugins first, as the entry points do (`pkb check` in
+pkb/cli/check_cmd.py, pkbsim/taskrun.py for tasks and the screen, pkb/corpus.py, the tests' conftest.py).
 `run_script` starts one thread per rank, each executing the script as its own `__main__` module, and
 watches them: a deadlock ends the run at once; a rank stuck outside any simulated wait ends it at the
 timeout, with every rank's Python stack.
@@ -31,6 +32,7 @@ from pkbsim.errors import SimulatorLimit
 from pkbsim.world import context
 from pkbsim.world.comms import Engine
 from pkbsim.world.context import RankContext
+from pkbsim.world.defaults import RUN_TIMEOUT_S
 from pkbsim.world.findings import EXIT_CODES, Finding, verdict_of
 from pkbsim.world.gpu_model import DEFAULT_TOPOLOGY
 from pkbsim.world.machine_load import OthersClock
@@ -51,7 +53,7 @@ class ScriptError(Exception):
 class RunOptions:
     nproc: int  # world size
     nproc_per_node: int | None = None  # ranks per simulated node (default: all on one node)
-    timeout: float = 120.0  # wall seconds, less those other processes took from the run's cores (machine_load.py)
+    timeout: float = RUN_TIMEOUT_S  # wall seconds, less those other processes took from the run's cores (machine_load.py)
     p2p_buffer: int = 0
     lazy_p2p_init: bool = False
     record_compute: bool = False
