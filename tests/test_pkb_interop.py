@@ -146,6 +146,21 @@ REFERENCES = {
                 dist.all_reduce(p)
             return out
         """,
+    "18_triton_double": """
+        import triton
+        import triton.language as tl
+
+        @triton.jit
+        def double(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+            offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+            tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2, mask=offs < n)
+
+        def solution(x):
+            y = torch.empty_like(x)
+            double[(triton.cdiv(x.numel(), 1024),)](x, y, x.numel(), BLOCK=1024)
+            dist.all_reduce(y)
+            return y
+        """,
     "10_huge_matmul": """
         def solution(x):
             a = x.reshape(1, *x.shape).expand(1 << 20, *x.shape)  # 2**20 products of 64x64 blocks, no memory
@@ -193,7 +208,7 @@ def test_outputs_that_are_not_tensors_are_compared_as_pkb_does(capsys, checkout,
     assert res["verdict"] == "reject" and says in res["reasons"][0]["message"], res["reasons"]
 
 
-def test_inputs_are_in_pkb_dtype_bfloat16_unless_asked(capsys, checkout, tmp_path):
+def test_inputs_are_in_parallelkernelbench_dtype_bfloat16_unless_asked(capsys, checkout, tmp_path):
     only_bf16 = write(tmp_path, "7_bf16_sum_cuda.py", """
         def solution(x):
             assert x.dtype == torch.bfloat16, f"this kernel is bf16-only, got {x.dtype}"
@@ -285,6 +300,20 @@ def test_number_wins_when_the_solution_takes_that_references_parameters(checkout
     with pytest.warns(PairingWarning, match="takes that reference's parameters"):
         ids = register_parallelkernelbench_tasks(str(checkout))
         assert parallelkernelbench_task_for(str(sol), ids) == "pkb8_blocks"
+
+
+def test_a_reference_that_launches_a_kernel_is_not_slower_than_itself(capsys, checkout):
+    """A shape run cannot execute the reference's own Triton kernel: the reference is timed by the candidate's
+    rule (screen-size trace scaled to full size), not without the kernel against a candidate timed with it
+    (HEAD's 19_blocked_fp8_quantize was rejected as 0.12x of itself)."""
+    pytest.importorskip("triton")
+    main(["screen", str(checkout / "reference" / "18_triton_double.py"), "--pkb-root", str(checkout),
+          "--world-size", "2", "--seed", "3", "--json", "--no-sandbox"])
+    res = json.loads(capsys.readouterr().out)
+    assert res["verdict"] == "pass" and res["stage"] == "cost", res["reasons"]
+    pred = res["predicted"]
+    assert 0.9 < pred["speedup"] < 1.1, pred
+    assert any("the reference launches device kernels" in n for n in pred["notes"]), pred["notes"]
 
 
 def test_a_failed_shape_run_is_timed_from_the_functional_stages_traces(capsys, checkout, monkeypatch):

@@ -55,3 +55,51 @@ print(float(c[0, 0]), float(v[0]))
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=dict(os.environ))
     dot, cast = map(float, out.stdout.split())
     assert dot != 16.0 and cast == 1.0
+
+
+ARITH_KERNEL = """
+import triton, triton.language as tl
+
+@triton.jit
+def bf16_arith(x, y, out, less, N: tl.constexpr):
+    r = tl.arange(0, N)
+    a = tl.load(x + r)
+    b = tl.load(y + r)
+    tl.store(out + r, tl.maximum(a * b + 0.5, -a))   # bf16 * bf16, a bf16 constant, bf16 max, bf16 negation
+    tl.store(less + r, (a < b).to(tl.int32))          # a comparison of bf16 values, negatives included
+"""
+
+
+def test_bf16_arithmetic_computes_on_values_and_rounds_to_bf16(run_program):
+    res = run_program(ARITH_KERNEL + """
+x = torch.tensor([1.5, -2.0, 3.0, -0.25] * 4, dtype=torch.bfloat16, device="cuda")
+y = torch.tensor([2.0, -3.0, -1.0, 0.5] * 4, dtype=torch.bfloat16, device="cuda")
+out = torch.empty(16, dtype=torch.bfloat16, device="cuda")
+less = torch.empty(16, dtype=torch.int32, device="cuda")
+bf16_arith[(1,)](x, y, out, less, N=16)
+expect = torch.maximum(x * y + 0.5, -x)
+assert torch.equal(out.cpu(), expect.cpu()), (out.tolist(), expect.tolist())
+assert less.tolist() == (x < y).int().tolist(), less.tolist()
+dist.destroy_process_group()
+""")
+    assert res.verdict == "ok", [f.render() for f in res.findings]
+
+
+def test_the_bare_interpreter_computes_bf16_on_raw_bits(tmp_path):
+    """The twin: Triton's own interpreter has no bf16 constant (get_bf16) and multiplies raw bits."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "bare_arith.py"
+    script.write_text("import os\nos.environ['TRITON_INTERPRET'] = '1'\nimport torch\n" + ARITH_KERNEL + """
+x = torch.tensor([1.5, -2.0, 3.0, -0.25] * 4, dtype=torch.bfloat16)
+out, less = torch.empty(16, dtype=torch.bfloat16), torch.empty(16, dtype=torch.int32)
+try:
+    bf16_arith[(1,)](x, x, out, less, N=16)
+    print("ran", torch.equal(out, torch.maximum(x * x + 0.5, -x)))
+except Exception as e:
+    print("raised", type(e).__name__)
+""")
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=dict(os.environ))
+    # Triton wraps the missing get_bf16 (an AttributeError) in its InterpreterError
+    assert out.stdout.split()[:2] in (["ran", "False"], ["raised", "InterpreterError"]), out.stdout + out.stderr[-2000:]

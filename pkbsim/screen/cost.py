@@ -56,12 +56,21 @@ def predict(task: TaskSpec, source: Session, cand: CandidateReport, ref_screen_t
         notes.append(f"the full-size shape run failed ({cand.shape_why}); predicted at screen size instead")
     else:
         ref, why = ref_shape or shape_trace(task, None, world_size, seed, "full", min(timeout, SHAPE_RUN_SECONDS))
+        ratio = _ratio(ref, ref_screen_trace) if ref is not None and ref_screen_trace is not None else None
+        if ref is not None and _untimed_kernels(ref):
+            # the reference's own device kernels did not run in its shape run: timed by the candidate's rule, or
+            # it would be timed without them against a candidate timed with them (a reference slower than itself)
+            if ratio is None:
+                ref, why = None, "its device kernels cannot run in a shape run"
+            else:
+                ref = scale_trace(ref_screen_trace, ratio)
+                notes.append(f"the reference launches device kernels, which a shape run cannot execute: its "
+                             f"screen-size trace is scaled to full size by r = {ratio:.4g}, as a candidate's is")
         if ref is None:
             notes.append(f"the reference's full-size shape run failed ({why}); predicted at screen size instead")
         elif device is None:
             uncertain, cand_trace = False, cand.shape_trace
-        elif ref_screen_trace is not None and cand.screen_trace is not None and moved_bytes(ref_screen_trace):
-            ratio = moved_bytes(ref) / moved_bytes(ref_screen_trace)
+        elif ratio is not None and cand.screen_trace is not None:
             uncertain, cand_trace = False, scale_trace(cand.screen_trace, ratio)
             notes.append(f"the candidate launches {device} kernels, which a shape run cannot execute (no data): its "
                          f"screen-size trace is scaled to full size by r = {ratio:.4g} (the reference's bytes at full "
@@ -86,6 +95,21 @@ def predict(task: TaskSpec, source: Session, cand: CandidateReport, ref_screen_t
     speedup = ref_res.makespan_us / cand_res.makespan_us if cand_res.makespan_us > 0 else float("inf")
     return Prediction(ref_res.makespan_us, cand_res.makespan_us, speedup, label, uncertain, notes, shares,
                       cand_res.critical_path[-6:])
+
+
+def _ratio(full: dict, screen: dict) -> float | None:
+    """r: the reference's bytes at full over screen size, counting what both runs executed (a shape run leaves
+    device kernels out); None when the screen-size run moved nothing else."""
+    def host_bytes(doc: dict) -> int:
+        return moved_bytes({"ranks": [{"ops": [op for op in r["ops"] if op["kind"] != "device" and "device" not in op]}
+                                      for r in doc["ranks"]]})
+    below = host_bytes(screen)
+    return host_bytes(full) / below if below else None
+
+
+def _untimed_kernels(trace: dict) -> bool:
+    """Whether a shape run met device kernels it could not execute (no data), which its trace leaves out."""
+    return any(op["kind"] == "device" for r in trace["ranks"] for op in r["ops"])
 
 
 def bottleneck(res) -> tuple[str, dict]:
