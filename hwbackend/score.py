@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from hwbackend import defaults
 from hwbackend.cluster import Cluster
 from hwbackend.clock_check import BatchClock, cross_check
 from hwbackend.cluster_job import ClusterJob
@@ -40,12 +41,12 @@ IMPLAUSIBLE_SPEEDUP = 10.0
 class Protocol:
     """How much evidence a score gathers: correctness trials on the first launch, then (unless
     correctness_only) warm-up and timed batches of calls in every launch, candidate and reference alternating."""
-    trials: int = 3
-    launches: int = 2
-    batches: int = 4
-    calls: int = 4
-    warmup: int = 2
-    timeout: float = 300.0  # seconds per job
+    trials: int = defaults.TRIALS
+    launches: int = defaults.LAUNCHES
+    batches: int = defaults.BATCHES
+    calls: int = defaults.CALLS
+    warmup: int = defaults.WARMUP
+    timeout: float = defaults.JOB_TIMEOUT_S  # seconds per job
     preset: str = "screen"
     correctness_only: bool = False
 

@@ -13,6 +13,8 @@ import shutil
 import subprocess
 from dataclasses import dataclass, field
 
+from hwbackend import defaults
+
 
 class SlurmError(Exception):
     """sbatch is missing or refused the script; the message says what to do."""
@@ -27,13 +29,13 @@ class SlurmPlan:
     db: str                        # absolute path on a filesystem every node shares
     backend: str = "nccl"
     preset: str | None = None
-    timeout: float = 300.0
-    port: int = 29400
+    timeout: float = defaults.JOB_TIMEOUT_S
+    port: int = defaults.SLURM_PORT
     label: str | None = None
     time_limit: str | None = None
     partition: str | None = None
     account: str | None = None
-    job_name: str = "pkb-score"
+    job_name: str = defaults.SLURM_JOB_NAME
     score_args: list[str] = field(default_factory=list)  # passed through to every `pkb score`
     pkb: list[str] = field(default_factory=lambda: ["pkb"])  # the command that runs pkb on each node
 

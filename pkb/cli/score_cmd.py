@@ -9,6 +9,7 @@ import time
 from contextlib import contextmanager
 
 import candidate_sandbox
+from hwbackend import defaults
 from hwbackend.job_spec import default_preset
 from hwbackend.result import Status
 from pkb.cli._arguments import add_db_argument, add_pkb_arguments
@@ -33,15 +34,19 @@ def add_parser(sub) -> None:
     p.add_argument("--nproc-per-node", "--nproc_per_node", type=int, default=None, metavar="N",
                    help="ranks (default: number of GPUs, or 2 with gloo)")
     p.add_argument("--backend", choices=["nccl", "gloo"], default=None, help="default: nccl if GPUs are present")
-    p.add_argument("--trials", type=int, default=3, help="correctness trials with fresh inputs (default 3)")
-    p.add_argument("--launches", type=int, default=2, help="launches of each job, interleaved (default 2)")
-    p.add_argument("--batches", type=int, default=4, help="timed batches per launch (default 4)")
-    p.add_argument("--calls", type=int, default=4, help="timed calls per batch (default 4)")
+    p.add_argument("--trials", type=int, default=defaults.TRIALS,
+                   help=f"correctness trials with fresh inputs (default {defaults.TRIALS})")
+    p.add_argument("--launches", type=int, default=defaults.LAUNCHES,
+                   help=f"launches of each job, interleaved (default {defaults.LAUNCHES})")
+    p.add_argument("--batches", type=int, default=defaults.BATCHES,
+                   help=f"timed batches per launch (default {defaults.BATCHES})")
+    p.add_argument("--calls", type=int, default=defaults.CALLS,
+                   help=f"timed calls per batch (default {defaults.CALLS})")
     p.add_argument("--correctness-only", action="store_true",
                    help="correctness trials only, no timing (status 'correct' instead of faster/slower)")
     p.add_argument("--preset", choices=["screen", "full"], default=None,
                    help="input sizes (default: full with nccl, screen with gloo)")
-    p.add_argument("--timeout", type=float, default=300.0, metavar="S",
+    p.add_argument("--timeout", type=float, default=defaults.JOB_TIMEOUT_S, metavar="S",
                    help="wall-clock limit per job (and for the other nodes to join)")
     p.add_argument("--nnodes", type=int, default=1, metavar="N",
                    help="nodes the job spans; run the same command on each, with its own --node-rank")

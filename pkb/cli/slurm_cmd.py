@@ -7,6 +7,7 @@ import json
 import os
 import sys
 
+from hwbackend import defaults
 from pkb.cli._layout import check_node_layout
 from pkb.errors import UsageError
 from pkb.cli._arguments import add_db_argument
@@ -25,14 +26,14 @@ def add_parser(sub) -> None:
     p.add_argument("--backend", choices=["nccl", "gloo"], default="nccl")
     p.add_argument("--preset", choices=["screen", "full"], default=None,
                    help="input sizes (default: full with nccl, screen with gloo)")
-    p.add_argument("--timeout", type=float, default=300.0, metavar="S", help="pkb score's limit per job")
+    p.add_argument("--timeout", type=float, default=defaults.JOB_TIMEOUT_S, metavar="S", help="pkb score's limit per job")
     add_db_argument(p, ", on a filesystem every node shares")
     p.add_argument("--label", help="group name for the leaderboard (default: each candidate's folder)")
-    p.add_argument("--port", type=int, default=29400, help="rendezvous port of the first step (step i: PORT+i)")
+    p.add_argument("--port", type=int, default=defaults.SLURM_PORT, help="rendezvous port of the first step (step i: PORT+i)")
     p.add_argument("--time", dest="time_limit", metavar="HH:MM:SS", help="Slurm time limit of the whole batch")
     p.add_argument("--partition", help="Slurm partition")
     p.add_argument("--account", help="Slurm account")
-    p.add_argument("--job-name", default="pkb-score", help="Slurm job name")
+    p.add_argument("--job-name", default=defaults.SLURM_JOB_NAME, help="Slurm job name")
     p.add_argument("--score-arg", action="append", default=[], metavar="ARG",
                    help="extra option for every `pkb score`, e.g. --score-arg=--launches=4 (repeatable)")
     p.add_argument("--out", default=None, help="where to write the script (default: pkb-<task>.sbatch)")

@@ -1,0 +1,11 @@
+"""The scorer's defaults, named once: hwbackend/score.py's Protocol, hwbackend/slurm.py's SlurmPlan and the
+`pkb score` and `pkb slurm` commands read them here (a module without imports, so a command's argument
+parser loads neither torch nor the scorer)."""
+TRIALS = 3              # correctness trials with fresh inputs, on the first launch
+LAUNCHES = 2            # launches of each job (candidate and reference alternating)
+BATCHES = 4             # timed batches per launch
+CALLS = 4               # timed calls per batch
+WARMUP = 2              # warm-up calls per launch before the timed batches
+JOB_TIMEOUT_S = 300.0   # wall-clock limit per scoring job (and for the other nodes to join)
+SLURM_PORT = 29400      # `pkb slurm`: rendezvous port of the first job step (step i: port + i)
+SLURM_JOB_NAME = "pkb-score"  # `pkb slurm`: the Slurm job's name
