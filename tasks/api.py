@@ -151,12 +151,23 @@ def flat_tensors(x: Any) -> list[torch.Tensor]:
     return []
 
 
+def _storages(t: torch.Tensor) -> list[int]:
+    """Where a tensor's data lives: its storage, or a sparse COO tensor's indices and values (a sparse tensor
+    has no storage of its own: asking raises); other layouts are not checked."""
+    if not t.numel():
+        return []
+    if t.layout == torch.strided:
+        return [t.untyped_storage().data_ptr()]
+    if t.layout == torch.sparse_coo:
+        return [p for part in (t._indices(), t._values()) for p in _storages(part)]
+    return []
+
+
 def aliased_outputs(outputs: tuple, inputs: Any) -> list[int]:
     """Indices of the top-level outputs that hold a tensor sharing memory with an input tensor (a scorer
     takes that as an integrity violation unless the reference does it too)."""
-    storages = {t.untyped_storage().data_ptr() for t in flat_tensors(inputs) if t.numel()}
-    return [i for i, o in enumerate(outputs)
-            if any(t.numel() and t.untyped_storage().data_ptr() in storages for t in flat_tensors(o))]
+    storages = {p for t in flat_tensors(inputs) for p in _storages(t)}
+    return [i for i, o in enumerate(outputs) if any(p in storages for t in flat_tensors(o) for p in _storages(t))]
 
 
 def as_outputs(result: Any) -> tuple:

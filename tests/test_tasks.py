@@ -104,3 +104,15 @@ def test_validation_sizes_fall_back_to_the_smallest_supported_world():
     from pkbsim.taskcheck import validation_sizes
     assert validation_sizes(get("all_reduce")) == [2, 4, 8]
     assert validation_sizes(get("hierarchical_all_reduce")) == [16]
+
+
+def test_aliasing_check_takes_sparse_inputs():
+    """An output sharing memory with an input is found also through a sparse COO input's values; a sparse input
+    (no storage of its own: asking raised, ParallelKernelBench's reference 62 ended inconclusive) is no error."""
+    from tasks.api import aliased_outputs
+
+    sparse = torch.eye(4).to_sparse()
+    dense = torch.ones(4)
+    assert aliased_outputs((dense.clone(), sparse._values()), (sparse, dense)) == [1]
+    assert aliased_outputs((dense.clone(),), (sparse, dense)) == []
+    assert aliased_outputs((sparse,), (sparse,)) == [0]
