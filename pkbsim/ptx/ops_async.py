@@ -328,20 +328,24 @@ def _tensor_load(ins, ctx):
     return issue
 
 
-def _tensor_load_copy(g, ins, lane, tm, at, base, slot):
-    cta = int(g.cta_of_lane[lane])
+def _box(g, lane, tm, at, base):
+    """A box's global addresses, which of them lie inside the tensor, the carrier dtype, and where each element
+    sits in the lane's block's shared memory (swizzled)."""
+    addrs, inside, offs = tma.box_layout(tm, at)
+    sh = tma.swizzle(np.uint64(base) + offs, tm.swizzle)
+    _check_shared(g, sh, tm.esize, "cp.async.bulk.tensor")
+    return addrs, inside, tma.carrier(tm), sh + np.uint64(int(g.cta_of_lane[lane]) * g.smem_size)
 
+
+def _tensor_load_copy(g, ins, lane, tm, at, base, slot):
     def land():
-        addrs, inside, offs = tma.box_layout(tm, at)
-        dt = tma.carrier(tm)
-        sh = tma.swizzle(np.uint64(base) + offs, tm.swizzle)
-        _check_shared(g, sh, tm.esize, "cp.async.bulk.tensor")
-        out = np.full(len(offs), tma.fill_value(tm), dt)
+        addrs, inside, dt, smem = _box(g, lane, tm, at, base)
+        out = np.full(len(smem), tma.fill_value(tm), dt)
         a = addrs[inside]
         if len(a):
             out[inside] = _observed(g, "ld", ins, "global", a, tm.esize,
                                     lambda: load(g, "global", a, None, dt)).reshape(-1)
-        scatter(g.shared_region, sh + np.uint64(cta * g.smem_size), dt, out)
+        scatter(g.shared_region, smem, dt, out)
         complete_tx(g, slot, tm.box_bytes)
     return land
 
@@ -365,14 +369,9 @@ def _tensor_store(ins, ctx):
 
 
 def _tensor_store_copy(g, ins, lane, tm, at, base):
-    cta = int(g.cta_of_lane[lane])
-
     def land():
-        addrs, inside, offs = tma.box_layout(tm, at)
-        dt = tma.carrier(tm)
-        sh = tma.swizzle(np.uint64(base) + offs, tm.swizzle)
-        _check_shared(g, sh, tm.esize, "cp.async.bulk.tensor")
-        vals = gather(g.shared_region, sh + np.uint64(cta * g.smem_size), dt)[inside]
+        addrs, inside, dt, smem = _box(g, lane, tm, at, base)
+        vals = gather(g.shared_region, smem, dt)[inside]
         a = addrs[inside]
         if len(a):
             _observed(g, "st", ins, "global", a, tm.esize,
