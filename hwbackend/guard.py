@@ -81,7 +81,8 @@ class Guard:
 
 def fingerprint(tensors) -> str:
     """A digest of the tensors' shapes, dtypes and bytes (a 0-dim tensor is flattened first: viewing it as
-    bytes fails, which made PKB problem 23's scalar input an 'error' of every candidate on an H200)."""
+    bytes fails, which made ParallelKernelBench problem 23's scalar input an 'error' of every candidate on an
+    H200)."""
     h = hashlib.sha1()
     for t in tensors:
         if isinstance(t, torch.Tensor):

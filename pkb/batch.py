@@ -28,8 +28,8 @@ TIMELINES = "pkb_timelines"  # beside the results file
 def plan(args) -> tuple[list[ScreenJob], list[str]]:
     """The screening jobs for the arguments, and the files that could not be paired with a task.
 
-    `args` carries candidates, tasks, pkb_root, pkb_dtype, topology, world_size, seed, margin, timeout,
-    no_cost and db (the `pkb run` arguments)."""
+    `args` carries candidates, tasks, parallelkernelbench_root, parallelkernelbench_dtype, topology, world_size,
+    seed, margin, timeout, no_cost and db (the `pkb run` arguments)."""
     from pkb.resolve import default_topology, load, parallelkernelbench_tasks, pick_world_size
     from pkbsim.screen.discover import candidate_files, pair
     from tasks.registry import all_tasks, get
@@ -58,8 +58,8 @@ def plan(args) -> tuple[list[ScreenJob], list[str]]:
             unknown.append(f"{os.path.basename(j.candidate)}: {e}")
             continue
         jobs.append(ScreenJob(task.slug, j.candidate, ws, topo.name, seed, args.margin, args.timeout,
-                              os.path.join(timelines, timeline_name(task.slug, j.candidate)), args.pkb_root,
-                              args.pkb_dtype, cost=not args.no_cost))
+                              os.path.join(timelines, timeline_name(task.slug, j.candidate)),
+                              args.parallelkernelbench_root, args.parallelkernelbench_dtype, cost=not args.no_cost))
     return jobs, unknown
 
 
@@ -95,7 +95,8 @@ def resume(jobs: list[ScreenJob], store, fresh: bool) -> tuple[dict[tuple[str, s
     results, todo = {}, []
     for job in jobs:
         # the inputs' dtype decides a ParallelKernelBench result as much as the file does
-        job.sha = (file_sha(job.candidate) + (f":{job.pkb_dtype}" if job.pkb_root else "")
+        job.sha = (file_sha(job.candidate)
+                   + (f":{job.parallelkernelbench_dtype}" if job.parallelkernelbench_root else "")
                    + ("" if job.cost else ":no-cost"))
         done = None if fresh else store.get(job.task, job.sha, job.world_size, job.topology)
         if done:  # the same content may have been screened under another name

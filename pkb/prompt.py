@@ -34,7 +34,8 @@ def build(task, backend: str, topo) -> str:
     nv = f", NVLink {topo.nvlink.generation} ({topo.nvlink.links_per_gpu} x {topo.nvlink.link_GBps:g} GB/s per GPU)" \
         if topo.nvlink else ""
     tol = [f"{str(o.dtype).replace('torch.', '')}, rtol={o.tolerance[0]:g}, atol={o.tolerance[1]:g}" for o in task.outputs]
-    outs = (f"every output: {tol[0]}" if len(tol) > 3 and len(set(tol)) == 1  # PKB: up to 32 outputs, one rule
+    # ParallelKernelBench problems: up to 32 outputs, one rule
+    outs = (f"every output: {tol[0]}" if len(tol) > 3 and len(set(tol)) == 1
             else "; ".join(f"{o.name}: {t}" for o, t in zip(task.outputs, tol)))
     return "\n".join([
         f"# Task: {task.title} ({task.slug})",

@@ -45,15 +45,17 @@ def pick_world_size(task, requested: int | None, gpus: int) -> int:
 
 
 def parallelkernelbench_tasks(args, known: dict | None = None) -> dict[int, str]:
-    """Register the checkout's problems as tasks (PKB id -> slug); a bad checkout is a usage error."""
-    from pkbsim.screen.defaults import PKB_DTYPE
+    """Register the ParallelKernelBench checkout's problems as tasks (its problem id -> slug); a bad checkout
+    is a usage error."""
+    from pkbsim.screen.defaults import PARALLELKERNELBENCH_DTYPE
     from pkbsim.screen.parallelkernelbench import register_parallelkernelbench_tasks
-    from tasks.parallelkernelbench.checkout import CheckoutError as PkbCheckoutError
-    if not getattr(args, "pkb_root", None):
+    from tasks.parallelkernelbench.checkout import CheckoutError
+    if not getattr(args, "parallelkernelbench_root", None):
         return {}
     try:
-        return register_parallelkernelbench_tasks(args.pkb_root, known, getattr(args, "pkb_dtype", PKB_DTYPE))
-    except PkbCheckoutError as e:
+        return register_parallelkernelbench_tasks(args.parallelkernelbench_root, known,
+                                                  getattr(args, "parallelkernelbench_dtype", PARALLELKERNELBENCH_DTYPE))
+    except CheckoutError as e:
         raise UsageError(str(e)) from None
 
 
@@ -67,7 +69,8 @@ def task_or_usage(key: str):
 
 
 def task_of(args):
-    """The task named by --task, or (with --pkb-root) the PKB problem the candidate's file name names."""
+    """The task named by --task, or (with --pkb-root) the ParallelKernelBench problem the candidate's file name
+    names."""
     from pkbsim.screen.discover import parallelkernelbench_task_for
 
     problem_ids = parallelkernelbench_tasks(args)
@@ -75,7 +78,8 @@ def task_of(args):
         return task_or_usage(args.task)
     slug = parallelkernelbench_task_for(args.candidate, problem_ids) if problem_ids else None
     if slug is None and problem_ids:
-        raise UsageError(f"{os.path.basename(args.candidate)} names no problem of {args.pkb_root}; pass --task SLUG")
+        raise UsageError(f"{os.path.basename(args.candidate)} names no problem of the ParallelKernelBench checkout "
+                         f"{args.parallelkernelbench_root}; pass --task SLUG")
     if slug is None:
         raise UsageError("pass --task SLUG, or --pkb-root DIR for a file named <id>_<name>[_<backend>].py")
     return task_or_usage(slug)

@@ -127,11 +127,11 @@ def test_defaults_are_named_once():
     """The screen's defaults live in pkbsim/screen/defaults.py (a module without imports); ParallelKernelBench's
     dtype there is the first of the checkout's DTYPES, PKB's own default; a score's preset follows its backend."""
     from hwbackend.job_spec import default_preset
-    from pkbsim.screen.defaults import PKB_DTYPE
+    from pkbsim.screen.defaults import PARALLELKERNELBENCH_DTYPE
     from pkbsim.screen.job import ScreenJob
     from tasks.parallelkernelbench.checkout import DTYPES
 
-    assert PKB_DTYPE == DTYPES[0] == ScreenJob("t", "c.py", 2, "hgx-h100", 0).pkb_dtype
+    assert PARALLELKERNELBENCH_DTYPE == DTYPES[0] == ScreenJob("t", "c.py", 2, "hgx-h100", 0).parallelkernelbench_dtype
     assert (default_preset("nccl"), default_preset("gloo")) == ("full", "screen")
 
 def check_report(db: str, tmp_path, capsys) -> None:

@@ -116,6 +116,6 @@ def test_parallelkernelbench_flags_are_spelled_out_and_the_short_ones_still_work
     for cmd in ("screen", "run"):
         args = build_parser().parse_args([cmd, "x.py", "--parallelkernelbench-root", "/pkb",
                                           "--parallelkernelbench-dtype", "float32"])
-        assert (args.pkb_root, args.pkb_dtype) == ("/pkb", "float32")
+        assert (args.parallelkernelbench_root, args.parallelkernelbench_dtype) == ("/pkb", "float32")
         args = build_parser().parse_args([cmd, "x.py", "--pkb-root", "/pkb"])
-        assert (args.pkb_root, args.pkb_dtype) == ("/pkb", "bfloat16")
+        assert (args.parallelkernelbench_root, args.parallelkernelbench_dtype) == ("/pkb", "bfloat16")

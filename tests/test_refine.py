@@ -205,11 +205,17 @@ def test_parallelkernelbench_problem_prompt_and_kernelgen_name(tmp_path, capsys)
     out = capsys.readouterr().out
     assert "ParallelKernelBench problem 7" in out and "def create_input_tensor" in out and "dist.all_reduce(out)" in out
     assert "every output: bfloat16" in out
-    ids = parallelkernelbench_tasks(argparse.Namespace(pkb_root=str(root), pkb_dtype="bfloat16"))
+    ids = parallelkernelbench_tasks(argparse.Namespace(parallelkernelbench_root=str(root),
+                                                       parallelkernelbench_dtype="bfloat16"))
     assert file_name(get(ids[7]), "triton") == "7_sum_over_ranks_triton.py"
     assert file_name(get("all_reduce"), "cuda") == "1_all_reduce_cuda.py"
     assert main(["refine", "--pkb-root", str(root), "--problem", "8", "--dry-run"]) == 2
     assert "no such problem" in capsys.readouterr().err
+    from pkb.refine import plan as planning
+    plans = planning.plans_for(planning.Selection(problems=("7",), parallelkernelbench_root=str(root)))
+    stored = json.loads(json.dumps(planning.to_json(plans)))  # the refine store keeps its keys: stored runs resume
+    assert (stored[0]["spec"]["pkb_root"], stored[0]["spec"]["pkb_dtype"]) == (str(root), "bfloat16")
+    assert "parallelkernelbench_root" not in stored[0]["spec"] and planning.from_json(stored) == plans
 
 
 @pytest.mark.parametrize("bound", [1, 2])

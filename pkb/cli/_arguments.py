@@ -11,15 +11,17 @@ def add_db_argument(p, where: str = "") -> None:
     p.add_argument("--db", default=os.environ.get("PKB_DB", RESULTS_DB), help="SQLite results file" + where)
 
 
-def add_pkb_arguments(p) -> None:
+def add_parallelkernelbench_arguments(p) -> None:
     """--pkb-root and --pkb-dtype (`pkb screen`, `pkb run`, `pkb score`, `pkb refine`), also spelled out as
     --parallelkernelbench-root and --parallelkernelbench-dtype ("pkb" is this project's name too)."""
-    from pkbsim.screen.defaults import PKB_DTYPE
+    from pkbsim.screen.defaults import PARALLELKERNELBENCH_DTYPE
     from tasks.parallelkernelbench.checkout import DTYPES
-    p.add_argument("--pkb-root", "--parallelkernelbench-root", dest="pkb_root", metavar="DIR",
+    p.add_argument("--pkb-root", "--parallelkernelbench-root", dest="parallelkernelbench_root", metavar="DIR",
                    help="a ParallelKernelBench checkout whose problems become tasks")
-    p.add_argument("--pkb-dtype", "--parallelkernelbench-dtype", dest="pkb_dtype", default=PKB_DTYPE, choices=DTYPES,
-                   help=f"dtype of ParallelKernelBench inputs, as PKB's --dtype (default {PKB_DTYPE})")
+    p.add_argument("--pkb-dtype", "--parallelkernelbench-dtype", dest="parallelkernelbench_dtype",
+                   default=PARALLELKERNELBENCH_DTYPE, choices=DTYPES,
+                   help=f"dtype of ParallelKernelBench inputs, as ParallelKernelBench's --dtype "
+                        f"(default {PARALLELKERNELBENCH_DTYPE})")
 
 
 def add_batch_limits(p, workers_help: str = "parallel screening processes") -> None:

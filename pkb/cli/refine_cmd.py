@@ -7,7 +7,7 @@ import sys
 import time
 import urllib.parse
 
-from pkb.cli._arguments import add_batch_limits, add_db_argument, add_pkb_arguments
+from pkb.cli._arguments import add_batch_limits, add_db_argument, add_parallelkernelbench_arguments
 from pkb.cli._sandbox import add_sandbox_argument, sandbox_ready
 from pkb.errors import UsageError
 from pkb.refine.client import ChatClient
@@ -31,7 +31,7 @@ def add_parser(sub) -> None:
                       help="with --pkb-root: a ParallelKernelBench problem id, or all (repeatable)")
     what.add_argument("--from", dest="start_dir", metavar="DIR",
                       help="kernelgen's output folder (<id>_<name>_<backend>.py): each file is its problem's step 0")
-    add_pkb_arguments(p)
+    add_parallelkernelbench_arguments(p)
     model = p.add_argument_group("the model")
     model.add_argument("--model", metavar="NAME", help="the endpoint's model name (required for a new run)")
     model.add_argument("--base-url", metavar="URL",
@@ -89,7 +89,8 @@ def run(args) -> int:
 
 def _selection(args):
     from pkb.refine.plan import Selection
-    return Selection(tuple(args.task), tuple(args.problem), args.pkb_root, args.pkb_dtype, args.start_dir, args.backend,
+    return Selection(tuple(args.task), tuple(args.problem), args.parallelkernelbench_root,
+                     args.parallelkernelbench_dtype, args.start_dir, args.backend,
                      args.topology, args.world_size, args.seed, args.margin, args.timeout, not args.no_cost)
 
 

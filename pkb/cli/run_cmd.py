@@ -6,7 +6,7 @@ import os
 import sys
 
 from pkb import batch
-from pkb.cli._arguments import add_batch_limits, add_db_argument, add_pkb_arguments
+from pkb.cli._arguments import add_batch_limits, add_db_argument, add_parallelkernelbench_arguments
 from pkb.cli._sandbox import add_sandbox_argument, sandbox_ready
 from pkb.cli._table import print_table
 from pkb.errors import UsageError
@@ -34,7 +34,7 @@ def add_parser(sub) -> None:
                    help="score the candidates that pass or are inconclusive on this node (pkb score)")
     p.add_argument("--correctness-only", action="store_true",
                    help="with --score: correctness trials only, no timing (hardware status 'correct')")
-    add_pkb_arguments(p)
+    add_parallelkernelbench_arguments(p)
     add_db_argument(p)
     p.add_argument("--fresh", action="store_true", help="screen again even where the store has a result")
     p.add_argument("--json", action="store_true", help="print the batch's results as one JSON object")

@@ -12,7 +12,7 @@ import candidate_sandbox
 from hwbackend import defaults
 from hwbackend.job_spec import default_preset
 from hwbackend.result import Status
-from pkb.cli._arguments import add_db_argument, add_pkb_arguments
+from pkb.cli._arguments import add_db_argument, add_parallelkernelbench_arguments
 from pkb.cli._layout import check_node_layout
 from pkb.cli._sandbox import add_sandbox_argument, sandbox_ready
 from pkb.errors import UsageError
@@ -30,7 +30,7 @@ def add_parser(sub) -> None:
     p.add_argument("candidate", help="candidate file defining solution(...)")
     p.add_argument("--task", help="task slug or id (`pkb tasks` lists them); with --pkb-root the file's name "
                                   "names the problem")
-    add_pkb_arguments(p)
+    add_parallelkernelbench_arguments(p)
     p.add_argument("--nproc-per-node", "--nproc_per_node", type=int, default=None, metavar="N",
                    help="ranks (default: number of GPUs, or 2 with gloo)")
     p.add_argument("--backend", choices=["nccl", "gloo"], default=None, help="default: nccl if GPUs are present")
@@ -72,7 +72,7 @@ def run(args) -> int:
     rdzv = _rendezvous(args)
     if args.node_rank == 0 and not os.path.isfile(args.candidate):
         raise UsageError(f"candidate {args.candidate!r} not found; pass the path of a file defining solution(...)")
-    if args.pkb_root and args.nnodes > 1:
+    if args.parallelkernelbench_root and args.nnodes > 1:
         raise UsageError("--pkb-root scores on one node for now; drop --nnodes")
     task = task_of(args)
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0

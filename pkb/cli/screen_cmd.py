@@ -6,7 +6,7 @@ import os
 import sys
 import tempfile
 
-from pkb.cli._arguments import add_pkb_arguments
+from pkb.cli._arguments import add_parallelkernelbench_arguments
 from pkb.cli._sandbox import add_sandbox_argument
 from pkb.errors import UsageError
 from pkb.resolve import DEFAULT_TOPOLOGY, default_topology, load, pick_world_size, task_of
@@ -35,7 +35,7 @@ def add_parser(sub) -> None:
     p.add_argument("--feedback", action="store_true",
                    help="short structured output for refinement loops: first failing stage, site, bottleneck")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    add_pkb_arguments(p)
+    add_parallelkernelbench_arguments(p)
     add_sandbox_argument(p)
     p.set_defaults(run=run)
 

@@ -1,6 +1,6 @@
 """ParallelKernelBench's kernelgen layout: a folder of `<id>_<name>_<backend>.py` files, one per problem. A run
 can start from such a folder (each file is its problem's step 0) and writes its best candidates into one,
-so `pkb run --pkb-root` and PKB's own harness read them as they read kernelgen's output."""
+so `pkb run --pkb-root` and ParallelKernelBench's own harness read them as they read kernelgen's output."""
 from __future__ import annotations
 
 import os
@@ -21,15 +21,16 @@ class StartFile:
 
 
 def file_name(task, backend: str) -> str:
-    """`<id>_<name>_<backend>.py`: a PKB problem's own id and name, or a suite task's id and slug."""
+    """`<id>_<name>_<backend>.py`: a ParallelKernelBench problem's own id and name, or a suite task's id and
+    slug."""
     if task.slug.startswith("pkb") and problem_key(task.slug[3:]):
         return f"{task.slug[3:]}_{backend}.py"
     return f"{task.id}_{task.slug}_{backend}.py"
 
 
 def start_files(folder: str, problem_ids: dict[int, str]) -> list[StartFile]:
-    """The folder's kernelgen files paired with tasks (PKB problems with --pkb-root, else the suite's tasks
-    by id and name); a file that names none is a usage error naming it."""
+    """The folder's kernelgen files paired with tasks (ParallelKernelBench problems with --pkb-root, else the
+    suite's tasks by id and name); a file that names none is a usage error naming it."""
     from pkbsim.screen.discover import PairingWarning, parallelkernelbench_task_for
     from tasks.registry import all_tasks
 

@@ -9,16 +9,16 @@ from dataclasses import asdict, dataclass
 from pkb.errors import UsageError
 from pkb.refine.loop import TaskPlan
 from pkb.refine.screening import ScreenSpec
-from pkbsim.screen.defaults import MARGIN, PKB_DTYPE, RUN_TIMEOUT_S
+from pkbsim.screen.defaults import MARGIN, PARALLELKERNELBENCH_DTYPE, RUN_TIMEOUT_S
 
 
 @dataclass(frozen=True)
 class Selection:
     """What the user asked to refine and how to screen it."""
     tasks: tuple[str, ...] = ()          # suite slugs or ids
-    problems: tuple[str, ...] = ()       # PKB problem ids (with pkb_root), or "all"
-    pkb_root: str | None = None
-    pkb_dtype: str = PKB_DTYPE
+    problems: tuple[str, ...] = ()       # ParallelKernelBench problem ids (with its root), or "all"
+    parallelkernelbench_root: str | None = None
+    parallelkernelbench_dtype: str = PARALLELKERNELBENCH_DTYPE
     start_dir: str | None = None         # kernelgen output folder: each file is its problem's step 0
     backend: str = "cuda"
     topology: str | None = None
@@ -34,14 +34,15 @@ def plans_for(sel: Selection) -> list[TaskPlan]:
     from pkb.refine.kernelgen import file_name, start_files
     from pkb.resolve import default_topology, load, parallelkernelbench_tasks, pick_world_size, task_or_usage
 
-    problem_ids = parallelkernelbench_tasks(argparse.Namespace(pkb_root=sel.pkb_root, pkb_dtype=sel.pkb_dtype))
-    if sel.problems and not sel.pkb_root:
+    problem_ids = parallelkernelbench_tasks(argparse.Namespace(parallelkernelbench_root=sel.parallelkernelbench_root,
+                                                               parallelkernelbench_dtype=sel.parallelkernelbench_dtype))
+    if sel.problems and not sel.parallelkernelbench_root:
         raise UsageError("--problem needs --pkb-root DIR (a ParallelKernelBench checkout)")
     chosen: list[tuple[str, str | None, str]] = []  # (slug, start file, backend)
     for key in sel.tasks:
         chosen.append((task_or_usage(key).slug, None, sel.backend))
     for p in sel.problems:
-        ids = sorted(problem_ids) if p == "all" else [_problem_id(p, problem_ids, sel.pkb_root)]
+        ids = sorted(problem_ids) if p == "all" else [_problem_id(p, problem_ids, sel.parallelkernelbench_root)]
         chosen += [(problem_ids[i], None, sel.backend) for i in ids]
     if sel.start_dir:
         chosen += [(f.task, f.path, f.backend or sel.backend) for f in start_files(sel.start_dir, problem_ids)]
@@ -56,7 +57,9 @@ def plans_for(sel: Selection) -> list[TaskPlan]:
         task = task_or_usage(slug)
         topo = load(sel.topology or default_topology(task))
         spec = ScreenSpec(slug, pick_world_size(task, sel.world_size, topo.num_gpus), topo.name, seed, sel.margin,
-                          sel.timeout, sel.cost, sel.pkb_root and os.path.abspath(sel.pkb_root), sel.pkb_dtype)
+                          sel.timeout, sel.cost,
+                          sel.parallelkernelbench_root and os.path.abspath(sel.parallelkernelbench_root),
+                          sel.parallelkernelbench_dtype)
         plans.append(TaskPlan(spec, build(task, backend, topo), file_name(task, backend), start))
     return plans
 
@@ -68,14 +71,25 @@ def _problem_id(p: str, problem_ids: dict[int, str], root: str) -> int:
     return int(p)
 
 
+# The refine store's keys for a ParallelKernelBench checkout in a plan's spec, as runs were stored before the
+# fields were spelled out: stored runs still resume, and the stored JSON keeps its keys.
+_STORED_KEYS = {"parallelkernelbench_root": "pkb_root", "parallelkernelbench_dtype": "pkb_dtype"}
+_FIELDS = {stored: name for name, stored in _STORED_KEYS.items()}
+
+
 def to_json(plans: list[TaskPlan]) -> list[dict]:
-    return [asdict(p) for p in plans]
+    rows = [asdict(p) for p in plans]
+    for r in rows:
+        r["spec"] = {_STORED_KEYS.get(k, k): v for k, v in r["spec"].items()}
+    return rows
 
 
 def from_json(rows: list[dict]) -> list[TaskPlan]:
     """A stored run's plans (ParallelKernelBench checkouts registered again, so their tasks resolve)."""
     from pkb.resolve import parallelkernelbench_tasks
 
-    for root, dtype in {(r["spec"]["pkb_root"], r["spec"]["pkb_dtype"]) for r in rows if r["spec"]["pkb_root"]}:
-        parallelkernelbench_tasks(argparse.Namespace(pkb_root=root, pkb_dtype=dtype))
-    return [TaskPlan(ScreenSpec(**r["spec"]), r["prompt"], r["file_name"], r["start_from"]) for r in rows]
+    specs = [ScreenSpec(**{_FIELDS.get(k, k): v for k, v in r["spec"].items()}) for r in rows]
+    for root, dtype in {(s.parallelkernelbench_root, s.parallelkernelbench_dtype) for s in specs
+                        if s.parallelkernelbench_root}:
+        parallelkernelbench_tasks(argparse.Namespace(parallelkernelbench_root=root, parallelkernelbench_dtype=dtype))
+    return [TaskPlan(s, r["prompt"], r["file_name"], r["start_from"]) for s, r in zip(specs, rows)]

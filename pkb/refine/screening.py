@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from pkbsim.screen.job import ScreenJob
 from pkbsim.screen.result import ScreenResult
-from pkbsim.screen.defaults import MARGIN, MEMORY_GB, PKB_DTYPE, RUN_TIMEOUT_S, TIME_LIMIT_S
+from pkbsim.screen.defaults import MARGIN, MEMORY_GB, PARALLELKERNELBENCH_DTYPE, RUN_TIMEOUT_S, TIME_LIMIT_S
 
 
 @dataclass(frozen=True)
@@ -22,8 +22,8 @@ class ScreenSpec:
     margin: float = MARGIN
     timeout: float = RUN_TIMEOUT_S
     cost: bool = True
-    pkb_root: str | None = None
-    pkb_dtype: str = PKB_DTYPE
+    parallelkernelbench_root: str | None = None
+    parallelkernelbench_dtype: str = PARALLELKERNELBENCH_DTYPE
 
 
 @dataclass
@@ -45,7 +45,7 @@ class Screener:
         path = os.path.abspath(path)
         job = ScreenJob(spec.task, path, spec.world_size, spec.topology, spec.seed, spec.margin, spec.timeout,
                         os.path.join(batch.timelines_dir(self.db), batch.timeline_name(spec.task, path)),
-                        spec.pkb_root, spec.pkb_dtype, cost=spec.cost)
+                        spec.parallelkernelbench_root, spec.parallelkernelbench_dtype, cost=spec.cost)
         with self._store_lock:
             store = batch.open_store(self.db)
             results, todo = batch.resume([job], store, fresh=False)

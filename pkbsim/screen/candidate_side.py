@@ -20,7 +20,7 @@ from pkbsim.screen.hang import Watch, site
 from pkbsim.screen.limits import limit_of, own_site
 from pkbsim.screen.plain import plain
 from pkbsim.screen.prebuild import prebuild
-from pkbsim.screen.defaults import PKB_DTYPE
+from pkbsim.screen.defaults import PARALLELKERNELBENCH_DTYPE
 from pkbsim.screen.result import Reason, ReasonKind
 from pkbsim.taskrun import TaskRun, run_calls
 from pkbsim.world.findings import Finding, is_fatal
@@ -37,8 +37,8 @@ class CandidateJob:
     timeout: float
     build_timeout: float
     cost: bool
-    pkb_root: str | None = None  # a ParallelKernelBench checkout whose problems the task may be one of
-    pkb_dtype: str = PKB_DTYPE
+    parallelkernelbench_root: str | None = None  # a ParallelKernelBench checkout whose problems the task may be one of
+    parallelkernelbench_dtype: str = PARALLELKERNELBENCH_DTYPE
 
 
 @dataclass
@@ -72,11 +72,11 @@ class CandidateReport:
         return cls(**d)
 
 
-def prepare(pkb_root: str | None, pkb_dtype: str = PKB_DTYPE) -> None:
+def prepare(parallelkernelbench_root: str | None, parallelkernelbench_dtype: str = PARALLELKERNELBENCH_DTYPE) -> None:
     """Make a job's task known in this process (a zygote does it before it forks: once per checkout)."""
-    if pkb_root:
+    if parallelkernelbench_root:
         from pkbsim.screen.parallelkernelbench import register_parallelkernelbench_tasks
-        register_parallelkernelbench_tasks(pkb_root, dtype=pkb_dtype)
+        register_parallelkernelbench_tasks(parallelkernelbench_root, dtype=parallelkernelbench_dtype)
 
 
 def run_job(job_json: dict) -> dict:
@@ -84,7 +84,7 @@ def run_job(job_json: dict) -> dict:
     from tasks.registry import get
 
     job = CandidateJob(**job_json)
-    prepare(job.pkb_root, job.pkb_dtype)
+    prepare(job.parallelkernelbench_root, job.parallelkernelbench_dtype)
     return candidate_side(get(job.task), job).to_payload()
 
 

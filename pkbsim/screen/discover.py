@@ -1,11 +1,11 @@
 """Which task each candidate file is for, in a batch.
 
 A file named after a task (`all_reduce.py`, `all_reduce__variant.py`, `all_reduce.variant.py`) is for that
-task; in a ParallelKernelBench-style `solutions_*` folder, `<id>_<name>_<backend>.py` is for a PKB problem
-when its checkout is loaded (`--pkb-root`), paired by name as well as number: solution trees made before a
-renumbering carry stale numbers (PKB's first commit numbers its solutions from 34 on one above its own
-reference/), and renamed problems carry stale names. With exactly one `--tasks` entry every file is for
-that task.
+task; in a ParallelKernelBench-style `solutions_*` folder, `<id>_<name>_<backend>.py` is for a
+ParallelKernelBench problem when its checkout is loaded (`--pkb-root`), paired by name as well as number:
+solution trees made before a renumbering carry stale numbers (ParallelKernelBench's first commit numbers its
+solutions from 34 on one above its own reference/), and renamed problems carry stale names. With exactly
+one `--tasks` entry every file is for that task.
 """
 from __future__ import annotations
 
@@ -50,9 +50,9 @@ def task_for(path: str, slugs: set[str], problem_ids: dict[int, str]) -> str | N
 
 
 def parallelkernelbench_task_for(path: str, problem_ids: dict[int, str]) -> str | None:
-    """The PKB problem of `<id>_<name>[_<backend>].py`: the one number and name agree on. Otherwise, with a
-    PairingWarning: the one of them that names a problem; when they name two, the one whose reference takes
-    the parameters of the file's `solution` (the name's when both or neither do)."""
+    """The ParallelKernelBench problem of `<id>_<name>[_<backend>].py`: the one number and name agree on.
+    Otherwise, with a PairingWarning: the one of them that names a problem; when they name two, the one whose
+    reference takes the parameters of the file's `solution` (the name's when both or neither do)."""
     key = problem_key(os.path.basename(path)[:-3])
     if key is None:
         return None

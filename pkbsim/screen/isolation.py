@@ -167,11 +167,13 @@ class Zygote:
         code = 0
         try:
             from pkbsim.screen.candidate_side import prepare
-            from pkbsim.screen.defaults import PKB_DTYPE
+            from pkbsim.screen.defaults import PARALLELKERNELBENCH_DTYPE
             for line in requests:
                 msg = json.loads(line)
                 try:
-                    prepare(msg["job"].get("pkb_root"), msg["job"].get("pkb_dtype", PKB_DTYPE))  # the task's code, never a candidate's: cached here for the next forks
+                    # the task's code, never a candidate's: cached here for the next forks
+                    prepare(msg["job"].get("parallelkernelbench_root"),
+                            msg["job"].get("parallelkernelbench_dtype", PARALLELKERNELBENCH_DTYPE))
                 except Exception:  # noqa: BLE001 - the child meets it again and reports it
                     pass
                 child = os.fork()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from pkbsim.screen.defaults import MARGIN, PKB_DTYPE, RUN_TIMEOUT_S
+from pkbsim.screen.defaults import MARGIN, PARALLELKERNELBENCH_DTYPE, RUN_TIMEOUT_S
 
 
 @dataclass
@@ -19,8 +19,8 @@ class ScreenJob:
     margin: float = MARGIN
     timeout: float = RUN_TIMEOUT_S
     timeline: str | None = None       # where the simulated timeline goes (None: nowhere)
-    pkb_root: str | None = None       # the ParallelKernelBench checkout the task comes from, if any
-    pkb_dtype: str = PKB_DTYPE       # the dtype of its inputs
+    parallelkernelbench_root: str | None = None       # the ParallelKernelBench checkout the task comes from, if any
+    parallelkernelbench_dtype: str = PARALLELKERNELBENCH_DTYPE       # the dtype of its inputs
     cost: bool = True                 # predict the time at full size after the functional stage
     sha: str | None = None            # the content key the results store files it under (batch.resume)
 

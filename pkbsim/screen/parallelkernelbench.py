@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from pkbsim.screen.defaults import PKB_DTYPE
+from pkbsim.screen.defaults import PARALLELKERNELBENCH_DTYPE
 from pkbsim.screen.parallelkernelbench_budgets import (  # noqa: F401 - PkbLimitExceeded named for the screen
     FlopBudget,
     InputBudget,
@@ -62,8 +62,8 @@ class RankReference(Reference):
 class InputBuilder(Inputs):
     """The checkout's inputs, under the input budget, built once per trial and rank.
 
-    A rank builds each trial's inputs once per run of the world: PKB's builder seeds the rank's generator
-    from (problem, rank, trial) alone, so a later call on the same trial (the screen calls the candidate on
+    A rank builds each trial's inputs once per run of the world: ParallelKernelBench's builder seeds the rank's
+    generator from (problem, rank, trial) alone, so a later call on the same trial (the screen calls the candidate on
     trials 0, 1, 2, 0 after the reference's 0, 1, 2) gets a fresh copy of the same values, with the
     generator where the build left it, instead of building them again (problem 60 draws and FFTs a
     2x10x720x1440 field on every rank, problem 62 fills an index tensor one element at a time). Inputs
@@ -87,7 +87,8 @@ class InputBuilder(Inputs):
         return args
 
     def pkb_trial(self, ctx) -> int:
-        """PKB's own trial numbers, whatever the batch's seed: the screen runs a problem as PKB's harness does."""
+        """ParallelKernelBench's own trial numbers, whatever the batch's seed: the screen runs a problem as
+        ParallelKernelBench's harness does."""
         return ctx.trial
 
     def build(self, ctx, m: int, n: int) -> tuple:
@@ -152,8 +153,10 @@ def _shapes_only() -> bool:
 _loaded: dict[Checkout, dict[int, TaskSpec]] = {}
 
 
-def register_parallelkernelbench_tasks(root: str, known: dict | None = None, dtype: str = PKB_DTYPE) -> dict[int, str]:
-    """Register every problem of the checkout as a simulator task (once per process); returns PKB id -> slug."""
+def register_parallelkernelbench_tasks(root: str, known: dict | None = None,
+                                       dtype: str = PARALLELKERNELBENCH_DTYPE) -> dict[int, str]:
+    """Register every problem of the checkout as a simulator task (once per process); returns
+    ParallelKernelBench id -> slug."""
     checkout = Checkout(os.path.abspath(root), dtype)
     if checkout not in _loaded:
         _loaded[checkout] = load_specs(checkout, RankReference, InputBuilder)

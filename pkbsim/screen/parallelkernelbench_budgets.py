@@ -1,8 +1,8 @@
 """Budgets that keep a ParallelKernelBench problem within what the simulator can run on a CPU.
 
-Some PKB problems have fixed sizes that ignore the base shape (problem 68 builds a 111 M-node embedding
-table, 76 a large Conv3d, 77 a 10,800-token attention): at any screen size they would take gigabytes or
-many minutes per rank. Inputs are built under a byte budget and the reference runs under a FLOP budget;
+Some ParallelKernelBench problems have fixed sizes that ignore the base shape (problem 68 builds a 111 M-node
+embedding table, 76 a large Conv3d, 77 a 10,800-token attention): at any screen size they would take gigabytes
+or many minutes per rank. Inputs are built under a byte budget and the reference runs under a FLOP budget;
 both are checked before an operation runs, so nothing large is allocated or computed. Going over raises
 PkbLimitExceeded: a limit of pkb (the screen is inconclusive), never the candidate's fault.
 

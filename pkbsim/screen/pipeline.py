@@ -17,7 +17,7 @@ from pkbsim.screen.prebuild import BUILD_MARKERS
 from pkbsim.screen.result import Reason, ReasonKind, ScreenResult, Stage
 from pkbsim.screen.static import static_reasons
 from pkbsim.timing.topology import Topology
-from pkbsim.screen.defaults import MARGIN, PKB_DTYPE, RUN_TIMEOUT_S
+from pkbsim.screen.defaults import MARGIN, PARALLELKERNELBENCH_DTYPE, RUN_TIMEOUT_S
 from tasks.registry import TaskSpec
 
 CHILD_SLACK_S = 60.0  # beyond its build, functional and shape-run limits, before a candidate's process is killed
@@ -33,8 +33,9 @@ class ScreenOptions:
     timeline: str | None = None  # where to write the candidate's simulated timeline (Chrome trace JSON)
     cost: bool = True
     build_timeout: float = 600.0  # for building the candidate's CUDA extensions, before the runs (off their clock)
-    pkb_root: str | None = None   # the ParallelKernelBench checkout the task comes from (a zygote's child
-    pkb_dtype: str = PKB_DTYPE   # registers its problems again)
+    # the ParallelKernelBench checkout the task comes from (a zygote's child registers its problems again)
+    parallelkernelbench_root: str | None = None
+    parallelkernelbench_dtype: str = PARALLELKERNELBENCH_DTYPE
 
 
 def screen(task: TaskSpec, path: str, opts: ScreenOptions, spawner=None) -> ScreenResult:
@@ -48,7 +49,7 @@ def screen(task: TaskSpec, path: str, opts: ScreenOptions, spawner=None) -> Scre
     if problems:
         return res.reject(Stage.STATIC, problems)
     job = CandidateJob(task.slug, path, opts.world_size, opts.seed, opts.timeout, opts.build_timeout, opts.cost,
-                       opts.pkb_root, opts.pkb_dtype)
+                       opts.parallelkernelbench_root, opts.parallelkernelbench_dtype)
     t0 = time.perf_counter()
     source = Session(path)
     shape = opts.cost and not any(map(source.mentions, ("triton.jit", *BUILD_MARKERS)))  # the candidate's may run

@@ -82,7 +82,8 @@ def sandbox_prefix(jobs: list[ScreenJob]) -> list[str]:
     import candidate_sandbox as sandbox
     from pkbsim.ptx.compile import cache_root
 
-    readable = {os.path.dirname(j.candidate) for j in jobs} | {j.pkb_root for j in jobs if j.pkb_root}
+    readable = ({os.path.dirname(j.candidate) for j in jobs}
+                | {j.parallelkernelbench_root for j in jobs if j.parallelkernelbench_root})
     writable = {os.path.dirname(j.timeline) for j in jobs if j.timeline}
     return sandbox.prefix([cache_root(), *sorted(writable)], sorted(readable))
 

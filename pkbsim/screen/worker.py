@@ -44,9 +44,10 @@ def screen_job(job: ScreenJob, spawner=None) -> ScreenResult:
     from pkbsim.timing.topology import load_topology
     from tasks.registry import get
 
-    prepare(job.pkb_root, job.pkb_dtype)
+    prepare(job.parallelkernelbench_root, job.parallelkernelbench_dtype)
     opts = ScreenOptions(job.world_size, load_topology(job.topology), job.seed, job.margin, timeout=job.timeout,
-                         timeline=job.timeline, cost=job.cost, pkb_root=job.pkb_root, pkb_dtype=job.pkb_dtype)
+                         timeline=job.timeline, cost=job.cost, parallelkernelbench_root=job.parallelkernelbench_root,
+                         parallelkernelbench_dtype=job.parallelkernelbench_dtype)
     try:
         return screen(get(job.task), job.candidate, opts, spawner)
     except MemoryError:
