@@ -14,7 +14,6 @@ import pathlib
 import sys
 import time
 
-import pkbsim.plugins  # noqa: F401 - the world's plug-ins (Triton, inline CUDA), as in `pkb check`
 from pkb.corpus import load_corpus, run_case, score
 
 ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "corpus")
