@@ -208,7 +208,6 @@ class KernelObserver:
                                       where)
 
     def _wrote(self) -> None:
-        spin_handoff.moved_on(self.ctx)
         with self.ctx.world.lock:
             self.ctx.world.changed()
 

@@ -82,7 +82,7 @@ def atomic(ctx, words: list[tuple[int, int]], before: list[bytes], after: list[b
 
 
 def moved_on(ctx) -> None:
-    """The rank stored to memory: it no longer spins on what it polled."""
+    """The rank is about to write memory (before_write): it no longer spins on what it polled."""
     if ctx.rank in WATCHES.of(ctx.world).by_rank:
         _update(ctx, lambda w: w.by_rank.pop(ctx.rank, None))
 

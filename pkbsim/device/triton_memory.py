@@ -119,7 +119,6 @@ def masked_store(original):
         acc.count(launch.work, write=True)
         if acc.nbytes <= FLAG_BYTES:
             launch.chains.wrote(launch.current, acc.lo, acc.snapshot())
-        spin_handoff.moved_on(ctx)
         _wrote(ctx, launch)
         return out
     return store
