@@ -15,6 +15,7 @@ import numpy as np
 from .access import group_regions
 from .dtypes import storage
 from .errors import KernelHang, MemoryFault, NotSimulated, PtxError
+from .ops_async import finish as finish_bulk_stores
 
 PLAIN, BRANCH, EXIT, BARRIER, CALL, RETURN, MBAR_WAIT = range(7)   # MBAR_WAIT: a blocking mbarrier.try_wait
 MAX_CALL_DEPTH = 32
@@ -143,8 +144,7 @@ class LaneGroup:
 
     def _finished(self) -> bool:
         if self.bulk_stores:
-            from .ops_async import finish
-            finish(self)            # bulk stores still in flight complete with the kernel
+            finish_bulk_stores(self)            # bulk stores still in flight complete with the kernel
         return True
 
     def _current(self) -> Decoded:
