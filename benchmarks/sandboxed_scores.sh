@@ -4,12 +4,12 @@
 # candidate, each with the sandbox and then with --no-sandbox (wall time of each score, to price isolation).
 # Run by the `run` tool from the repo root with .whl carried: the wheels pkb needs there and `bwrap` (Debian's
 # build of bubblewrap: the GPU machine has none; it needs only libc, libcap, libselinux, libpcre2).
-#   sh benchmarks/sandboxed_scores.sh OUT_DIR
+#   sh benchmarks/sandboxed_scores.sh OUT_DIR     (MODES="sandbox" for the sandboxed half only)
 set -u
 out=${1:?usage: $0 OUT_DIR}
 . benchmarks/gpu_env.sh
 reference_candidate "$out/candidates"
-for mode in sandbox no-sandbox; do
+for mode in ${MODES:-sandbox no-sandbox}; do
   flag=""; [ "$mode" = no-sandbox ] && flag=--no-sandbox
   for pair in reference:$out/candidates/reference.py honest:tests/gpu_candidates/fast_all_reduce.py \
               background_thread:tests/candidates/background_thread.py patch_timers:tests/candidates/patch_timers.py \

@@ -9,6 +9,7 @@ depend on this module.)
 from __future__ import annotations
 
 import hashlib
+import os
 import sys
 import threading
 import time
@@ -37,6 +38,7 @@ class Guard:
         self.sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
         self.barrier = dist.barrier
         self.enumerate_threads = threading.enumerate
+        self.list_dir = os.listdir
         self.clock = time.perf_counter
         self.event = torch.cuda.Event if device.type == "cuda" else None
         for name in GUARD_METHODS:  # bound now: a candidate that replaces the class's method later is not called
@@ -68,8 +70,15 @@ class Guard:
                 names.append(f"{owner}.{name}")
         return names
 
-    def threads(self) -> set[int]:
-        return {t.ident for t in self.enumerate_threads() if t.is_alive()}
+    def threads(self) -> tuple[set[int], set[str]]:
+        """Python's live threads, and the kernel's ids of every thread of this process (Linux), which also
+        shows a thread started below `threading` (`_thread.start_new_thread`, a C extension)."""
+        python = {t.ident for t in self.enumerate_threads() if t.is_alive()}
+        try:
+            native = set(self.list_dir("/proc/self/task"))
+        except OSError:
+            native = set()
+        return python, native
 
     def poison_allocator(self, nbytes: int) -> None:
         """Fill memory the allocator will hand out next with NaN, so stale reads show up as NaN."""
@@ -77,6 +86,14 @@ class Guard:
             junk = torch.empty(max(1, nbytes // 4), dtype=torch.float32, device=self.device)
             junk.fill_(float("nan"))
             del junk
+
+
+def leftover_threads(before: tuple[set[int], set[str]], after: tuple[set[int], set[str]], first: bool) -> list[str]:
+    """Work still running after `solution` returned, from two `Guard.threads()` readings around a call. A new
+    Python thread counts at any call; a new kernel-level thread only after the first call, since libraries
+    (NCCL, the CUDA runtime, symmetric memory) start the helper threads they keep on their first use."""
+    extra = len(after[0] - before[0]) or (0 if first else len(after[1] - before[1]))
+    return [f"{extra} thread(s) still running after solution returned"] if extra else []
 
 
 def fingerprint(tensors) -> str:

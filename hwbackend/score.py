@@ -244,8 +244,8 @@ def score(request: ScoreRequest, protocol: Protocol = Protocol(),
             result.findings += [Finding(Status.INTEGRITY, None, m) for m in clocks.findings]
             unreported, hideable = max(unreported, clocks.unexplained), max(hideable, clocks.tolerance)
             if failures:
-                result.findings += failures[:8]
-                result.status = Status.INCORRECT
+                result.findings += failures[:8]  # wrong outputs of a candidate that cheated: integrity names why
+                result.status = Status.INTEGRITY if result.integrity else Status.INCORRECT
                 return result
             ref_s.append(ref.samples)
             cand_s.append(cand.samples)

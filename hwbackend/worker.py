@@ -17,7 +17,7 @@ import torch.distributed as dist
 from torch.utils._pytree import tree_map
 
 from hwbackend.failures import is_cuda_error
-from hwbackend.guard import Guard
+from hwbackend.guard import Guard, leftover_threads
 from hwbackend.protocol import Channel, connect
 from hwbackend.result import FailureKind
 from tasks.api import TaskContext, as_outputs, flat_tensors, signature_problem
@@ -75,7 +75,7 @@ class Worker:
         ctx = TaskContext(self.rank, self.world, seed, 0, self.preset, dict(self.task.sizes[self.preset]), self.device)
         return self.task.make_inputs(ctx)
 
-    def call(self, args, check: bool) -> tuple[tuple, list[str], float]:
+    def call(self, args, check: bool, first: bool = False) -> tuple[tuple, list[str], float]:
         """One call, timed from a barrier-aligned start to a device sync plus barrier on every rank; the
         allocator poisoning (which also flushes L2) happens before the clock starts."""
         findings = []
@@ -93,9 +93,7 @@ class Worker:
             if self.guard.fingerprint(flat_tensors(args)) != before:
                 findings.append("the candidate modified its inputs")
             findings += self.guard.output_problems(out, args, self.tensor_outputs)
-            extra = self.guard.threads() - threads
-            if extra:
-                findings.append(f"{len(extra)} thread(s) still running after solution returned")
+            findings += leftover_threads(threads, self.guard.threads(), first)
         return out, findings, seconds
 
     def save(self, name: str, out: tuple) -> None:
@@ -120,7 +118,7 @@ class Worker:
                 findings = []
                 for i, seed in enumerate(msg["seeds"]):
                     self.status(f"correctness trial {i}: calling {self.role}")
-                    out, f, _ = self.call(self.inputs(seed), check=True)
+                    out, f, _ = self.call(self.inputs(seed), check=True, first=i == 0)
                     findings += [f"trial {i}: {x}" for x in f]
                     self.save(f"trial{i}", out)
                 findings += [f"{name} was replaced by the candidate" for name in self.guard.tampered()]

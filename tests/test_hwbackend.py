@@ -73,7 +73,7 @@ def test_reference_as_candidate_is_correct_and_timed(nproc, launches, tmp_path, 
     ("patch_timers", "integrity", "time.perf_counter was replaced"),
     ("patch_guard_timer", "integrity", "Guard.stop_timer was replaced"),
     ("mutate_inputs_hide_it", "integrity", "modified its inputs"),
-    ("background_thread", None, None),
+    ("background_thread", "integrity", "thread(s) still running after solution returned"),
     ("slow_down_reference", "integrity", "still running after its job ended"),
     ("raises", "error", "bad shape on rank 1"),
     ("dies", "error", "a rank died without reporting"),
@@ -83,12 +83,8 @@ def test_reference_as_candidate_is_correct_and_timed(nproc, launches, tmp_path, 
 ])
 def test_cheating_and_broken_candidates(name, status, needle, job_root):
     res = _score(name, timeout=240 if "build" in name else 30)  # a host build on a busy 2-core machine: up to minutes
-    if name == "background_thread":  # either its late writes are caught, or the thread is
-        assert res.status in ("incorrect", "integrity")
-        assert any("thread" in f.message for f in res.findings) or res.status == "incorrect"
-    else:
-        assert res.status == status, res.findings
-        assert any(needle in f.message for f in res.findings), res.findings
+    assert res.status == status, res.findings
+    assert any(needle in f.message for f in res.findings), res.findings
     assert not res.correct or res.status == "integrity"
     _no_leftovers(job_root)
 
