@@ -15,7 +15,7 @@ hgx-h200's GPU; it prints measured, predicted, the error and what bounds the ker
 largest error. No asserts.
 
     python benchmarks/device_kernel_model_check.py programs MEASURED.json [OUT.json] [--records=FILE] [--simulate-missing]
-    python benchmarks/device_kernel_model_check.py records FILE [k/n | sk/n | solutions]   # pkb's side alone
+    python benchmarks/device_kernel_model_check.py records FILE [k/n | sk/n | own | solutions]   # pkb's side alone
 
 The same comparison for the kernels of real programs (benchmarks/device_program_kernels.py measures them on the
 GPU: the Triton and inline-CUDA corpora, the CUDA test programs, the solutions' inline-CUDA candidate) at
@@ -236,6 +236,8 @@ def records(out_path: str, only: str | None = None) -> None:
                 json.dump(doc, f)
             os.replace(out_path + ".tmp", out_path)
         return
+    if only == "own":   # the own-size runs alone (the ones the GPU table compares)
+        todo = [t for t in todo if t[2] == 1]
     if only and "/" in only:   # "k/n": this worker's share (each worker writes its own file; merge them after);
         if only.startswith("s"):   # "sk/n": of the x SCALE runs alone
             todo, only = [t for t in todo if t[2] > 1], only[1:]

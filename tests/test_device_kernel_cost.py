@@ -132,6 +132,15 @@ def test_a_kernel_spinning_on_a_peer_waits_for_the_peers_launch():
     assert end[0] > 1000 and end[0] == pytest.approx(end[1], rel=0.01)
 
 
+def test_a_grid_stride_kernel_looping_at_screen_size_keeps_its_grid():
+    """The host fixed the grid (`min(4, ...)`): full size loops longer on the same blocks. Reading the grid's
+    size alone is not enough (one store per block: the grid still covers the data), nor is looping alone."""
+    looping = {"blocks": 4, "threads": 256, "reads_grid_size": True, "store_ops": 16, "local_write": 16384}
+    assert scale_device(looping, 16.0, 16.0)["blocks"] == 4
+    assert scale_device(dict(looping, store_ops=4), 16.0, 16.0)["blocks"] == 64
+    assert scale_device(dict(looping, reads_grid_size=False), 16.0, 16.0)["blocks"] == 64
+
+
 def test_scaling_rule_scales_work_and_grid_not_protocol_rounds():
     dev = {"blocks": 4, "local_read": 1000, "load_ops": 10, "atomics": 8, "atomic_hot": 2, "reductions": 8,
            "reduction_hot": 8, "reduction_hot_shared": True, "local_hops": 3, "remote_waits": 2,
@@ -165,3 +174,32 @@ def test_triton_candidate_is_predicted_at_full_size(tmp_path):
     assert any("scaled to full size" in n for n in p.notes), p.notes
     assert not any("at screen size" in n for n in p.notes), p.notes
     assert p.candidate_us > 100   # 256 MiB per rank moves for over 100 us (at screen size: about 10 us)
+
+
+SCALAR_AND_GRID = """
+import torch, triton, triton.language as tl
+
+@triton.jit
+def scaled(src, dst, scale, count, n, BLOCK: tl.constexpr, SYNC: tl.constexpr):
+    for start in range(tl.program_id(0) * BLOCK, n, tl.num_programs(0) * BLOCK):   # grid-stride
+        s = tl.load(scale)                              # one word, each iteration: cached after its first
+        if SYNC:
+            tl.atomic_add(count, 1)                     # an atomic drops the program's cached words
+        offs = start + tl.arange(0, BLOCK)
+        tl.store(dst + offs, tl.load(src + offs, mask=offs < n) * s, mask=offs < n)
+
+src, dst = torch.rand(4096, device="cuda"), torch.empty(4096, device="cuda")
+scaled[(4,)](src, dst, torch.ones(1, device="cuda"), torch.zeros(1, device="cuda"), 4096, BLOCK=256, SYNC={sync})
+"""
+
+
+def test_a_repeated_broadcast_load_waits_once_and_a_grid_stride_kernel_says_so(tmp_path):
+    """4 programs x 4 iterations: 16 vector loads and stores, and 16 loads of one word of which each program
+    waits for its first only (counted every time as data loads, they dragged the mean load to a few bytes: a
+    4-block one-shot all-reduce predicted 84 ms against 28 ms on an H200), unless an atomic came between; the
+    kernel reads its grid's size. The one-word loads do not grow with the data."""
+    dev = _device_record(tmp_path, SCALAR_AND_GRID.format(sync=False))["device"]
+    assert (dev["load_ops"], dev["broadcast_loads"], dev["store_ops"], dev["reads_grid_size"]) == (16, 4, 16, True)
+    synced = _device_record(tmp_path, SCALAR_AND_GRID.format(sync=True))["device"]
+    assert (synced["load_ops"], synced["broadcast_loads"]) == (16, 16)
+    assert (scale_device(dev, 64.0, 64.0)["blocks"], scale_device(dev, 64.0, 64.0)["broadcast_loads"]) == (4, 4)

@@ -111,6 +111,7 @@ def launch(ctx, module, kernel: str, name: str, grid, block, params: bytes, shar
         counters = module.launch_raw(kernel, g, block, params, shared_bytes, memory=memory,
                                      observer=KernelObserver(ctx, run), schedule=_schedule(ctx, run, cooperative, clocks))
         run.work.warp_instructions = counters.warp_instructions
+        run.work.reads_grid_size = module.kernel(kernel).reads_grid_size
     finally:
         kernel_ended(ctx)
         with ctx.world.lock:

@@ -96,11 +96,13 @@ class KernelObserver:
             seen = [a.snapshot() for a in polled]
             for a, data in zip(polled, seen):
                 spin_handoff.polled(self.ctx, a.lo, a.hi, data)
+        if polled:
+            work.synchronised(block)
         data_accs = [a for a in accs if a not in polled]
         for a in data_accs:
             a.count(work, write=False)
         if data_accs:
-            work.load_ops += g.nctas
+            work.count_load(block, data_accs[0].lo, sum(a.sectors for a in data_accs) // g.nctas, g.nctas)
         sem = "acquire" if "acquire" in quals else "relaxed"
         for a, data in zip(polled, seen):
             emit(world, a.event("wait", site, where, op="poll", value=_nonzero(data), sem=sem), a.region, a.lo)
@@ -126,12 +128,15 @@ class KernelObserver:
                 self.run.chains.wrote(block, a.lo, value)
         for a in accs:
             a.count(work, write=True)
+        if len(signals) < len(accs):
+            work.store_ops += g.nctas
         self._wrote()
         return out
 
     def _atomic(self, g, accs, quals, op, site, where, perform):
         world, work, block = self.ctx.world, self.run.work, self.run.blocks.get(id(g))
         order = next((q for q in _ORDERS if q in quals), "relaxed")
+        work.synchronised(block)
         self._hold(accs, site, where)
         with world.lock:
             before = [a.snapshot() for a in accs]
@@ -181,6 +186,8 @@ class KernelObserver:
             a.count(self.run.work, write=write)
         if not write:
             self.run.work.load_ops += g.nctas
+        else:
+            self.run.work.store_ops += g.nctas
         if write:
             self._wrote()
         return out
@@ -191,6 +198,7 @@ class KernelObserver:
         LLM-written kernels use it, though the PTX model asks for .sys across GPUs)."""
         if "cta" in ins.parts:
             return
+        self.run.work.synchronised(self.run.blocks.get(id(g)))
         emit(self.ctx.world, Event("fence", self.ctx.rank, site_of(ins.loc), self.run.where(g),
                                    sem="acq_rel"))
 

@@ -76,6 +76,14 @@ def thread_local_property(name: str, default):
     return property(lambda self: getattr(_tls, name, default), lambda self, v: setattr(_tls, name, v))
 
 
+def _reads_grid_size(fn) -> bool:
+    """A persistent (grid-stride) kernel reads the number of programs its host launched."""
+    try:
+        return "num_programs" in inspect.getsource(fn)
+    except (OSError, TypeError):
+        return False
+
+
 def interpreted(fn) -> interp.InterpretedFunction:
     f = _interpreted.get(fn)
     if f is None:
@@ -165,6 +173,7 @@ def launch(fn, args: tuple, kwargs: dict, grid) -> None:
     g = g + (1,) * (3 - len(g))
     run = Launch(fn.__name__, g, rewritten, call_args, user_site(), clocks=ctx.world.clocks.kernel(ctx.rank))
     run.work.threads = 32 * int(kwargs.get("num_warps", DEFAULT_WARPS))
+    run.work.reads_grid_size = _reads_grid_size(fn)
     outer = current_launch()
     _tls.launch = run
     _enter_lang()

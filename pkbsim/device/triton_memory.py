@@ -84,8 +84,9 @@ def masked_load(original):
                 spin_handoff.polled(ctx, acc.lo, acc.hi, seen)
         if acc is not None and not polling:
             acc.count(launch.work, write=False)
-            launch.work.load_ops += 1
+            launch.work.count_load(launch.current, acc.lo, acc.sectors)
         if polling:
+            launch.work.synchronised(launch.current)
             _flag_read(launch, acc, seen)
             site = user_site()
             emit(ctx.world, acc.event("wait", site, launch.where, op="poll", value=_nonzero(seen), sem="relaxed"),
@@ -117,6 +118,8 @@ def masked_store(original):
                 emit(ctx.world, acc.event("signal", site, launch.where, op="store", value=_nonzero(acc.snapshot()),
                                           sem="relaxed"), acc.region, acc.lo)
         acc.count(launch.work, write=True)
+        if acc.region is None or not acc.region.on_pad:
+            launch.work.store_ops += 1
         if acc.nbytes <= FLAG_BYTES:
             launch.chains.wrote(launch.current, acc.lo, acc.snapshot())
         _wrote(ctx, launch)
@@ -129,6 +132,7 @@ def _atomic(ctx, launch, ptr, mask, sem, op: str, run):
     addrs, itemsize = _active(ptr, mask)
     if not addrs.size:
         return run()
+    launch.work.synchronised(launch.current)
     acc = _access(ctx, addrs, itemsize)
     site = user_site()
     order = _SEM.get(getattr(sem, "name", ""), "acq_rel")

@@ -87,6 +87,8 @@ class Kernel:
             poff += p.size
         self.param_size = poff
         self.symbols = symbols
+        # a grid-stride loop reads the grid's size: its host picks the grid, not the data (pkbsim.timing.trace_scale)
+        self.reads_grid_size = any(op.startswith("%nctaid") for f in parts for ins in f.code for op in ins.operands)
         starts, total = {}, 0
         for f in parts:
             starts[f.name] = total

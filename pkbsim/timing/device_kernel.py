@@ -60,8 +60,11 @@ def memory_us(topo: Topology, dev: dict, hbm_GBps: float) -> float:
     read, write = dev.get("local_read", 0), dev.get("local_write", 0)
     if read + write == 0:
         return 0.0
-    flight = in_flight_bytes(topo, dev, max(int(dev.get("blocks", 1)), 1))
+    blocks = max(int(dev.get("blocks", 1)), 1)
+    flight = in_flight_bytes(topo, dev, blocks)
     latency = read * LOAD_LATENCY_US / flight if flight > 0 and dev.get("load_ops", 0) else 0.0
+    # one-sector loads (pointers, scalars) that missed the SM's cache: each a round trip on its block's chain
+    latency += dev.get("broadcast_loads", 0) / min(blocks, resident_blocks(topo, dev)) * LOAD_LATENCY_US
     return latency + (read + write) / hbm_GBps / 1e3
 
 

@@ -4,7 +4,11 @@ run cannot execute (no data for Triton's or the PTX interpreter).
 The rule: every byte count, FLOP count and kernel's work (loads, atomics, instructions) is multiplied by r,
 the ratio of the bytes the reference moves at full size to those at screen size (the task's own measure of
 how much more work full size is), and each device kernel's grid by r too (one block per fixed number of
-elements, the common launch rule), rounded up. What does not grow with data stays: flag hops and waits
+elements, the common launch rule), rounded up, except a grid-stride kernel already looping at screen size:
+one that reads its grid's size (%nctaid, tl.num_programs) and whose blocks each stored data more than once.
+Its host capped the grid (`min(4, ...)`, a block per SM), so the grid stays and each thread loops r times
+longer (measured on one H200: an inline-CUDA one-shot all-reduce on 4 blocks took 28.4 ms at
+full size; the grid x r predicted 0.45 ms). What does not grow with data stays: flag hops and waits
 (a protocol's rounds), signals, barriers, and the updates of an atomic address that one block alone made
 (a flag slot per block); an address fed by several blocks (a counter, a histogram bin) takes r times as many.
 """
@@ -14,7 +18,7 @@ import copy
 import math
 
 BYTE_FIELDS = ("bytes", "bytes_read", "bytes_written", "flops")
-DEVICE_FIELDS = ("local_read", "local_write", "peer_read", "load_ops", "atomics", "reductions", "warp_instructions")
+DEVICE_FIELDS = ("local_read", "local_write", "peer_read", "load_ops", "store_ops", "atomics", "reductions", "warp_instructions")
 
 
 def moved_bytes(doc: dict) -> int:
@@ -23,8 +27,17 @@ def moved_bytes(doc: dict) -> int:
                for r in doc["ranks"] for op in r["ops"])
 
 
+def loops_on_a_fixed_grid(dev: dict) -> bool:
+    """A grid-stride kernel whose grid the data already outgrew at screen size (the rule above). Counted in
+    stores, not bytes: a thread storing one 16-byte vector has not looped."""
+    return bool(dev.get("reads_grid_size")) and dev.get("store_ops", 0) > max(int(dev.get("blocks", 1)), 1)
+
+
 def scale_device(dev: dict, ratio: float, grid_ratio: float) -> dict:
-    """One kernel's work record at `ratio` times the data, its grid at `grid_ratio` times the blocks."""
+    """One kernel's work record at `ratio` times the data, its grid at `grid_ratio` times the blocks (kept
+    for a grid-stride kernel on a grid its host fixed)."""
+    if loops_on_a_fixed_grid(dev):
+        grid_ratio = 1.0
     out = dict(dev)
     for f in DEVICE_FIELDS:
         if f in out:
