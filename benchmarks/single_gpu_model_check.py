@@ -7,7 +7,7 @@ its reference and the one-GPU candidates, at full size.
 `measure` times each solution with CUDA events (median of 10 calls after 3 warm-up calls, inputs made
 once) and lists the kernels one profiled call launches (torch.profiler); it needs only torch and tasks/, as
 the GPU machines may lack the simulator's dependencies. `compare` takes the full-size shape-run trace the
-screen's cost stage takes (pkbsim.screen.cost.traces) and replays it on the topology of that GPU and prints measured and predicted
+screen's cost stage takes (pkbsim.screen.cost.shape_trace) and replays it on the topology of that GPU and prints measured and predicted
 time, the error, the kernel counts, and whether the predicted speed-up of each candidate over the
 reference points the same way as the measured one (within 5% of 1 counts as a tie).
 """
@@ -78,7 +78,7 @@ def measure(out_path: str) -> None:
 
 
 def compare(path: str) -> None:
-    from pkbsim.screen.cost import traces
+    from pkbsim.screen.cost import shape_trace
     from pkbsim.timing.replay import Replay
     from pkbsim.timing.topology import load_topology
     from tasks.registry import get
@@ -90,7 +90,7 @@ def compare(path: str) -> None:
     print(f"{'task':38s} {'solution':18s} {'measured':>9s} {'predicted':>9s} {'error':>7s} {'kernels':>8s} {'modelled':>8s}")
     for r in doc["rows"]:
         task = get(r["task"])
-        _, trace, why = traces(task, lambda t=task, p=r["candidate"]: _solution(t, p), 1, 0, "full", 120)
+        trace, why = shape_trace(task, lambda t=task, p=r["candidate"]: _solution(t, p), 1, 0, "full", 120)
         if trace is None:
             sys.exit(f"{r['task']}: the full-size shape run failed ({why})")
         res = Replay(topo, trace).run()   # as `pkb screen` times a candidate

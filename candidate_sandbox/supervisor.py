@@ -60,7 +60,7 @@ LINE = "pkb sandbox: "           # how the breach line starts (candidate_sandbox
 BACKSTOP = 2.0                    # RLIMIT_CPU's soft limit is this much above the cap, its hard limit twice
 TICK = os.sysconf("SC_CLK_TCK")
 NPROC_ROOM = 32                   # RLIMIT_NPROC: the cap plus this, or an eighth of it if more
-TMPFS = ("/tmp", "/dev/shm")      # the sandbox's own tmpfs mounts (bwrap --tmpfs)
+TMPFS = ("/tmp", "/dev/shm")      # the sandbox's own tmpfs mounts (bwrap --tmpfs), where still tmpfs (own_tmpfs)
 GIB = 2**30
 
 
@@ -69,7 +69,7 @@ class Scan:
     over `stop_at` (a fork bomb grows while it reads), its other figures then partial; `tasks_only`: it
     counts processes and threads alone (the tripwire's scan)."""
 
-    def __init__(self, me: int, stop_at: int, tasks_only: bool = False):
+    def __init__(self, me: int, stop_at: int, tasks_only: bool = False, tmpfs: tuple[str, ...] = ()):
         self.procs = self.threads = 0
         self.worst, self.who = 0.0, ""        # the largest CPU time of one process, and that process
         self.pids: list[str] = []
@@ -99,7 +99,7 @@ class Scan:
             if cpu > self.worst:
                 self.worst, self.who = cpu, f"{entry} ({head.split('(', 1)[1]})"
         if not tasks_only:
-            self.tmpfs = sum(_used(path) for path in TMPFS)
+            self.tmpfs = sum(_used(path) for path in tmpfs)
             self.bound += self.tmpfs
 
     def exact(self) -> int:
@@ -123,6 +123,20 @@ class Scan:
 def _kib(text: str, keys: tuple[str, ...]) -> int:
     """The sum of these fields (in kB) of a /proc file, in bytes."""
     return sum(int(line.split()[1]) * 1024 for line in text.splitlines() if line.startswith(keys))
+
+
+def own_tmpfs(mountinfo: str) -> tuple[str, ...]:
+    """Those of TMPFS that are tmpfs mounts in this mount namespace (/proc/self/mountinfo). A folder bound over
+    one (the command's working folder /tmp itself) is the machine's file system there: its used space is the
+    machine's disk, not the sandbox's memory (counted, a screen started in /tmp was killed at its first scan
+    for "24 GiB" on a machine with 25 GB on its disk)."""
+    fstype = {}
+    for line in mountinfo.splitlines():   # later mounts on a point cover earlier ones
+        fields, _, tail = line.partition(" - ")
+        parts = fields.split()
+        if len(parts) > 4 and tail:
+            fstype[parts[4]] = tail.split()[0]
+    return tuple(p for p in TMPFS if fstype.get(p) == "tmpfs")
 
 
 def _used(path: str) -> int:
@@ -259,6 +273,8 @@ def main(argv: list[str]) -> int:
         pids = os.open("/proc/sys/kernel/ns_last_pid", os.O_RDONLY)
     except OSError:
         pids = None
+    with open("/proc/self/mountinfo") as f:
+        tmpfs = own_tmpfs(f.read())
     scan, tasks, seen, due = None, 0, -1, 0.0  # the last full scan, the last count of tasks and last PID then
     while True:
         while True:  # reap: the command, and orphans re-parented to process 1
@@ -270,7 +286,7 @@ def main(argv: list[str]) -> int:
                 break
             if pid == child.pid:  # the command ended; if its sandbox is over a cap (the kernel's pid_max failed
                 code = os.waitstatus_to_exitcode(status)  # its fork, say), that is the verdict
-                line = sup.breach(Scan(me, max_tasks))
+                line = sup.breach(Scan(me, max_tasks, tmpfs=tmpfs))
                 if line:
                     print(line, file=sys.stderr, flush=True)
                     os.kill(-1, signal.SIGKILL)
@@ -279,7 +295,7 @@ def main(argv: list[str]) -> int:
         last = _last_pid(pids)
         # tasks that may exist now: those last counted, and one per PID handed out since (a wrap: count again)
         if scan is None or time.monotonic() >= due:
-            seen, scan = last, Scan(me, max_tasks)
+            seen, scan = last, Scan(me, max_tasks, tmpfs=tmpfs)
             tasks = scan.threads
             line = sup.breach(scan)
             due = time.monotonic() + (FAST if sup.near(scan) else POLL)

@@ -117,3 +117,32 @@ def test_a_batch_names_the_cap_on_memory(tmp_path, capsys, small_cap, path, verd
     if verdict == "reject":
         assert res["reasons"][0]["kind"] == "resource_limit" and NEEDLE in res["reasons"][0]["message"], res
     assert code == 0
+
+
+def test_only_the_sandboxs_own_tmpfs_counts_as_its_memory():
+    """A working folder of /tmp itself is bound over the sandbox's private /tmp: that is the machine's disk
+    there, whose used space is no memory of the sandbox (counted, every screen started in /tmp was killed at
+    its first scan for "24 GiB"). The buggy twin: the same mount table with /tmp still a tmpfs counts it."""
+    from candidate_sandbox.supervisor import own_tmpfs
+    mounts = ("22 1 254:0 / / ro,relatime - ext4 /dev/vda rw\n"
+              "30 22 0:40 / /tmp rw,nosuid,nodev - tmpfs tmpfs rw\n"
+              "31 22 0:41 / /dev/shm rw,nosuid,nodev - tmpfs tmpfs rw\n")
+    assert own_tmpfs(mounts) == ("/tmp", "/dev/shm")
+    bound_over = mounts + "40 30 254:0 /tmp /tmp ro,relatime - ext4 /dev/vda rw\n"
+    assert own_tmpfs(bound_over) == ("/dev/shm",)
+
+
+def test_a_sandbox_started_in_tmp_is_not_charged_the_machines_disk():
+    st = os.statvfs("/tmp")
+    used_mib = (st.f_blocks - st.f_bfree) * st.f_frsize >> 20
+    if used_mib < 1024:
+        pytest.skip(f"/tmp's file system holds {used_mib} MiB here: too little to show the bug")
+    limits = sandbox.Limits(memory_bytes=(used_mib // 2) << 20)   # below the disk's use, far above the command's
+    cwd = os.getcwd()
+    try:
+        os.chdir("/tmp")
+        cmd = [*sandbox.prefix(limits=limits), sys.executable, "-c", "import time; time.sleep(0.5); print('ok')"]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    finally:
+        os.chdir(cwd)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc

@@ -27,12 +27,31 @@ def peak_flops(topo: Topology, dtype: str) -> float:
     return 1e12 * peaks.get(dtype, peaks.get("fp32", max(peaks.values())))
 
 
-def kernel_us(topo: Topology, flops: float, nbytes: float, dtype: str, model: dict, comm_sms: int = 0) -> float:
+# An elementwise op's slower CUDA path (the world's ops_mode.kernel_path) -> the share of the memory efficiency
+# it reaches. Each is fitted on one row of benchmarks/results/device_program_kernels_measured_h200.json (H200,
+# torch 2.11) and checked on the others (held out):
+# - "cast" (unrolled_elementwise_kernel with LoadWithCast/StoreWithCast): fitted on allreduce_residual_rmsnorm's
+#   bf16 -> float32 `_to_copy`, 191.7 us measured against 95.1 predicted at full efficiency: 95.1 / 191.7.
+# - "strided" (elementwise_kernel<128, 4> with offset calculators, a broadcast or non-dense operand): fitted on
+#   ring_attention_causal's float32 `sub` (scores minus a broadcast max), 12685.6 us against 8112.8: 0.64.
+# An op on both paths gets the slower one.
+PATH_EFFICIENCY = {"cast": 0.496, "strided": 0.64}
+
+
+def path_efficiency(path: str | None) -> float:
+    """The share of the memory efficiency an elementwise op on `path` ("cast", "strided", "cast+strided",
+    None: vectorised) reaches (pkbsim.world.kernel_path)."""
+    return min(PATH_EFFICIENCY[p] for p in path.split("+")) if path else 1.0
+
+
+def kernel_us(topo: Topology, flops: float, nbytes: float, dtype: str, model: dict, comm_sms: int = 0,
+              path: str | None = None) -> float:
     """max(FLOPs / (peak x efficiency), bytes / (HBM x efficiency), floor), stretched by sms/(sms - comm_sms):
-    a kernel that overlaps communication gets only the SMs the communication kernels leave free."""
+    a kernel that overlaps communication gets only the SMs the communication kernels leave free. `path`: an
+    elementwise op's slower CUDA path, charged at a share of the memory efficiency (PATH_EFFICIENCY)."""
     c = model["compute"]
     t = max(flops / (peak_flops(topo, dtype) * c["matmul_efficiency"]) * 1e6,
-            nbytes / (topo.gpu.hbm_GBps * 1e9 * c["memory_efficiency"]) * 1e6,
+            nbytes / (topo.gpu.hbm_GBps * 1e9 * c["memory_efficiency"] * path_efficiency(path)) * 1e6,
             c["min_kernel_us"])
     free = max(topo.gpu.sms - comm_sms, 1)
     return t * topo.gpu.sms / free

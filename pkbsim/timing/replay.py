@@ -178,7 +178,7 @@ class Replay:
         k.args.update(flops=op.get("flops", 0), bytes=nbytes)
         if dev is None:
             dur = kernel_us(self.topo, op.get("flops", 0), nbytes, op.get("dtype", self.dtype), self.model,
-                            self.comm_sms[k.rank])
+                            self.comm_sms[k.rank], op.get("path"))
         else:
             yield from self._peer_waits(k, dev)
             hop = self._remote_hop_us(k.rank, dev.get("waits_on", ()))

@@ -16,6 +16,7 @@ from torch.utils.flop_counter import flop_registry
 from pkbsim.world import host_sync
 from pkbsim.world.comms import is_fake, resolve_comm, storage_key
 from pkbsim.world.findings import Finding
+from pkbsim.world.kernel_path import kernel_path
 from pkbsim.world.op_bytes import nbytes, traffic
 from pkbsim.world.plugins import registered
 from pkbsim.world.sites import user_site
@@ -142,7 +143,7 @@ class RankOpsMode(TorchDispatchMode):
             return
         outs = flat_tensors(out) if not writes else []
         self._emit(str(func.overloadpacket.__name__), flops, reads, writes + outs,
-                   traffic(func, args, reads, writes, outs))
+                   traffic(func, args, reads, writes, outs), kernel_path(func, reads, writes + outs))
 
     def _shape_run_all_reduce(self, name: str, result, args):
         """A symm_mem all-reduce in a shape run, which has no meta kernel for it: the collective goes on the
@@ -172,9 +173,10 @@ class RankOpsMode(TorchDispatchMode):
         output once."""
         self._emit(name, flops, flat_tensors(inputs), flat_tensors(out))
 
-    def _emit(self, name: str, flops: int, reads, writes, moved: tuple[int, int] | None = None) -> None:
+    def _emit(self, name: str, flops: int, reads, writes, moved: tuple[int, int] | None = None,
+              path: str | None = None) -> None:
         """A kernel of the compute trace; `moved`: its (read, written) HBM bytes where they are not all of
-        `reads` and `writes` (op_bytes.traffic)."""
+        `reads` and `writes` (op_bytes.traffic); `path`: an elementwise op's slower CUDA path (kernel_path)."""
         ctx = self.ctx
         rd, wr = moved or (nbytes(reads), nbytes(writes))
         peer_read: dict[int, int] = {}
@@ -187,6 +189,8 @@ class RankOpsMode(TorchDispatchMode):
         fields = {"flops": flops, "bytes_read": rd, "bytes_written": wr}
         if floating:  # the timing engine picks the GPU's peak rate for this dtype
             fields["dtype"] = str(floating[0].dtype).replace("torch.", "")
+        if path:
+            fields["path"] = path
         if peer_read or peer_write:
             fields["peer_bytes"] = {"read": peer_read, "write": peer_write}
         ctx.trace.record("compute", name, user_site(), stream=ctx.stream_id, **fields)

@@ -1,0 +1,79 @@
+"""Which CUDA kernel path torch's TensorIterator takes for an elementwise op, from its tensors' dtypes and
+strides: the vectorised kernel, or a slower one (pkbsim.timing.compute.PATH_EFFICIENCY says how much slower).
+On an H200 a bf16 -> float32 copy takes twice a float32 -> bf16 one of the same bytes, and `x * weight` with a
+broadcast weight 2.6x a contiguous multiply."""
+from __future__ import annotations
+
+import torch
+
+from pkbsim.world.device_identity import tagged
+
+_aten = torch.ops.aten
+# copies that run as TensorIterator elementwise kernels on CUDA, as the pointwise-tagged ops do
+_COPIES = {_aten.copy_, _aten._to_copy, _aten.clone, _aten.to}
+# float32 -> bfloat16/float16: CUDA's copy has its own vectorised kernel for these (bfloat16_copy_kernel_cuda)
+_VECTORISED_CASTS = {(torch.float32, torch.bfloat16), (torch.float32, torch.float16)}
+# ops whose bool operand is a condition the functor takes as bool (not cast)
+_CONDITIONS = {_aten.where, _aten.masked_fill, _aten.masked_fill_}
+_ELEMENTWISE: dict = {}   # OpOverload -> None (not one TensorIterator elementwise kernel), else (copy?, conditions?)
+_BOOL = torch.bool
+
+
+def _elementwise(func):
+    kind = _ELEMENTWISE.get(func, False)
+    if kind is False:
+        packet = func.overloadpacket
+        kind = _ELEMENTWISE[func] = (packet in _COPIES, packet in _CONDITIONS) \
+            if packet in _COPIES or torch.Tag.pointwise in func.tags else None
+    return kind
+
+
+def _dense(t) -> bool:
+    """No gaps and no overlaps: the strides of the dims of size > 1, sorted, are a contiguous layout's."""
+    expected = 1
+    for stride, size in sorted((st, n) for st, n in zip(t.stride(), t.shape) if n != 1):
+        if stride != expected:
+            return False
+        expected *= size
+    return True
+
+
+def _dense_like(t, out) -> bool:
+    """`t` is walked in the output's order with no gaps: contiguous, or laid out exactly as the output is and
+    dense (TensorIterator reorders the dims of tensors permuted alike)."""
+    if t.is_contiguous():
+        return out is t or out.is_contiguous() or t.stride() == out.stride()
+    return t.stride() == out.stride() and _dense(t)
+
+
+def _on_host(t) -> bool:
+    """A tensor the program put on the host (device_identity tags it; a simulated GPU's tensors are CPU
+    tensors too, untagged)."""
+    dev = tagged(t)
+    return dev is not None and dev.type == "cpu"
+
+
+def kernel_path(func, reads, written) -> str | None:
+    """The CUDA kernel path torch's TensorIterator takes for an elementwise op (None: the vectorised one,
+    or not an elementwise op): "cast" where an input's dtype differs from the output's (the kernel loads
+    with a dynamic cast, unrolled, not vectorised; a float32 -> bf16/fp16 copy is vectorised), "strided" where
+    an operand is broadcast (stride 0) or not dense in the output's order (elementwise_kernel with offset
+    calculators), "cast+strided" for both. A bool condition (where, masked_fill) is the functor's own type; a
+    bool output (comparisons) takes its inputs' dtype as the reference."""
+    kind = _elementwise(func)
+    if kind is None or not written:
+        return None
+    out = written[0]
+    n = out.numel()
+    if n <= 1:
+        return None
+    copy, conds = kind
+    ins = [t for t in reads if t is not out and not (t.dim() == 0 and _on_host(t))]   # a host scalar: an argument
+    ref = out.dtype
+    if ref == _BOOL:
+        ref = next((t.dtype for t in ins if t.dtype != _BOOL), ref)
+    cast = any(t.dtype != ref and not (conds and t.dtype == _BOOL) for t in ins)
+    if cast and copy and len(ins) == 1 and (ins[0].dtype, out.dtype) in _VECTORISED_CASTS:
+        cast = False
+    strided = not _dense_like(out, out) or any(t.numel() != n or not _dense_like(t, out) for t in ins)
+    return "cast+strided" if cast and strided else "cast" if cast else "strided" if strided else None
