@@ -10,9 +10,10 @@ barrier pair. If the tokens do not split evenly it falls back to a symmetric-mem
 the full epilogue.
 Full size (8192 x 8192 bf16, 8 ranks): the reference is an NCCL all-reduce of 128 MiB (~0.65 ms at
 ~360 GB/s bus bandwidth) and an epilogue of ~9 fp32 passes over 64M elements, which took 1.4 ms on
-one H200. Here the epilogue covers 1/8 of the tokens (~0.18 ms) while the links carry 7/8 * 128 MiB
-in the reduce-scatter and 2 * 7/8 * 128 MiB in the gather of two outputs (~1.0 ms at ~380-420 GB/s):
-~1.2 ms against ~2.05 ms, expect ~1.6-1.8x. At decode sizes (a few tokens) the fallback's one-shot
+one H200 (4.8 TB/s), so ~2.0 ms on an H100's 3.35 TB/s: ~2.65 ms. Here the epilogue covers 1/8 of the
+tokens (~0.25 ms) while the links carry 7/8 * 128 MiB in the reduce-scatter and 2 * 7/8 * 128 MiB in the
+gather of two outputs (~1.0 ms at ~380-420 GB/s): ~1.25-1.3 ms, expect ~1.9-2.1x on H100 (an earlier
+estimate, 1.6-1.8x, took the H200's epilogue time for the H100). At decode sizes (a few tokens) the fallback's one-shot
 kernel (~7 us against NCCL's ~20 us) makes it ~2x.
 """
 import torch
