@@ -120,20 +120,34 @@ def prefix(writable: list[str] = (), readable: list[str] = (), limits: Limits = 
     for node in sorted(glob.glob("/dev/nvidia*")) + sorted(glob.glob("/dev/dri")):
         args += ["--dev-bind", node, node]
     python_path = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]  # e.g. packages under /tmp
-    for path in [os.getcwd(), os.path.dirname(SUPERVISOR), *python_path, *readable]:
-        path = os.path.abspath(path)
+    shown = [os.path.abspath(p) for p in [os.getcwd(), os.path.dirname(SUPERVISOR), *python_path, *readable]]
+    for path in shown:
         if os.path.exists(path):
             args += ["--ro-bind", path, path]
     for path in writable:
         path = os.path.abspath(path)
         os.makedirs(path, exist_ok=True)
         args += ["--bind", path, path]
+    tmp = "/tmp"
+    if any(_covers_private_tmp(p) for p in [*shown, *map(os.path.abspath, writable)]) and os.path.isdir(SPARE_TMP):
+        tmp = SPARE_TMP   # the machine's /tmp is shown over the private one: temporary files go to another
+        args += ["--tmpfs", tmp, "--setenv", "TMPDIR", tmp]
     caps = limits.effective()
-    args += ["--setenv", INSIDE, "1", "--setenv", "TRITON_CACHE_DIR", "/tmp/triton-cache", "--chdir",
+    args += ["--setenv", INSIDE, "1", "--setenv", "TRITON_CACHE_DIR", f"{tmp}/triton-cache", "--chdir",
              os.path.abspath(cwd or os.getcwd()),
              "--", sys.executable, "-I", "-S", SUPERVISOR, str(caps.max_tasks), f"{caps.cpu_seconds:g}",
              str(caps.memory_bytes), *(["pid_max"] if own_pid_max else []), "--"]
     return args
+
+
+SPARE_TMP = "/var/tmp"   # a private tmpfs here when the machine's /tmp covers the sandbox's own (TMPDIR points to it)
+
+
+def _covers_private_tmp(path: str) -> bool:
+    """/tmp itself or a folder above it (a command started in /tmp, a candidate in /tmp): bound over the private
+    /tmp, it leaves the command no private temporary folder there (read-only: a `pkb screen` started in /tmp
+    crashed on its first tempfile)."""
+    return path == "/tmp" or "/tmp".startswith(path.rstrip("/") + "/")
 
 
 def confines_pids() -> bool:

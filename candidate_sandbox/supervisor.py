@@ -60,7 +60,7 @@ LINE = "pkb sandbox: "           # how the breach line starts (candidate_sandbox
 BACKSTOP = 2.0                    # RLIMIT_CPU's soft limit is this much above the cap, its hard limit twice
 TICK = os.sysconf("SC_CLK_TCK")
 NPROC_ROOM = 32                   # RLIMIT_NPROC: the cap plus this, or an eighth of it if more
-TMPFS = ("/tmp", "/dev/shm")      # the sandbox's own tmpfs mounts (bwrap --tmpfs), where still tmpfs (own_tmpfs)
+TMPFS = ("/tmp", "/dev/shm", "/var/tmp")   # the sandbox's own tmpfs mounts (bwrap --tmpfs) where tmpfs (own_tmpfs)
 GIB = 2**30
 
 

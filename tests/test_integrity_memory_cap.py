@@ -132,16 +132,22 @@ def test_only_the_sandboxs_own_tmpfs_counts_as_its_memory():
     assert own_tmpfs(bound_over) == ("/dev/shm",)
 
 
-def test_a_sandbox_started_in_tmp_is_not_charged_the_machines_disk():
+@pytest.mark.parametrize("how", ["started in /tmp", "/tmp writable"])
+def test_a_sandbox_in_the_machines_tmp_can_write_and_is_not_charged_its_disk(how):
+    """Started in /tmp, the command keeps its private /tmp (the working folder was bound read-only over it:
+    no temporary file could be made); given /tmp as a writable folder (an output beside it), the machine's
+    /tmp covers the private one and its disk is not the sandbox's memory."""
     st = os.statvfs("/tmp")
     used_mib = (st.f_blocks - st.f_bfree) * st.f_frsize >> 20
     if used_mib < 1024:
         pytest.skip(f"/tmp's file system holds {used_mib} MiB here: too little to show the bug")
     limits = sandbox.Limits(memory_bytes=(used_mib // 2) << 20)   # below the disk's use, far above the command's
+    code = "import os, tempfile; fd, path = tempfile.mkstemp(); os.close(fd); os.unlink(path); print('ok')"
     cwd = os.getcwd()
     try:
         os.chdir("/tmp")
-        cmd = [*sandbox.prefix(limits=limits), sys.executable, "-c", "import time; time.sleep(0.5); print('ok')"]
+        writable = ["/tmp"] if how == "/tmp writable" else []
+        cmd = [*sandbox.prefix(writable=writable, limits=limits), sys.executable, "-c", code]
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     finally:
         os.chdir(cwd)
