@@ -40,6 +40,7 @@ class Guard:
         self.enumerate_threads = threading.enumerate
         self.list_dir = os.listdir
         self.clock = time.perf_counter
+        self.sleep = time.sleep
         self.event = torch.cuda.Event if device.type == "cuda" else None
         for name in GUARD_METHODS:  # bound now: a candidate that replaces the class's method later is not called
             setattr(self, name, getattr(self, name))
@@ -88,12 +89,27 @@ class Guard:
             del junk
 
 
-def leftover_threads(before: tuple[set[int], set[str]], after: tuple[set[int], set[str]], first: bool) -> list[str]:
-    """Work still running after `solution` returned, from two `Guard.threads()` readings around a call. A new
-    Python thread counts at any call; a new kernel-level thread only after the first call, since libraries
-    (NCCL, the CUDA runtime, symmetric memory) start the helper threads they keep on their first use."""
-    extra = len(after[0] - before[0]) or (0 if first else len(after[1] - before[1]))
-    return [f"{extra} thread(s) still running after solution returned"] if extra else []
+def leftover_threads(guard: Guard, before: tuple[set[int], set[str]], first: bool,
+                     watch_s: float = 1.0) -> list[str]:
+    """Work still running after `solution` returned, from `guard.threads()` before the call and now. A new
+    Python thread counts at once. A new kernel-level thread (one started below `threading`) counts where it
+    then ends within `watch_s`: libraries (NCCL, the CUDA runtime, torch's pools, symmetric memory) start
+    helper threads that they keep, which never end, and a joined thread may still be exiting at the first
+    look; work left behind does end. Not after the first call, where the libraries start most of theirs."""
+    python, native = guard.threads()
+    found = len(python - before[0])
+    new = set() if first else native - before[1]
+    ended, deadline = set(), guard.clock() + watch_s
+    if new:
+        guard.sleep(0.02)
+        new &= guard.threads()[1]        # still there after 20 ms: not a thread that was already exiting
+    while new and guard.clock() < deadline:
+        guard.sleep(0.05)
+        alive = guard.threads()[1]
+        ended |= new - alive
+        new &= alive
+    found = found or len(ended)
+    return [f"{found} thread(s) still running after solution returned"] if found else []
 
 
 def fingerprint(tensors) -> str:

@@ -80,10 +80,10 @@ class Worker:
         allocator poisoning (which also flushes L2) happens before the clock starts."""
         findings = []
         before = self.guard.fingerprint(flat_tensors(args)) if check else None
-        threads = self.guard.threads()
         self.guard.poison_allocator(self.poison_bytes)
         self.guard.sync()
         self.guard.barrier()
+        threads = self.guard.threads() if check else None
         start = self.guard.start_timer()
         out = as_outputs(self.fn(*args))
         self.guard.sync()
@@ -93,7 +93,7 @@ class Worker:
             if self.guard.fingerprint(flat_tensors(args)) != before:
                 findings.append("the candidate modified its inputs")
             findings += self.guard.output_problems(out, args, self.tensor_outputs)
-            findings += leftover_threads(threads, self.guard.threads(), first)
+            findings += leftover_threads(self.guard, threads, first)
         return out, findings, seconds
 
     def save(self, name: str, out: tuple) -> None:

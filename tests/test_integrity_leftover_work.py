@@ -1,7 +1,8 @@
 """Exploit class, on the scorer: returning at once and finishing the work in a thread that outlives the call.
 A Python thread (background_thread.py) and a thread started below `threading` (background_native_thread.py)
 are integrity, named; the honest twin does the same work in a thread it joins before returning (correct).
-The rule itself: kernel-level threads new at a library's first call are its helpers, not leftover work."""
+The rule itself: kernel-level threads that libraries start and keep are not leftover work; one that ends after
+the call returned is."""
 import os
 
 import pytest
@@ -33,9 +34,30 @@ def test_the_same_work_joined_before_return_is_correct():
     assert not any("still running" in f.message for f in res.findings), res.findings
 
 
-def test_native_threads_count_after_the_first_call_python_threads_always():
-    before, helper, both = ({1}, {"10"}), ({1}, {"10", "11"}), ({1, 2}, {"10", "11"})
-    assert leftover_threads(before, helper, first=True) == []
-    assert leftover_threads(before, helper, first=False) == ["1 thread(s) still running after solution returned"]
-    assert leftover_threads(before, both, first=True) == ["1 thread(s) still running after solution returned"]
-    assert leftover_threads(before, before, first=False) == []
+class _Readings:
+    """A guard whose threads() returns the given readings in turn (then the last), on a clock of its own."""
+
+    def __init__(self, *readings):
+        self.readings, self.t = list(readings), 0.0
+
+    def threads(self):
+        return self.readings.pop(0) if len(self.readings) > 1 else self.readings[0]
+
+    def clock(self):
+        return self.t
+
+    def sleep(self, s):
+        self.t += s
+
+
+def test_a_kernel_level_thread_counts_where_it_ends_after_the_call_a_kept_one_does_not():
+    before = ({1}, {"10"})
+    ends = ({1}, {"10", "11"}), ({1}, {"10", "11"}), ({1}, {"10"})      # outlives the call, then ends
+    kept = ({1}, {"10", "11"}),                                          # a library's helper: never ends
+    exiting = ({1}, {"10", "11"}), ({1}, {"10"})                         # a joined thread still exiting
+    one = ["1 thread(s) still running after solution returned"]
+    assert leftover_threads(_Readings(*ends), before, first=False) == one
+    assert leftover_threads(_Readings(*ends), before, first=True) == []   # the first call: libraries' start-up
+    assert leftover_threads(_Readings(*kept), before, first=False) == []
+    assert leftover_threads(_Readings(*exiting), before, first=False) == []
+    assert leftover_threads(_Readings(({1, 2}, {"10"})), before, first=True) == one   # a Python thread: always
