@@ -206,6 +206,7 @@ def score(request: ScoreRequest, protocol: Protocol = Protocol(),
     seeds, say = Seeds(), (options.progress or (lambda msg: None))
     result = ScoreResult(run_id, task.slug)
     ref_s, cand_s, cleanup, unreported, hideable = [], [], [], 0.0, 0.0
+    cheated = False   # a finding of the candidate's own behaviour, in any launch so far
     try:
         if cluster:
             say(f"waiting for the other {cluster.nnodes - 1} node(s)")
@@ -238,14 +239,18 @@ def score(request: ScoreRequest, protocol: Protocol = Protocol(),
                         store.trial(run_id, f"launch{launch}", names.index(name), rank, check.ok, check.message)
             seen = {f.message for f in result.findings}
             allowed = {_behaviour(m) for m in ref.findings}  # what the reference itself does is no violation
-            result.findings += [Finding(Status.INTEGRITY, None, m) for m in cand.findings
-                                if m not in seen and _behaviour(m) not in allowed]
+            behaviour = [Finding(Status.INTEGRITY, None, m) for m in cand.findings
+                         if m not in seen and _behaviour(m) not in allowed]
+            result.findings += behaviour
+            cheated = cheated or bool(behaviour)
             clocks = cross_check(ref.clocks, cand.clocks, backend)  # the candidate's times against the scorer's clock
             result.findings += [Finding(Status.INTEGRITY, None, m) for m in clocks.findings]
             unreported, hideable = max(unreported, clocks.unexplained), max(hideable, clocks.tolerance)
             if failures:
-                result.findings += failures[:8]  # wrong outputs of a candidate that cheated: integrity names why
-                result.status = Status.INTEGRITY if result.integrity else Status.INCORRECT
+                result.findings += failures[:8]
+                # wrong outputs of a candidate seen cheating (work left running, inputs changed, the harness
+                # patched): integrity names why; the clock check, noisy on a loaded machine, does not decide it
+                result.status = Status.INTEGRITY if cheated else Status.INCORRECT
                 return result
             ref_s.append(ref.samples)
             cand_s.append(cand.samples)
