@@ -6,7 +6,7 @@ symmetric-memory solutions of tasks/solutions plus the inline-CUDA candidate of 
 size 1 every "peer" pointer of a symmetric-memory handle is the rank's own buffer: the kernels run on local
 memory, and their barriers meet only themselves.
 
-    . benchmarks/gpu_env.sh; python3 benchmarks/device_program_kernels.py measure OUTDIR [BUDGET_S]
+    . benchmarks/gpu_env.sh; python3 benchmarks/device_program_kernels.py measure OUTDIR [BUDGET_S] [--after=EARLIER.json]
 
 Each program runs unchanged as a torchrun rank of a world of one (RANK=0, WORLD_SIZE=1, LOCAL_RANK=0), in its own
 process, under torch.profiler: every GPU activity (kernel, memcpy, memset) with its device time, grid, block and
@@ -335,8 +335,27 @@ def run_solutions(out_json: str, deadline: float) -> None:
 
 
 # ---------------------------------------------------------------- the driver
-def measure(outdir: str, budget_s: float) -> None:
+def run_solutions_process(parts, sol_json, deadline, budget_s, pump_builds, next_port, me, ext_root) -> None:
+    """Time the solutions in one process of their own, at most 35% of the budget, while the builds go on."""
+    with open(os.path.join(parts, "solutions.log"), "w") as fh:
+        sol_deadline = min(deadline - 60, time.time() + 0.35 * budget_s)
+        proc = subprocess.Popen([sys.executable, me, "solutions", sol_json, str(sol_deadline)], cwd=ROOT,
+                                stdout=fh, stderr=subprocess.STDOUT, env=rank_env(next_port(), f"{ext_root}/solutions"))
+        while proc.poll() is None and time.time() < sol_deadline + 60:
+            pump_builds()
+            time.sleep(1)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def measure(outdir: str, budget_s: float, after: str | None = None) -> None:
+    """`after`: an earlier run's JSON whose clean rows (the solutions, each program at each scale) are kept, not
+    run again, so a later call spends its budget on what that one left out."""
     t_start = time.time()
+    prev = json.load(open(after)) if after else {"programs": [], "solutions": None}
+    kept = {(r["program"], tuple(r.get("argv", [])), r.get("scale", 1)): r for r in prev["programs"]
+            if not r.get("error")}
     deadline = t_start + budget_s
     os.makedirs(outdir, exist_ok=True)
     parts = os.path.join(outdir, "parts")
@@ -388,6 +407,9 @@ def measure(outdir: str, budget_s: float) -> None:
     pump_builds()
 
     def run_one(path, argv, kind, scale=1):
+        if (path, tuple(argv), scale) in kept:
+            log(f"{path} {' '.join(argv)} x{scale}: kept from {after}")
+            return kept[(path, tuple(argv), scale)]
         name = stem(path) + (f".x{scale}" if scale > 1 else "")
         out = os.path.join(parts, name + ".json")
         left = deadline - time.time()
@@ -432,17 +454,13 @@ def measure(outdir: str, budget_s: float) -> None:
 
     # 2. the solutions, one process (symmetric buffers are cached per process group)
     sol_json = os.path.join(parts, "solutions.json")
-    log(f"timing {len(SOLUTIONS)} solutions at world size 1")
-    with open(os.path.join(parts, "solutions.log"), "w") as fh:
-        sol_deadline = min(deadline - 60, time.time() + 0.35 * budget_s)
-        proc = subprocess.Popen([sys.executable, me, "solutions", sol_json, str(sol_deadline)], cwd=ROOT,
-                                stdout=fh, stderr=subprocess.STDOUT, env=rank_env(next_port(), f"{ext_root}/solutions"))
-        while proc.poll() is None and time.time() < sol_deadline + 60:
-            pump_builds()
-            time.sleep(1)
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    if isinstance(prev.get("solutions"), dict) and prev["solutions"].get("rows"):
+        with open(sol_json, "w") as f:
+            json.dump(prev["solutions"], f)
+        open(os.path.join(parts, "solutions.log"), "w").write(f"solutions kept from {after}\n")
+    else:
+        log(f"timing {len(SOLUTIONS)} solutions at world size 1")
+        run_solutions_process(parts, sol_json, deadline, budget_s, pump_builds, next_port, me, ext_root)
     if os.path.exists(sol_json):
         with open(sol_json) as f:
             doc["solutions"] = json.load(f)
@@ -484,8 +502,10 @@ def measure(outdir: str, budget_s: float) -> None:
 
 if __name__ == "__main__":
     cmd = sys.argv[1] if len(sys.argv) > 1 else ""
-    if cmd == "measure" and len(sys.argv) in (3, 4):
-        measure(sys.argv[2], float(sys.argv[3]) if len(sys.argv) == 4 else 500.0)
+    after = next((a.split("=", 1)[1] for a in sys.argv[2:] if a.startswith("--after=")), None)
+    args = [a for a in sys.argv[2:] if not a.startswith("--after=")]
+    if cmd == "measure" and len(args) in (1, 2):
+        measure(args[0], float(args[1]) if len(args) == 2 else 500.0, after)
     elif cmd == "program":
         run_program(sys.argv[2], sys.argv[4:], sys.argv[3], int(os.environ.get("PKB_SCALE", "1")))
     elif cmd == "build":
