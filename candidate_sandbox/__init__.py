@@ -39,6 +39,7 @@ MEMORY_GB = "PKB_SANDBOX_MEMORY_GB"  # overrides the default cap on the sandbox'
 NO_PID_MAX = "PKB_SANDBOX_NO_PID_MAX"  # "1": no pid_max confinement (the supervisor's count alone, for comparison)
 MEMORY_SHARE = 0.75                  # the default cap on resident memory: this share of the machine's
 SUPERVISOR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "supervisor.py")
+SPARE_TMP = "/var/tmp"   # a private tmpfs here when the machine's /tmp covers the sandbox's own (TMPDIR points to it)
 
 
 @dataclass(frozen=True)
@@ -138,9 +139,6 @@ def prefix(writable: list[str] = (), readable: list[str] = (), limits: Limits = 
              "--", sys.executable, "-I", "-S", SUPERVISOR, str(caps.max_tasks), f"{caps.cpu_seconds:g}",
              str(caps.memory_bytes), *(["pid_max"] if own_pid_max else []), "--"]
     return args
-
-
-SPARE_TMP = "/var/tmp"   # a private tmpfs here when the machine's /tmp covers the sandbox's own (TMPDIR points to it)
 
 
 def _covers_private_tmp(path: str) -> bool:

@@ -12,6 +12,7 @@ relies on all its programs being resident at once, which is reported.
 """
 from __future__ import annotations
 
+import functools
 import inspect
 import itertools
 import threading
@@ -76,8 +77,10 @@ def thread_local_property(name: str, default):
     return property(lambda self: getattr(_tls, name, default), lambda self, v: setattr(_tls, name, v))
 
 
+@functools.cache
 def _reads_grid_size(fn) -> bool:
-    """A persistent (grid-stride) kernel reads the number of programs its host launched."""
+    """A persistent (grid-stride) kernel reads the number of programs its host launched (read once a kernel:
+    launches are many)."""
     try:
         return "num_programs" in inspect.getsource(fn)
     except (OSError, TypeError):

@@ -27,7 +27,7 @@ def peak_flops(topo: Topology, dtype: str) -> float:
     return 1e12 * peaks.get(dtype, peaks.get("fp32", max(peaks.values())))
 
 
-# An elementwise op's slower CUDA path (the world's ops_mode.kernel_path) -> the share of the memory efficiency
+# An elementwise op's slower CUDA path (pkbsim/world/kernel_path.py) -> the share of the memory efficiency
 # it reaches. Each is fitted on one row of benchmarks/results/device_program_kernels_measured_h200.json (H200,
 # torch 2.11) and checked on the others (held out):
 # - "cast" (unrolled_elementwise_kernel with LoadWithCast/StoreWithCast): fitted on allreduce_residual_rmsnorm's

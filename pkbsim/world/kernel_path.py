@@ -16,7 +16,6 @@ _VECTORISED_CASTS = {(torch.float32, torch.bfloat16), (torch.float32, torch.floa
 # ops whose bool operand is a condition the functor takes as bool (not cast)
 _CONDITIONS = {_aten.where, _aten.masked_fill, _aten.masked_fill_}
 _ELEMENTWISE: dict = {}   # OpOverload -> None (not one TensorIterator elementwise kernel), else (copy?, conditions?)
-_BOOL = torch.bool
 
 
 def _elementwise(func):
@@ -70,9 +69,9 @@ def kernel_path(func, reads, written) -> str | None:
     copy, conds = kind
     ins = [t for t in reads if t is not out and not (t.dim() == 0 and _on_host(t))]   # a host scalar: an argument
     ref = out.dtype
-    if ref == _BOOL:
-        ref = next((t.dtype for t in ins if t.dtype != _BOOL), ref)
-    cast = any(t.dtype != ref and not (conds and t.dtype == _BOOL) for t in ins)
+    if ref == torch.bool:
+        ref = next((t.dtype for t in ins if t.dtype != torch.bool), ref)
+    cast = any(t.dtype != ref and not (conds and t.dtype == torch.bool) for t in ins)
     if cast and copy and len(ins) == 1 and (ins[0].dtype, out.dtype) in _VECTORISED_CASTS:
         cast = False
     strided = not _dense_like(out, out) or any(t.numel() != n or not _dense_like(t, out) for t in ins)
