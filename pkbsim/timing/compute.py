@@ -57,6 +57,24 @@ def kernel_us(topo: Topology, flops: float, nbytes: float, dtype: str, model: di
     return t * topo.gpu.sms / free
 
 
+def op_us(topo: Topology, op: dict, dtype: str, model: dict, comm_sms: int = 0) -> float:
+    """A torch op of the trace: one kernel (kernel_us), or, where it records the kernels CUDA launches for it
+    (`kernels`, pkbsim.world.op_kernels.Launch), their times summed, each at least the kernel floor, and at
+    least its FLOPs' time. A kernel's `reread` bytes cost HBM traffic only where the rows it keeps resident on
+    every SM overflow this GPU's L2 (below that they are L2 hits, not charged)."""
+    flops, dtype = op.get("flops", 0), op.get("dtype", dtype)
+    parts = op.get("kernels")
+    if not parts:
+        return kernel_us(topo, flops, op.get("bytes_read", 0) + op.get("bytes_written", 0), dtype, model,
+                         comm_sms, op.get("path"))
+    l2 = topo.gpu.l2_MB * 1e6
+
+    def one(k: dict) -> float:
+        again = k.get("reread", 0) if topo.gpu.sms * k.get("resident", 0) > l2 else 0
+        return kernel_us(topo, 0, k["read"] + k["written"] + again, dtype, model, comm_sms, k.get("path"))
+    return max(kernel_us(topo, flops, 0, dtype, model, comm_sms), sum(one(k) for k in parts))
+
+
 def local_copy_us(topo: Topology, nbytes: float) -> float:
     """A one-rank collective is a copy on the GPU: read and write once at HBM bandwidth."""
     return 2 * nbytes / (topo.gpu.hbm_GBps * 1e3)

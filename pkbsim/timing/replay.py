@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import simpy
 
 from pkbsim.timing.closed_form import choose
-from pkbsim.timing.compute import kernel_us, local_copy_us
+from pkbsim.timing.compute import local_copy_us, op_us
 from pkbsim.timing.device_kernel import kernel_time, peer_read_cap_GBps
 from pkbsim.timing.flowsim import run_plan
 from pkbsim.timing.fused_matmul import pipeline
@@ -177,8 +177,7 @@ class Replay:
         dev = op.get("device")
         k.args.update(flops=op.get("flops", 0), bytes=nbytes)
         if dev is None:
-            dur = kernel_us(self.topo, op.get("flops", 0), nbytes, op.get("dtype", self.dtype), self.model,
-                            self.comm_sms[k.rank], op.get("path"))
+            dur = op_us(self.topo, op, self.dtype, self.model, self.comm_sms[k.rank])
         else:
             yield from self._peer_waits(k, dev)
             hop = self._remote_hop_us(k.rank, dev.get("waits_on", ()))

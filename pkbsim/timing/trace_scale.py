@@ -57,6 +57,9 @@ def scale_trace(doc: dict, ratio: float) -> dict:
             for f in BYTE_FIELDS:
                 if f in op:
                     op[f] = round(op[f] * ratio)
+            if "kernels" in op:
+                op["kernels"] = [{f: round(v * ratio) if f in ("read", "written", "reread") else v
+                                  for f, v in k.items()} for k in op["kernels"]]
             peer = op.get("peer_bytes")
             if peer:
                 op["peer_bytes"] = {d: {p: round(b * ratio) for p, b in m.items()} for d, m in peer.items()}

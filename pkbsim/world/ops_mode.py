@@ -18,6 +18,7 @@ from pkbsim.world.comms import is_fake, resolve_comm, storage_key
 from pkbsim.world.findings import Finding
 from pkbsim.world.kernel_path import kernel_path
 from pkbsim.world.op_bytes import nbytes, traffic
+from pkbsim.world.op_kernels import Launch, fused_launches, launches
 from pkbsim.world.plugins import registered
 from pkbsim.world.sites import user_site
 from pkbsim.world.streams import StreamOrder
@@ -142,8 +143,9 @@ class RankOpsMode(TorchDispatchMode):
             self.fused_flops += flops
             return
         outs = flat_tensors(out) if not writes else []
-        self._emit(str(func.overloadpacket.__name__), flops, reads, writes + outs,
-                   traffic(func, args, reads, writes, outs), kernel_path(func, reads, writes + outs))
+        moved = traffic(func, args, reads, writes, outs)
+        self._emit(str(func.overloadpacket.__name__), flops, reads, writes + outs, moved,
+                   kernel_path(func, reads, writes + outs), launches(func, args, writes + outs, moved))
 
     def _shape_run_all_reduce(self, name: str, result, args):
         """A symm_mem all-reduce in a shape run, which has no meta kernel for it: the collective goes on the
@@ -171,14 +173,19 @@ class RankOpsMode(TorchDispatchMode):
     def record_fused(self, name: str, flops: int, inputs, out) -> None:
         """One kernel for a call that the CPU build ran as several ops: it reads its inputs and writes its
         output once."""
-        self._emit(name, flops, flat_tensors(inputs), flat_tensors(out))
+        reads, writes = flat_tensors(inputs), flat_tensors(out)
+        self._emit(name, flops, reads, writes, kernels=fused_launches(name, reads, writes))
 
     def _emit(self, name: str, flops: int, reads, writes, moved: tuple[int, int] | None = None,
-              path: str | None = None) -> None:
-        """A kernel of the compute trace; `moved`: its (read, written) HBM bytes where they are not all of
-        `reads` and `writes` (op_bytes.traffic); `path`: an elementwise op's slower CUDA path (kernel_path)."""
+              path: str | None = None, kernels: list[Launch] | None = None) -> None:
+        """An op of the compute trace; `moved`: its (read, written) HBM bytes where they are not all of
+        `reads` and `writes` (op_bytes.traffic); `path`: an elementwise op's slower CUDA path (kernel_path);
+        `kernels`: the launches CUDA runs for it where that is not one pass (op_kernels), whose bytes then
+        make the op's."""
         ctx = self.ctx
         rd, wr = moved or (nbytes(reads), nbytes(writes))
+        if kernels:
+            rd, wr = sum(k.read for k in kernels), sum(k.written for k in kernels)
         peer_read: dict[int, int] = {}
         peer_write: dict[int, int] = {}
         for watch in self.watches:
@@ -191,6 +198,8 @@ class RankOpsMode(TorchDispatchMode):
             fields["dtype"] = str(floating[0].dtype).replace("torch.", "")
         if path:
             fields["path"] = path
+        if kernels:
+            fields["kernels"] = [k.record() for k in kernels]
         if peer_read or peer_write:
             fields["peer_bytes"] = {"read": peer_read, "write": peer_write}
         ctx.trace.record("compute", name, user_site(), stream=ctx.stream_id, **fields)

@@ -1,0 +1,195 @@
+"""Torch ops that CUDA runs as several kernels or several passes (pkbsim/world/op_kernels.py), timed on one
+GPU against pkb's replay of the same call: the held-out check of those rules. The rules restate torch's CUDA
+code; the solutions' ops that showed the need (benchmarks/results/device_program_kernels_measured_h200.json)
+are not among these cases, which differ in shape, dtype or path, and add controls the rules leave alone and
+ops pkb knows it misses (triu, a small gather).
+
+    . benchmarks/gpu_env.sh; python3 benchmarks/torch_op_kernels.py measure OUT.json     # on the GPU
+    python benchmarks/torch_op_kernels.py compare MEASURED.json [OUT.json]                # here
+
+`measure`: each case's inputs made once, two warm-up calls, then five calls under torch.profiler; a call's
+time is its GPU activities' device time summed (every kernel, memset and copy the op launched), the median
+over the five. Imports only torch. `compare`: each case as a program of one simulated rank (`pkb check`'s
+world, record_compute), the op's compute records replayed on hgx-h200 with the H200's calibration
+(benchmarks/results/calibration_h200.json), their times summed; prints measured, predicted and error per case,
+and the median and largest |error| of the rule cases and of the controls. No asserts.
+"""
+from __future__ import annotations
+
+import io
+import json
+import os
+import statistics
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+CALIBRATION = os.path.join(ROOT, "benchmarks", "results", "calibration_h200.json")
+
+# (name, role, setup, op): `dev` is the device; role "rule" (an op_kernels rule applies, including its
+# L2 side: a row re-read while the resident rows fit the L2 costs nothing), "control" (none applies: one pass) or "known miss" (pkb's model is known to miss it; measured to size the gap)
+CASES = [
+    ("sum of a bool mask", "rule", "m = torch.rand(8192, 4096, device=dev) > 0.5", "m.sum()"),
+    ("sum of int32 rows", "rule", "v = torch.randint(0, 9, (8192, 4096), device=dev, dtype=torch.int32)",
+     "v.sum(dim=1)"),
+    ("bf16 rows summed into float32", "control", "b = torch.randn(8192, 4096, device=dev, dtype=torch.bfloat16)",
+     "b.sum(dim=-1, dtype=torch.float32)"),
+    ("float32 rows summed", "control", "x = torch.randn(8192, 4096, device=dev)", "x.sum(dim=-1)"),
+    ("logsumexp, float32 rows of 8192", "rule", "x = torch.randn(4096, 8192, device=dev)",
+     "torch.logsumexp(x, -1)"),
+    ("logsumexp, bf16 rows of 32768", "rule", "x = torch.randn(2048, 32768, device=dev, dtype=torch.bfloat16)",
+     "torch.logsumexp(x, -1)"),
+    ("logsumexp over dim 0", "rule", "x = torch.randn(8192, 4096, device=dev)", "torch.logsumexp(x, 0)"),
+    ("log_softmax, rows of 4096 (registers)", "control", "x = torch.randn(8192, 4096, device=dev)",
+     "torch.log_softmax(x, -1)"),
+    ("softmax, rows of 11264 (shared memory)", "control", "x = torch.randn(2048, 11264, device=dev)",
+     "torch.softmax(x, -1)"),
+    ("softmax, float32 rows of 16384", "rule", "x = torch.randn(2048, 16384, device=dev)", "torch.softmax(x, -1)"),
+    ("log_softmax, float32 rows of 32000", "rule", "x = torch.randn(1024, 32000, device=dev)",
+     "torch.log_softmax(x, -1)"),
+    ("softmax, float32 rows of 65536 (past the L2)", "rule", "x = torch.randn(512, 65536, device=dev)",
+     "torch.softmax(x, -1)"),
+    ("log_softmax, bf16 rows of 50304", "rule", "x = torch.randn(1024, 50304, device=dev, dtype=torch.bfloat16)",
+     "torch.log_softmax(x, -1)"),
+    ("softmax, bf16 rows of 16384 (shared memory)", "control",
+     "x = torch.randn(4096, 16384, device=dev, dtype=torch.bfloat16)", "torch.softmax(x, -1)"),
+    ("cross_entropy, float32 logits of 32000", "rule",
+     "x = torch.randn(4096, 32000, device=dev); t = torch.randint(0, 32000, (4096,), device=dev)",
+     "torch.nn.functional.cross_entropy(x, t)"),
+    ("layer_norm, float32 rows of 1024", "rule",
+     "x = torch.randn(32768, 1024, device=dev); w = torch.randn(1024, device=dev)",
+     "torch.nn.functional.layer_norm(x, (1024,), w)"),
+    ("layer_norm, float32 rows of 4096", "rule", "x = torch.randn(8192, 4096, device=dev)",
+     "torch.nn.functional.layer_norm(x, (4096,))"),
+    ("layer_norm, bf16 rows of 8192", "rule",
+     "x = torch.randn(8192, 8192, device=dev, dtype=torch.bfloat16); w = torch.randn(8192, device=dev, "
+     "dtype=torch.bfloat16); b = torch.randn(8192, device=dev, dtype=torch.bfloat16)",
+     "torch.nn.functional.layer_norm(x, (8192,), w, b)"),
+    ("layer_norm, float32 rows of 16384 (past the L2)", "rule", "x = torch.randn(4096, 16384, device=dev)",
+     "torch.nn.functional.layer_norm(x, (16384,))"),
+    ("rms_norm, bf16 rows of 16384 (past the L2)", "rule",
+     "x = torch.randn(8192, 16384, device=dev, dtype=torch.bfloat16)", "torch.nn.functional.rms_norm(x, (16384,))"),
+    ("rms_norm, bf16 rows of 4096", "rule",
+     "x = torch.randn(8192, 4096, device=dev, dtype=torch.bfloat16); w = torch.randn(4096, device=dev, "
+     "dtype=torch.bfloat16)", "torch.nn.functional.rms_norm(x, (4096,), w)"),
+    ("rms_norm, float32 rows of 2048", "rule", "x = torch.randn(16384, 2048, device=dev)",
+     "torch.nn.functional.rms_norm(x, (2048,))"),
+    ("masked_fill, a broadcast causal mask", "rule",
+     "x = torch.randn(16, 2048, 2048, device=dev); m = torch.ones(2048, 2048, device=dev, dtype=torch.bool).triu(1)",
+     "x.masked_fill(m, float('-inf'))"),
+    ("masked_fill, a full mask", "rule",
+     "x = torch.randn(16, 2048, 2048, device=dev); m = torch.rand(16, 2048, 2048, device=dev) > 0.5",
+     "x.masked_fill(m, 0.0)"),
+    ("cat of two column halves (bf16)", "rule", "y = torch.randn(8192, 4096, device=dev, dtype=torch.bfloat16)",
+     "torch.cat([y[:, 2048:], y[:, :2048]], dim=-1)"),
+    ("cat along dim 0", "control", "x = torch.randn(8192, 2048, device=dev)", "torch.cat([x, x], 0)"),
+    ("cat of contiguous tensors along dim 1", "control",
+     "a = torch.randn(8192, 2048, device=dev); c = torch.randn(8192, 2048, device=dev)", "torch.cat([a, c], 1)"),
+    ("triu of a bool matrix", "known miss", "o = torch.ones(8192, 8192, device=dev, dtype=torch.bool)", "o.triu(1)"),
+    ("triu of a float32 matrix", "known miss", "x = torch.randn(8192, 8192, device=dev)", "x.triu()"),
+    ("gather one logit a row (bf16)", "known miss",
+     "x = torch.randn(8192, 32000, device=dev, dtype=torch.bfloat16); i = torch.randint(0, 32000, (8192, 1), "
+     "device=dev)", "x.gather(1, i)"),
+]
+
+
+def program(setup: str, op: str) -> tuple[str, int]:
+    """A program making the inputs and calling the op once; (its source, the op's line)."""
+    lines = ["import torch", "dev = 'cuda'", *setup.split("; "), f"out = {op}"]
+    return "\n".join(lines) + "\n", len(lines)
+
+
+def measure(out_path: str) -> None:
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+    rows = []
+    for name, role, setup, op in CASES:
+        row = {"case": name, "role": role, "op": op}
+        try:
+            ns = {"torch": torch, "dev": "cuda"}
+            exec("\n".join(setup.split("; ")), ns)
+            fn = eval(f"lambda: {op}", ns)
+            for _ in range(2):
+                fn()
+            torch.cuda.synchronize()
+            calls = []
+            for _ in range(5):
+                with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                    fn()
+                    torch.cuda.synchronize()
+                events = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+                calls.append((sum(e.device_time for e in events), sorted({e.name[:90] for e in events})))
+            row["measured_us"] = statistics.median(t for t, _ in calls)
+            row["kernels"] = calls[0][1]
+            print(f"{name}: {row['measured_us']:.1f} us, {len(row['kernels'])} kernels", flush=True)
+        except Exception as e:
+            row["error"] = repr(e)[:400]
+            print(f"{name}: ERROR {e!r}"[:300], flush=True)
+        rows.append(row)
+        ns = None
+        torch.cuda.empty_cache()
+        with open(out_path, "w") as f:
+            json.dump({"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "rows": rows}, f, indent=1)
+
+
+def predicted_us(setup: str, op: str) -> float:
+    """pkb's time for the op's call: its compute records on one simulated rank, replayed on hgx-h200."""
+    from pkbsim.timing.replay import Replay
+    from pkbsim.timing.topology import load_topology
+    from pkbsim.world.check import check_script
+    from pkbsim.world.launcher import RunOptions
+    src, line = program(setup, op)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "case.py")
+        with open(path, "w") as f:
+            f.write(src)
+        res = check_script(path, [], RunOptions(nproc=1, record_compute=True, output=io.StringIO()))
+    ops = [r for r in res.traces[0].records
+           if r.get("kind") == "compute" and r["site"].endswith(f"case.py:{line}")]
+    if not ops:
+        raise RuntimeError("no compute record on the op's line: " + "; ".join(f.render() for f in res.findings))
+    doc = {"schema": "pkb.trace/1", "world_size": 1, "ranks": [{"rank": 0, "ops": ops}]}
+    replay = Replay(load_topology("hgx-h200"), doc, calibration=CALIBRATION)
+    replay.run()
+    return sum(k.end - k.start for k in replay.kernels if k.kind == "compute")
+
+
+def compare(in_path: str, out_path: str | None) -> None:
+    doc = json.load(open(in_path))
+    cases = {c[0]: c for c in CASES}
+    rows = []
+    print(f"measured: {doc.get('gpu')}, torch {doc.get('torch')}; predicted: hgx-h200, "
+          f"{os.path.relpath(CALIBRATION, ROOT)}")
+    print("| case | role | measured | predicted | error |\n|---|---|---|---|---|")
+    for m in doc["rows"]:
+        if "measured_us" not in m or m["case"] not in cases:
+            print(f"| {m['case']} | {m['role']} | {m.get('error', 'not measured')[:60]} | | |")
+            continue
+        _, role, setup, op = cases[m["case"]]
+        p = predicted_us(setup, op)
+        err = (p - m["measured_us"]) / m["measured_us"]
+        rows.append({"case": m["case"], "role": role, "measured_us": round(m["measured_us"], 2),
+                     "predicted_us": round(p, 2), "error": round(err, 3)})
+        print(f"| {m['case']} | {role} | {m['measured_us']:.1f} us | {p:.1f} | {100 * err:+.1f}% |", flush=True)
+    summary = {}
+    for role in ("rule", "control", "known miss"):
+        errs = [abs(r["error"]) for r in rows if r["role"] == role]
+        if errs:
+            summary[role] = {"cases": len(errs), "median_abs_error": round(statistics.median(errs), 3),
+                             "max_abs_error": round(max(errs), 3)}
+            print(f"{role}: {len(errs)} cases, median |error| {100 * statistics.median(errs):.1f}%, "
+                  f"max {100 * max(errs):.1f}%")
+    if out_path:
+        with open(out_path, "w") as f:
+            json.dump({"gpu": doc.get("gpu"), "torch": doc.get("torch"), "rows": rows, "summary": summary}, f,
+                      indent=1)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 3 or sys.argv[1] not in ("measure", "compare"):
+        sys.exit(__doc__)
+    if sys.argv[1] == "measure":
+        measure(sys.argv[2])
+    else:
+        compare(sys.argv[2], sys.argv[3] if len(sys.argv) > 3 else None)

@@ -1,0 +1,134 @@
+"""The kernels a CUDA build of torch launches for one aten op where that is not one pass over the op's
+operands (op_bytes.traffic charges every other op as one). Each rule restates what torch's CUDA code does,
+not a fitted factor; the launches are then timed like any op (pkbsim.timing.compute.op_us), each at least
+the kernel floor.
+
+Found on the solutions' ops measured on an H200 (torch 2.11, profiler kernel names;
+benchmarks/results/device_program_kernels_measured_h200.json), where one pass was predicted:
+- a reduction whose input dtype is not its output's casts a copy first (ReduceOpsUtils.h make_reduction:
+  `self.to(in_dtype)`; half/bf16 -> float32 is exempt): `mask.sum()` of a bool mask wrote an int64 copy
+  (28.7 us) and reduced that (24.2 us), 53.6 us, predicted 2.0 as one pass over the bools;
+- `logsumexp` is amax, a fix-up of infinite maxima on the result, `(x - max).exp_()`, sum, log_, add_
+  (ReduceOps.cpp logsumexp_out_impl): nine kernels, four passes over x plus a write of two;
+- `_softmax` / `_log_softmax` over the last dim of rows too long for registers or 48 KiB of shared memory
+  run cunn_SoftMaxForward, which reads a row three times (max, sum of exp, output) (SoftMax.cu);
+- layer norm and RMS norm (vectorized_layer_norm_kernel) read a row for its statistics and again to
+  normalise it;
+- an out-of-place `masked_fill` clones, then fills in place (TensorCompare.cpp);
+- `cat` of a non-contiguous input runs the generic CatArrayBatchedCopy with per-element index arithmetic:
+  charged as an elementwise op on the strided path.
+A row read again comes from the L2 while the rows resident on all SMs fit it (not yet measured), from HBM
+when they do not: the 128256-float rows of vocab_parallel_cross_entropy's log_softmax (3947 us; 1985 as
+one pass) and allreduce_residual_rmsnorm's 8192-float rows of RMS norm (196.5 us; 126.8 as one pass).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+_aten = torch.ops.aten
+_CASTING_REDUCTIONS = {_aten.sum, _aten.nansum, _aten.prod, _aten.mean}
+_LOWP = {torch.float16, torch.bfloat16}
+_SOFTMAXES = {_aten._softmax, _aten._log_softmax}
+SHARED_MEM_PER_BLOCK = 48 * 1024   # cudaDeviceProp.sharedMemPerBlock, what SoftMax.cu sizes its rows against
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One kernel of an op: the bytes it reads and writes, its elementwise path (kernel_path), and the bytes
+    it reads again (`reread`) while each SM keeps `resident` bytes of rows live between the reads: from the
+    L2 while the rows of all SMs fit it, else from HBM (pkbsim.timing.compute.op_us decides, per GPU)."""
+    read: int
+    written: int
+    path: str | None = None
+    reread: int = 0
+    resident: int = 0
+
+    def record(self) -> dict:
+        out = {"read": self.read, "written": self.written}
+        if self.path:
+            out["path"] = self.path
+        if self.reread:
+            out.update(reread=self.reread, resident=self.resident)
+        return out
+
+
+def _bytes(t) -> int:
+    return t.numel() * t.element_size()
+
+
+def launches(func, args, written: list, moved: tuple[int, int]) -> list[Launch] | None:
+    """The kernels `func` launches on CUDA, where they are not one pass over `moved` (op_bytes.traffic's
+    (read, written)); None where one kernel moving `moved` is what runs."""
+    packet = func.overloadpacket
+    if not written or not args:
+        return None
+    if packet is _aten.cat:
+        return [Launch(*moved, "strided")] if any(t.numel() and not t.is_contiguous() for t in args[0]) else None
+    x, out = args[0], written[0]
+    if not isinstance(x, torch.Tensor):
+        return None
+    if packet in _CASTING_REDUCTIONS and x.dtype != out.dtype and not x.is_complex() \
+            and not (x.dtype in _LOWP and out.dtype == torch.float32):
+        copy = x.numel() * out.element_size()
+        return [Launch(_bytes(x), copy, "cast"), Launch(copy, _bytes(out))]
+    if packet is _aten.logsumexp:
+        return _logsumexp(x, out)
+    if packet in _SOFTMAXES and _softmax_rereads(x, args[1]):   # 1024-thread blocks: 2 rows an SM
+        return [Launch(moved[0], moved[1], reread=2 * _bytes(x), resident=2 * _row(x))]
+    if packet is _aten.native_layer_norm:
+        return [_norm(x, moved)]
+    if packet is _aten.masked_fill and x.numel() == out.numel():
+        mask = args[1]
+        return [Launch(_bytes(x), _bytes(out)), Launch(_bytes(out) + _bytes(mask), _bytes(out),
+                                                       "strided" if mask.numel() != out.numel() else None)]
+    return None
+
+
+def fused_launches(name: str, inputs: list, out: list) -> list[Launch] | None:
+    """The kernels of a call the CUDA build runs fused (fused_calls.py): RMS norm reads its input twice."""
+    if name == "rms_norm" and inputs and out:
+        return [_norm(inputs[0], (sum(_bytes(t) for t in inputs), sum(_bytes(t) for t in out)))]
+    return None
+
+
+def _row(x) -> int:
+    return x.shape[-1] * x.element_size() if x.dim() else x.element_size()
+
+
+def _norm(x, moved: tuple[int, int]) -> Launch:
+    """vectorized_layer_norm_kernel: a block of 128 threads a row, 16 resident an SM, reads its row for the
+    statistics and again to normalise it."""
+    return Launch(moved[0], moved[1], reread=_bytes(x), resident=16 * _row(x))
+
+
+def _logsumexp(x, out) -> list[Launch]:
+    n, r, e = _bytes(x), out.numel(), x.element_size()
+    big = "strided" if r != x.numel() else None   # x - max broadcasts the maxima
+    flag = r   # the bool mask of infinite maxima
+    return [Launch(n, r * e),                                  # amax
+            Launch(r * e, r * e), Launch(r * e, flag),         # abs, == inf
+            Launch(r * e + flag, r * e),                       # masked_fill_
+            Launch(n + r * e, n, big), Launch(n, n),           # x - max, exp_
+            Launch(n, _bytes(out)),                            # sum
+            Launch(_bytes(out), _bytes(out)), Launch(2 * _bytes(out), _bytes(out))]   # log_, add_
+
+
+def _softmax_rereads(x, dim: int) -> bool:
+    """cunn_SoftMaxForward's path (SoftMax.cu host_softmax, the last dim): not the warp kernel (rows of at
+    most 2048 elements and 8 KiB), not the register kernel (fewer than 10 elements a thread of a 1024-thread
+    block), not the shared-memory one (the row fits 48 KiB less the reduction's words, a multiple of a
+    16-byte vector)."""
+    if x.dim() == 0 or dim % x.dim() != x.dim() - 1:
+        return False
+    size, e = x.shape[-1], x.element_size()
+    if size <= 2048 and size * e <= 8192:
+        return False
+    block = min(size, 1024)
+    block = -(-block // 32) * 32
+    if -(-size // block) < 10:
+        return False
+    acc = 4 if x.dtype in _LOWP or x.dtype == torch.float32 else e
+    fits = size < (SHARED_MEM_PER_BLOCK - block // 32 * acc) // e and size % max(16 // e, 1) == 0
+    return not fits

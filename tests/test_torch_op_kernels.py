@@ -1,0 +1,147 @@
+"""Torch ops that CUDA runs as several kernels, or as one that passes over its input more than once
+(pkbsim/world/op_kernels.py), are timed as those kernels. The buggy twin of each case is the world as it
+recorded before (one pass over the op's operands), which took grpo's `mask.sum()` at 2.0 us where an H200
+measured 53.6, and a 128256-wide log_softmax at half its measured time.
+"""
+from __future__ import annotations
+
+import io
+
+import pytest
+import torch
+
+from pkbsim.timing.compute import op_us
+from pkbsim.timing.replay import Replay
+from pkbsim.timing.topology import load_topology
+from pkbsim.timing.trace_scale import scale_trace
+from pkbsim.world import ops_mode
+from pkbsim.world.check import check_script
+from pkbsim.world.launcher import RunOptions
+from pkbsim.world.op_kernels import _softmax_rereads
+
+TOPO = load_topology("hgx-h200")
+
+PROGRAM = """
+import torch
+import torch.nn.functional as F
+x = torch.randn(256, 16384, device="cuda")
+mask = x > 0
+a = mask.sum()                                  # line 6: bool -> int64 copy, then the reduce
+b = x.sum()                                     # line 7: one pass
+c = torch.logsumexp(x, dim=-1)                  # line 8: amax, fix-up, sub, exp_, sum, log_, add_
+w = torch.randn(64, 65536, device="cuda")
+d = torch.log_softmax(w, dim=-1)                # line 10: 256 KiB rows, 2 an SM: re-read from HBM
+e = torch.log_softmax(x, dim=-1)                # line 11: 64 KiB rows, re-read from the L2
+f = F.layer_norm(x, (16384,))                   # line 12: 64 KiB rows, 16 an SM: re-read from HBM
+g = F.rms_norm(x, (16384,))                     # line 13: the same kernel
+h = x.masked_fill(mask[:1], 0.0)                # line 14: clone, then fill in place (mask broadcast)
+i = torch.cat([x[:, :8192], x[:, 8192:]], dim=-1)   # line 15: non-contiguous inputs: the generic kernel
+j = torch.cat([x, x], dim=0)                    # line 16: contiguous inputs
+k = x.to(torch.bfloat16).sum(dim=-1, dtype=torch.float32)   # line 17: bf16 -> float32 reduces in place
+l = F.layer_norm(x[:, :1024].contiguous(), (1024,))         # line 18: 4 KiB rows: re-read from the L2
+m = torch.log_softmax(x[:, :4096], dim=-1)      # line 19: the register kernel reads once
+"""
+CHANGED = {6: 2, 8: 9, 10: 1, 11: 1, 12: 1, 13: 1, 14: 2, 15: 1, 18: 1}   # line -> kernels recorded
+UNCHANGED = {7, 16, 17, 19}
+
+
+def _trace(tmp_path, monkeypatch, before: bool) -> dict:
+    if before:   # the buggy twin: one pass per op, as the world recorded before
+        monkeypatch.setattr(ops_mode, "launches", lambda *a: None)
+        monkeypatch.setattr(ops_mode, "fused_launches", lambda *a: None)
+    path = tmp_path / "prog.py"
+    path.write_text(PROGRAM)
+    res = check_script(str(path), [], RunOptions(nproc=1, record_compute=True, output=io.StringIO()))
+    ops = [r for r in res.traces[0].records if r.get("kind") == "compute"]
+    assert ops, [f.render() for f in res.findings]
+    return {"schema": "pkb.trace/1", "world_size": 1, "ranks": [{"rank": 0, "ops": ops}]}
+
+
+def _by_line(doc) -> dict[int, tuple[dict, float]]:
+    """line -> (the last op traced on it, its device time in the replay)."""
+    replay = Replay(TOPO, doc)
+    replay.run()
+    times = [k.end - k.start for k in replay.kernels if k.kind == "compute"]
+    return {int(op["site"].rsplit(":", 1)[1]): (op, t) for op, t in zip(doc["ranks"][0]["ops"], times)}
+
+
+@pytest.fixture(scope="module")
+def traces(tmp_path_factory):
+    mp = pytest.MonkeyPatch()
+    try:
+        fixed = _by_line(_trace(tmp_path_factory.mktemp("fixed"), mp, False))
+        buggy = _by_line(_trace(tmp_path_factory.mktemp("buggy"), mp, True))
+    finally:
+        mp.undo()
+    return fixed, buggy
+
+
+def test_the_world_records_the_kernels_cuda_launches(traces):
+    fixed, buggy = traces
+    assert {n: len(fixed[n][0]["kernels"]) for n in CHANGED} == CHANGED
+    assert all("kernels" not in fixed[n][0] for n in UNCHANGED)
+    assert all("kernels" not in op for op, _ in buggy.values())
+    # an op's bytes are its kernels' bytes
+    for n in CHANGED:
+        op = fixed[n][0]
+        assert op["bytes_read"] == sum(k["read"] for k in op["kernels"])
+        assert op["bytes_written"] == sum(k["written"] for k in op["kernels"])
+    n = 256 * 16384
+    copy, reduce = fixed[6][0]["kernels"]
+    assert copy == {"read": n, "written": 8 * n, "path": "cast"} and reduce == {"read": 8 * n, "written": 8}
+    assert fixed[10][0]["kernels"] == [{"read": 4 * 64 * 65536, "written": 4 * 64 * 65536,
+                                        "reread": 8 * 64 * 65536, "resident": 2 * 4 * 65536}]
+    assert fixed[15][0]["kernels"][0]["path"] == "strided"
+
+
+def test_multi_pass_ops_take_longer_and_the_others_do_not(traces):
+    fixed, buggy = traces
+    t = {n: fixed[n][1] for n in fixed}
+    b = {n: buggy[n][1] for n in buggy}
+    for n in UNCHANGED:
+        assert t[n] == pytest.approx(b[n], rel=1e-6)
+    assert t[6] > 8 * b[6]                              # 17 bytes an element (a cast copy), not 1
+    assert t[8] > 5 * t[7]                              # four reads of x and two writes, against one read
+    assert t[10] == pytest.approx(2 * b[10], rel=0.02)  # 3 reads + 1 write against 1 + 1
+    for n in (12, 13):
+        assert t[n] == pytest.approx(1.5 * b[n], rel=0.02)
+    for n in (11, 18):                                  # the rows of all SMs fit the L2: re-reads are hits
+        assert t[n] == pytest.approx(b[n], rel=1e-6)
+    assert t[14] > 1.3 * b[14] and t[15] > 1.4 * b[15]
+
+
+def test_softmax_path_follows_torchs_dispatch():
+    def x(n, dtype=torch.float32, rows=2):
+        return torch.empty(rows, n, dtype=dtype, device="meta")
+    assert not _softmax_rereads(x(2048), -1)            # the warp kernel
+    assert not _softmax_rereads(x(9216), 1)             # registers: 9 elements a thread
+    assert not _softmax_rereads(x(12000), -1)           # shared memory: 48000 bytes fit
+    assert _softmax_rereads(x(12288), -1)               # 48 KiB: does not
+    assert _softmax_rereads(x(10001), -1)               # not a multiple of a 16-byte vector
+    assert not _softmax_rereads(x(24000, torch.bfloat16), -1)
+    assert _softmax_rereads(x(24576, torch.bfloat16), -1)
+    assert _softmax_rereads(x(128256), -1)              # vocab_parallel_cross_entropy's rows
+    assert not _softmax_rereads(x(128256), 0)           # not the last dim: the spatial kernel
+
+
+def test_each_kernel_pays_the_floor_and_scaling_keeps_the_kernels():
+    model = Replay(TOPO, {"schema": "pkb.trace/1", "world_size": 1, "ranks": [{"rank": 0, "ops": []}]}).model
+    floor = model["compute"]["min_kernel_us"]
+    tiny = {"flops": 0, "bytes_read": 9 * 8, "bytes_written": 9 * 8, "kernels": [{"read": 8, "written": 8}] * 9}
+    assert op_us(TOPO, tiny, "fp32", model) == pytest.approx(9 * floor)
+    assert op_us(TOPO, {k: v for k, v in tiny.items() if k != "kernels"}, "fp32", model) == pytest.approx(floor)
+    doc = {"schema": "pkb.trace/1", "world_size": 1, "ranks": [{"rank": 0, "ops": [dict(tiny, kind="compute")]}]}
+    scaled = scale_trace(doc, 4.0)["ranks"][0]["ops"][0]
+    assert scaled["kernels"] == [{"read": 32, "written": 32}] * 9 and scaled["bytes_read"] == 4 * 72
+
+
+def test_a_reread_costs_hbm_only_past_the_l2():
+    model = Replay(TOPO, {"schema": "pkb.trace/1", "world_size": 1, "ranks": [{"rank": 0, "ops": []}]}).model
+    gib = 1 << 30
+    one = {"flops": 0, "bytes_read": gib, "bytes_written": gib}
+    fits = dict(one, kernels=[{"read": gib, "written": gib, "reread": 2 * gib, "resident": 100_000}])
+    spills = dict(one, kernels=[{"read": gib, "written": gib, "reread": 2 * gib, "resident": 1_000_000}])
+    base = op_us(TOPO, one, "fp32", model)
+    assert TOPO.gpu.sms * 100_000 < TOPO.gpu.l2_MB * 1e6 < TOPO.gpu.sms * 1_000_000
+    assert op_us(TOPO, fits, "fp32", model) == pytest.approx(base)
+    assert op_us(TOPO, spills, "fp32", model) == pytest.approx(2 * base)
