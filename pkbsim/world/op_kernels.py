@@ -65,7 +65,8 @@ def launches(func, args, written: list, moved: tuple[int, int]) -> list[Launch] 
     if not written or not args:
         return None
     if packet is _aten.cat:
-        return [Launch(*moved, "strided")] if any(t.numel() and not t.is_contiguous() for t in args[0]) else None
+        strided = any(t.layout == torch.strided and t.numel() and not t.is_contiguous() for t in args[0])
+        return [Launch(*moved, "strided")] if strided else None
     x, out = args[0], written[0]
     if not isinstance(x, torch.Tensor):
         return None
