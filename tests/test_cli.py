@@ -110,6 +110,19 @@ def test_console_script_runs_the_demo():
     assert "both verdicts as expected" in proc.stdout
 
 
+def test_a_native_crash_in_the_program_prints_where_it_happened(script):
+    # the buggy twin, before: the process ended with status 139 and not a word on stderr
+    crash = script('import ctypes\nimport torch.distributed as dist\ndist.init_process_group("gloo")\n'
+                   'ctypes.string_at(0)\n', name="crash.py")
+    fine = script(OK, name="fine.py")
+    exe = os.path.join(os.path.dirname(sys.executable), "pkb")
+    proc = subprocess.run([exe, "check", "--nproc-per-node", "2", crash], capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0 and "Segmentation fault" in proc.stderr
+    assert f'File "{crash}", line 4 in <module>' in proc.stderr
+    proc = subprocess.run([exe, "check", "--nproc-per-node", "2", fine], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and "Fatal Python error" not in proc.stderr
+
+
 def test_parallelkernelbench_flags_are_spelled_out_and_the_short_ones_still_work():
     from pkb.cli.main import build_parser
 

@@ -141,6 +141,9 @@ def test_a_candidate_process_killed_by_a_signal_is_inconclusive_and_the_batch_go
     rows = {pathlib.Path(r["candidate"]).name: r for r in json.loads(capsys.readouterr().out)["results"]}
     assert (rows[crash.name]["verdict"], rows[crash.name]["reasons"][0]["kind"]) == ("inconclusive", "worker_crash")
     assert "SIGSEGV" in rows[crash.name]["reasons"][0]["message"] and rows[ok.name]["verdict"] == "pass"
+    # where it crashed: the innermost frame (ctypes) in the message, the candidate's own line as the site
+    assert "in string_at at" in rows[crash.name]["reasons"][0]["message"]
+    assert rows[crash.name]["reasons"][0]["site"].endswith(f"{crash.name}:2")
     assert main(["report", "--db", str(tmp_path / "r.sqlite")]) == 0
     assert "1 passed, 1 inconclusive" in capsys.readouterr().out
 

@@ -7,6 +7,7 @@ further codes per command (see each command's --help).
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import importlib
 import pkgutil
 import os
@@ -33,8 +34,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _report_native_crashes() -> None:
+    """A native crash of pkb itself (a segfault in the simulated world) prints the Python stack it happened in
+    on the process's own stderr, instead of ending with no word."""
+    if not faulthandler.is_enabled() and sys.__stderr__ is not None:
+        try:
+            faulthandler.enable(sys.__stderr__)
+        except (OSError, ValueError, AttributeError):   # no file descriptor behind it (embedded, closed)
+            pass
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    _report_native_crashes()
     inside = run_wrapped(argv)  # screen (check --sandbox) re-run inside the candidate sandbox
     if inside is not None:
         return inside

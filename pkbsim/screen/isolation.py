@@ -14,8 +14,10 @@ one child per candidate and has run nothing else.
 """
 from __future__ import annotations
 
+import faulthandler
 import json
 import os
+import re
 import select
 import shutil
 import signal
@@ -36,6 +38,8 @@ class ChildExit:
     signal: int | None = None  # the signal that killed it
     timed_out: bool = False    # killed by the parent at its time limit
     unreadable: bool = False   # it wrote a result the parent cannot read as plain data
+    frames: tuple[tuple[str, int, str], ...] = ()   # (file, line, function) of the thread a fatal signal hit,
+    #                                                 innermost first (faulthandler's dump)
 
     def describe(self) -> str:
         if self.timed_out:
@@ -43,8 +47,23 @@ class ChildExit:
         if self.unreadable:
             return "handed back a result that is not plain data (tensors, numbers, strings, containers)"
         if self.signal is not None:
-            return f"died of {signal.Signals(self.signal).name}"
+            at = f" in {self.frames[0][2]} at {self.frames[0][0]}:{self.frames[0][1]}" if self.frames else ""
+            return f"died of {signal.Signals(self.signal).name}{at}"
         return f"exited with status {self.code} before it handed back its results"
+
+
+FAULT_LOG = "fault.txt"   # in the child's working folder: faulthandler's dump of a fatal signal
+_FRAME = re.compile(r'^\s*File "(.*)", line (\d+) in (.*)$', re.M)
+
+
+def _frames(workdir: str) -> tuple[tuple[str, int, str], ...]:
+    """The stack faulthandler wrote for the thread a fatal signal hit, innermost first."""
+    try:
+        with open(os.path.join(workdir, FAULT_LOG)) as f:
+            text = f.read()
+    except OSError:
+        return ()
+    return tuple((path, int(line), fn.strip()) for path, line, fn in _FRAME.findall(text))
 
 
 def _child(job: dict, path: str) -> None:
@@ -52,6 +71,9 @@ def _child(job: dict, path: str) -> None:
     code = 0
     try:
         os.dup2(2, 1)  # the candidate's own writes to fd 1 must never reach the parent's stdout (--json)
+        # a fatal signal (a native crash) writes the crashing thread's Python stack here, for the parent
+        fault = open(os.path.join(os.path.dirname(path), FAULT_LOG), "w")
+        faulthandler.enable(fault, all_threads=False)
         # the parent may have run OpenMP (torch's intra-op threads); a fork has none of its threads, and a
         # parallel region would wait for them forever (the same reason DataLoader workers run one thread)
         torch.set_num_threads(1)
@@ -85,6 +107,8 @@ class Child:
     def result(self, timeout: float) -> tuple[dict | None, ChildExit]:
         """(payload, how it ended); payload is None when the child wrote none."""
         ended = self._wait(timeout)
+        if ended.signal is not None:
+            ended = ChildExit(signal=ended.signal, frames=_frames(self.workdir))
         try:
             if ended.timed_out or not os.path.exists(self.path):
                 return None, ended

@@ -124,4 +124,6 @@ def _ended(res: ScreenResult, ended: ChildExit) -> ScreenResult:
                                                                   f"in native code: a process that ends mid-call)",
                                                 res.candidate)])
     kind = ReasonKind.TIME_LIMIT if ended.timed_out else ReasonKind.WORKER_CRASH
-    return res.inconclusive(Stage.FUNCTIONAL, Reason(kind, f"{what}: pkb cannot tell whose fault it is"))
+    mine = os.path.realpath(res.candidate)
+    own = next((f"{path}:{line}" for path, line, _ in ended.frames if os.path.realpath(path) == mine), "")
+    return res.inconclusive(Stage.FUNCTIONAL, Reason(kind, f"{what}: pkb cannot tell whose fault it is", own))
