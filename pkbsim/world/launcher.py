@@ -36,6 +36,7 @@ from pkbsim.world.defaults import RUN_TIMEOUT_S
 from pkbsim.world.findings import EXIT_CODES, Finding, verdict_of
 from pkbsim.world.gpu_model import DEFAULT_TOPOLOGY
 from pkbsim.world.machine_load import OthersClock
+from pkbsim.world.op_lookup import install as serialise_op_lookups
 from pkbsim.world.patching import Patches
 from pkbsim.world.plugins import registered
 from pkbsim.world.sites import user_stack
@@ -278,6 +279,7 @@ def run_ranks(body: Callable[[RankContext], None], opts: RunOptions) -> RunResul
     traces = [RankTrace(r, t0) for r in range(opts.nproc)]
     threads = [threading.Thread(target=_rank_main, args=(world, engine, r, body, opts, traces[r]),
                                 name=f"pkbsim-rank-{r}", daemon=True) for r in range(opts.nproc)]
+    serialise_op_lookups()   # the ranks must not race to build an op's Python object (op_lookup.py)
     stuck = 0
     threads_before = torch.get_num_threads()
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // opts.nproc))  # the ranks are the parallelism
