@@ -17,32 +17,33 @@ from pkbsim.timing.trace_scale import scale_trace
 from pkbsim.world import ops_mode
 from pkbsim.world.check import check_script
 from pkbsim.world.launcher import RunOptions
-from pkbsim.world.op_kernels import _softmax_rereads
+from pkbsim.world.op_kernels import _softmax_rereads, _softmax_row, launches
 
 TOPO = load_topology("hgx-h200")
 
 PROGRAM = """
 import torch
 import torch.nn.functional as F
-x = torch.randn(256, 16384, device="cuda")
+x = torch.randn(1024, 16384, device="cuda")
 mask = x > 0
 a = mask.sum()                                  # line 6: bool -> int64 copy, then the reduce
 b = x.sum()                                     # line 7: one pass
 c = torch.logsumexp(x, dim=-1)                  # line 8: amax, fix-up, sub, exp_, sum, log_, add_
-w = torch.randn(64, 65536, device="cuda")
-d = torch.log_softmax(w, dim=-1)                # line 10: 256 KiB rows, 2 an SM: re-read from HBM
-e = torch.log_softmax(x, dim=-1)                # line 11: 64 KiB rows, re-read from the L2
+w = torch.randn(256, 65536, device="cuda")
+d = torch.log_softmax(w, dim=-1)                # line 10: 256 KiB rows, 2 an SM, 64 MiB in all: re-read from HBM
+e = torch.log_softmax(x, dim=-1)                # line 11: 64 KiB rows: the SMs' 17 MB fit the L2
 f = F.layer_norm(x, (16384,))                   # line 12: 64 KiB rows, 16 an SM: re-read from HBM
 g = F.rms_norm(x, (16384,))                     # line 13: the same kernel
 h = x.masked_fill(mask[:1], 0.0)                # line 14: clone, then fill in place (mask broadcast)
 i = torch.cat([x[:, :8192], x[:, 8192:]], dim=-1)   # line 15: non-contiguous inputs: the generic kernel
 j = torch.cat([x, x], dim=0)                    # line 16: contiguous inputs
 k = x.to(torch.bfloat16).sum(dim=-1, dtype=torch.float32)   # line 17: bf16 -> float32 reduces in place
-l = F.layer_norm(x[:, :1024].contiguous(), (1024,))         # line 18: 4 KiB rows: re-read from the L2
-m = torch.log_softmax(x[:, :4096], dim=-1)      # line 19: the register kernel reads once
+l = F.layer_norm(x[:, :1024].contiguous(), (1024,))         # line 18: 4 MiB of rows: re-read from the L2
+m = torch.log_softmax(x[:, :4096], dim=-1)      # line 19: a strided input: copied, then the register kernel
+n = torch.log_softmax(x[:, :4096].contiguous(), dim=-1)     # line 20: the register kernel reads once
 """
-CHANGED = {6: 2, 8: 9, 10: 1, 11: 1, 12: 1, 13: 1, 14: 2, 15: 1, 18: 1}   # line -> kernels recorded
-UNCHANGED = {7, 16, 17, 19}
+CHANGED = {6: 2, 8: 9, 10: 1, 11: 1, 12: 1, 13: 1, 14: 2, 15: 1, 18: 1, 19: 2}   # line -> kernels recorded
+UNCHANGED = {7, 16, 17, 20}
 
 
 def _trace(tmp_path, monkeypatch, before: bool) -> dict:
@@ -86,12 +87,14 @@ def test_the_world_records_the_kernels_cuda_launches(traces):
         op = fixed[n][0]
         assert op["bytes_read"] == sum(k["read"] for k in op["kernels"])
         assert op["bytes_written"] == sum(k["written"] for k in op["kernels"])
-    n = 256 * 16384
+    n = 1024 * 16384
     copy, reduce = fixed[6][0]["kernels"]
     assert copy == {"read": n, "written": 8 * n, "path": "cast"} and reduce == {"read": 8 * n, "written": 8}
-    assert fixed[10][0]["kernels"] == [{"read": 4 * 64 * 65536, "written": 4 * 64 * 65536,
-                                        "reread": 8 * 64 * 65536, "resident": 2 * 4 * 65536}]
+    w = 4 * 256 * 65536
+    assert fixed[10][0]["kernels"] == [{"read": w, "written": w, "reread": 2 * w, "resident": 2 * 4 * 65536,
+                                        "span": w}]
     assert fixed[15][0]["kernels"][0]["path"] == "strided"
+    assert fixed[19][0]["kernels"][0] == {"read": 4 * 1024 * 4096, "written": 4 * 1024 * 4096, "path": "strided"}
 
 
 def test_multi_pass_ops_take_longer_and_the_others_do_not(traces):
@@ -107,21 +110,39 @@ def test_multi_pass_ops_take_longer_and_the_others_do_not(traces):
         assert t[n] == pytest.approx(1.5 * b[n], rel=0.02)
     for n in (11, 18):                                  # the rows of all SMs fit the L2: re-reads are hits
         assert t[n] == pytest.approx(b[n], rel=1e-6)
-    assert t[14] > 1.3 * b[14] and t[15] > 1.4 * b[15]
+    assert t[14] > 1.3 * b[14] and t[15] > 1.4 * b[15] and t[19] > 1.5 * b[19]
 
 
 def test_softmax_path_follows_torchs_dispatch():
     def x(n, dtype=torch.float32, rows=2):
         return torch.empty(rows, n, dtype=dtype, device="meta")
-    assert not _softmax_rereads(x(2048), -1)            # the warp kernel
-    assert not _softmax_rereads(x(9216), 1)             # registers: 9 elements a thread
-    assert not _softmax_rereads(x(12000), -1)           # shared memory: 48000 bytes fit
-    assert _softmax_rereads(x(12288), -1)               # 48 KiB: does not
-    assert _softmax_rereads(x(10001), -1)               # not a multiple of a 16-byte vector
-    assert not _softmax_rereads(x(24000, torch.bfloat16), -1)
-    assert _softmax_rereads(x(24576, torch.bfloat16), -1)
-    assert _softmax_rereads(x(128256), -1)              # vocab_parallel_cross_entropy's rows
-    assert not _softmax_rereads(x(128256), 0)           # not the last dim: the spatial kernel
+    def rereads(n, dtype=torch.float32, dim=-1):
+        t = x(n, dtype)
+        row = _softmax_row(t, dim)
+        return row is not None and _softmax_rereads(row, t)
+    assert not rereads(2048)                            # the warp kernel
+    assert not rereads(9216)                            # registers: 9 elements a thread
+    assert not rereads(12000)                           # shared memory: 48000 bytes fit
+    assert rereads(12288)                               # 48 KiB: does not
+    assert rereads(10001)                               # not a multiple of a 16-byte vector
+    assert not rereads(24000, torch.bfloat16)
+    assert rereads(24576, torch.bfloat16)
+    assert rereads(128256)                              # vocab_parallel_cross_entropy's rows
+    assert not rereads(128256, dim=0)                   # not the last dim: the spatial kernel
+    assert _softmax_row(torch.empty(4, 128256, 1, device="meta"), 1) == 128256   # trailing size-1 dims
+
+
+def test_odd_operands_are_one_kernel_or_named_rows():
+    aten = torch.ops.aten
+    x = torch.randn(8, 64, 1024)
+    out = [torch.empty(8, 64, 1024), torch.empty(8, 1, 1), torch.empty(8, 1, 1)]
+    ln = launches(aten.native_layer_norm.default, (x, [64, 1024], None, None, 1e-5), out, (1, 1))
+    assert ln[0].resident == 16 * 64 * 1024 * 4                       # a row is all the normalized dims
+    nested = torch.nested.nested_tensor([torch.randn(2, 5), torch.randn(3, 5)])
+    assert launches(aten._softmax.default, (nested, -1, False), [nested], (1, 1)) is None
+    sparse = torch.eye(4).to_sparse()
+    assert launches(aten.sum.default, (sparse,), [torch.empty(())], (1, 1)) is None
+    assert launches(aten.logsumexp.default, (torch.empty(0, 4), [1]), [torch.empty(0)], (0, 0)) is None
 
 
 def test_each_kernel_pays_the_floor_and_scaling_keeps_the_kernels():
@@ -139,9 +160,11 @@ def test_a_reread_costs_hbm_only_past_the_l2():
     model = Replay(TOPO, {"schema": "pkb.trace/1", "world_size": 1, "ranks": [{"rank": 0, "ops": []}]}).model
     gib = 1 << 30
     one = {"flops": 0, "bytes_read": gib, "bytes_written": gib}
-    fits = dict(one, kernels=[{"read": gib, "written": gib, "reread": 2 * gib, "resident": 100_000}])
-    spills = dict(one, kernels=[{"read": gib, "written": gib, "reread": 2 * gib, "resident": 1_000_000}])
+    def op(resident, span):
+        return dict(one, kernels=[{"read": gib, "written": gib, "reread": 2 * gib, "resident": resident,
+                                   "span": span}])
     base = op_us(TOPO, one, "fp32", model)
     assert TOPO.gpu.sms * 100_000 < TOPO.gpu.l2_MB * 1e6 < TOPO.gpu.sms * 1_000_000
-    assert op_us(TOPO, fits, "fp32", model) == pytest.approx(base)
-    assert op_us(TOPO, spills, "fp32", model) == pytest.approx(2 * base)
+    assert op_us(TOPO, op(100_000, gib), "fp32", model) == pytest.approx(base)          # the SMs' rows fit
+    assert op_us(TOPO, op(1_000_000, gib), "fp32", model) == pytest.approx(2 * base)    # they do not
+    assert op_us(TOPO, op(1_000_000, 10_000_000), "fp32", model) == pytest.approx(base)  # all rows fit

@@ -60,8 +60,9 @@ def kernel_us(topo: Topology, flops: float, nbytes: float, dtype: str, model: di
 def op_us(topo: Topology, op: dict, dtype: str, model: dict, comm_sms: int = 0) -> float:
     """A torch op of the trace: one kernel (kernel_us), or, where it records the kernels CUDA launches for it
     (`kernels`, pkbsim.world.op_kernels.Launch), their times summed, each at least the kernel floor, and at
-    least its FLOPs' time. A kernel's `reread` bytes cost HBM traffic only where the rows it keeps resident on
-    every SM overflow this GPU's L2 (below that they are L2 hits, not charged)."""
+    least its FLOPs' time. A kernel's `reread` bytes cost HBM traffic only where the rows it keeps live (those
+    resident on every SM, at most all of its `span`) overflow this GPU's L2 (below that they are L2 hits, not
+    charged)."""
     flops, dtype = op.get("flops", 0), op.get("dtype", dtype)
     parts = op.get("kernels")
     if not parts:
@@ -70,7 +71,8 @@ def op_us(topo: Topology, op: dict, dtype: str, model: dict, comm_sms: int = 0) 
     l2 = topo.gpu.l2_MB * 1e6
 
     def one(k: dict) -> float:
-        again = k.get("reread", 0) if topo.gpu.sms * k.get("resident", 0) > l2 else 0
+        live = min(topo.gpu.sms * k.get("resident", 0), k.get("span", 0))
+        again = k.get("reread", 0) if live > l2 else 0
         return kernel_us(topo, 0, k["read"] + k["written"] + again, dtype, model, comm_sms, k.get("path"))
     return max(kernel_us(topo, flops, 0, dtype, model, comm_sms), sum(one(k) for k in parts))
 

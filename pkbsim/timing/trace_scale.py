@@ -57,8 +57,8 @@ def scale_trace(doc: dict, ratio: float) -> dict:
             for f in BYTE_FIELDS:
                 if f in op:
                     op[f] = round(op[f] * ratio)
-            if "kernels" in op:
-                op["kernels"] = [{f: round(v * ratio) if f in ("read", "written", "reread") else v
+            if "kernels" in op:   # more rows, not longer ones: which kernels run and a row's size stay
+                op["kernels"] = [{f: round(v * ratio) if f in ("read", "written", "reread", "span") else v
                                   for f, v in k.items()} for k in op["kernels"]]
             peer = op.get("peer_bytes")
             if peer:

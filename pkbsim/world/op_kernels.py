@@ -16,13 +16,15 @@ benchmarks/results/device_program_kernels_measured_h200.json), where one pass wa
   normalise it;
 - an out-of-place `masked_fill` clones, then fills in place (TensorCompare.cpp);
 - `cat` of a non-contiguous input runs the generic CatArrayBatchedCopy with per-element index arithmetic:
-  charged as an elementwise op on the strided path.
+  charged as an elementwise op on the strided path;
+- softmax and the norms take a contiguous input (`input.contiguous()`): a strided one is copied first.
 A row read again comes from the L2 while the rows resident on all SMs fit it (not yet measured), from HBM
 when they do not: the 128256-float rows of vocab_parallel_cross_entropy's log_softmax (3947 us; 1985 as
 one pass) and allreduce_residual_rmsnorm's 8192-float rows of RMS norm (196.5 us; 126.8 as one pass).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -37,20 +39,22 @@ SHARED_MEM_PER_BLOCK = 48 * 1024   # cudaDeviceProp.sharedMemPerBlock, what Soft
 @dataclass(frozen=True)
 class Launch:
     """One kernel of an op: the bytes it reads and writes, its elementwise path (kernel_path), and the bytes
-    it reads again (`reread`) while each SM keeps `resident` bytes of rows live between the reads: from the
-    L2 while the rows of all SMs fit it, else from HBM (pkbsim.timing.compute.op_us decides, per GPU)."""
+    it reads again (`reread`) of rows spanning `span` bytes while each SM keeps `resident` bytes of them live
+    between the reads: from the L2 while the live rows (all SMs', at most all rows) fit it, else from HBM
+    (pkbsim.timing.compute.op_us decides, per GPU)."""
     read: int
     written: int
     path: str | None = None
     reread: int = 0
     resident: int = 0
+    span: int = 0
 
     def record(self) -> dict:
         out = {"read": self.read, "written": self.written}
         if self.path:
             out["path"] = self.path
         if self.reread:
-            out.update(reread=self.reread, resident=self.resident)
+            out.update(reread=self.reread, resident=self.resident, span=self.span)
         return out
 
 
@@ -60,7 +64,8 @@ def _bytes(t) -> int:
 
 def launches(func, args, written: list, moved: tuple[int, int]) -> list[Launch] | None:
     """The kernels `func` launches on CUDA, where they are not one pass over `moved` (op_bytes.traffic's
-    (read, written)); None where one kernel moving `moved` is what runs."""
+    (read, written)); None where one kernel moving `moved` is what runs, or for tensors these rules do not
+    describe (nested, sparse, empty)."""
     packet = func.overloadpacket
     if not written or not args:
         return None
@@ -68,40 +73,52 @@ def launches(func, args, written: list, moved: tuple[int, int]) -> list[Launch] 
         strided = any(t.layout == torch.strided and t.numel() and not t.is_contiguous() for t in args[0])
         return [Launch(*moved, "strided")] if strided else None
     x, out = args[0], written[0]
-    if not isinstance(x, torch.Tensor):
+    if not isinstance(x, torch.Tensor) or x.is_nested or x.layout != torch.strided or not x.numel():
         return None
     if packet in _CASTING_REDUCTIONS and x.dtype != out.dtype and not x.is_complex() \
             and not (x.dtype in _LOWP and out.dtype == torch.float32):
         copy = x.numel() * out.element_size()
         return [Launch(_bytes(x), copy, "cast"), Launch(copy, _bytes(out))]
-    if packet is _aten.logsumexp:
+    if packet is _aten.logsumexp and x.is_floating_point():
         return _logsumexp(x, out)
-    if packet in _SOFTMAXES and _softmax_rereads(x, args[1]):   # 1024-thread blocks: 2 rows an SM
-        return [Launch(moved[0], moved[1], reread=2 * _bytes(x), resident=2 * _row(x))]
+    if packet in _SOFTMAXES:
+        rows = _softmax_row(x, args[1])
+        if rows is None or not _softmax_rereads(rows, x):
+            return _contiguous(x, [Launch(*moved)]) if not x.is_contiguous() else None
+        # cunn_SoftMaxForward: 1024-thread blocks, 2 rows an SM
+        return _contiguous(x, [Launch(*moved, reread=2 * _bytes(x), resident=2 * rows * x.element_size(),
+                                      span=_bytes(x))])
     if packet is _aten.native_layer_norm:
-        return [_norm(x, moved)]
+        return _norm(x, args[1], moved)
     if packet is _aten.masked_fill and x.numel() == out.numel():
         mask = args[1]
-        return [Launch(_bytes(x), _bytes(out)), Launch(_bytes(out) + _bytes(mask), _bytes(out),
-                                                       "strided" if mask.numel() != out.numel() else None)]
+        return [Launch(_bytes(x), _bytes(out), None if x.is_contiguous() else "strided"),
+                Launch(_bytes(out) + _bytes(mask), _bytes(out), "strided" if mask.numel() != out.numel() else None)]
     return None
 
 
-def fused_launches(name: str, inputs: list, out: list) -> list[Launch] | None:
-    """The kernels of a call the CUDA build runs fused (fused_calls.py): RMS norm reads its input twice."""
-    if name == "rms_norm" and inputs and out:
-        return [_norm(inputs[0], (sum(_bytes(t) for t in inputs), sum(_bytes(t) for t in out)))]
-    return None
+def fused_launches(name: str, args: list, reads: list, out: list) -> list[Launch] | None:
+    """The kernels of a call the CUDA build runs fused (fused_calls.py; `args` as the program passed them):
+    RMS norm (input, normalized_shape, ...) reads its input twice."""
+    if name != "rms_norm" or not reads or not out or len(args) < 2:
+        return None
+    x = reads[0]
+    if x.is_nested or x.layout != torch.strided or not x.numel():
+        return None
+    return _norm(x, args[1], (sum(_bytes(t) for t in reads), sum(_bytes(t) for t in out)))
 
 
-def _row(x) -> int:
-    return x.shape[-1] * x.element_size() if x.dim() else x.element_size()
+def _contiguous(x, kernels: list[Launch]) -> list[Launch]:
+    """A kernel that needs a contiguous input (`input.contiguous()`, `expect_contiguous()`) copies a strided
+    one first."""
+    return kernels if x.is_contiguous() else [Launch(_bytes(x), _bytes(x), "strided"), *kernels]
 
 
-def _norm(x, moved: tuple[int, int]) -> Launch:
-    """vectorized_layer_norm_kernel: a block of 128 threads a row, 16 resident an SM, reads its row for the
-    statistics and again to normalise it."""
-    return Launch(moved[0], moved[1], reread=_bytes(x), resident=16 * _row(x))
+def _norm(x, normalized_shape, moved: tuple[int, int]) -> list[Launch]:
+    """vectorized_layer_norm_kernel: a block of 128 threads a row (the normalized dims), 16 resident an SM,
+    reads its row for the statistics and again to normalise it."""
+    row = math.prod(normalized_shape) * x.element_size()
+    return _contiguous(x, [Launch(*moved, reread=_bytes(x), resident=16 * row, span=_bytes(x))])
 
 
 def _logsumexp(x, out) -> list[Launch]:
@@ -116,14 +133,21 @@ def _logsumexp(x, out) -> list[Launch]:
             Launch(_bytes(out), _bytes(out)), Launch(2 * _bytes(out), _bytes(out))]   # log_, add_
 
 
-def _softmax_rereads(x, dim: int) -> bool:
-    """cunn_SoftMaxForward's path (SoftMax.cu host_softmax, the last dim): not the warp kernel (rows of at
-    most 2048 elements and 8 KiB), not the register kernel (fewer than 10 elements a thread of a 1024-thread
-    block), not the shared-memory one (the row fits 48 KiB less the reduction's words, a multiple of a
-    16-byte vector)."""
-    if x.dim() == 0 or dim % x.dim() != x.dim() - 1:
-        return False
-    size, e = x.shape[-1], x.element_size()
+def _softmax_row(x, dim: int) -> int | None:
+    """The softmax's row length where torch takes its inner-size-1 path (the dims after `dim` all of size
+    1), else None (the spatial kernel)."""
+    if x.dim() == 0:
+        return None
+    d = dim % x.dim()
+    return x.shape[d] if math.prod(x.shape[d + 1:]) == 1 else None
+
+
+def _softmax_rereads(size: int, x) -> bool:
+    """cunn_SoftMaxForward's path (SoftMax.cu host_softmax) for rows of `size` elements of x's dtype: not the
+    warp kernel (rows of at most 2048 elements and 8 KiB), not the register kernel (fewer than 10 elements a
+    thread of a 1024-thread block), not the shared-memory one (the row fits 48 KiB less the reduction's
+    words, a multiple of a 16-byte vector)."""
+    e = x.element_size()
     if size <= 2048 and size * e <= 8192:
         return False
     block = min(size, 1024)
