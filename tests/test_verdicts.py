@@ -285,3 +285,16 @@ def test_a_missing_nvcc_is_a_limit_of_pkb_in_the_compiler_and_in_pkb_check(monke
         raise RuntimeError("the program's own error")
     """)
     assert {f.kind for f in twin.findings} == {"error"}, twin.findings
+
+
+def test_only_a_fatal_signal_reads_the_last_crash_dump(tmp_path):
+    import signal
+
+    from pkbsim.screen.isolation import FAULT_LOG, _frames
+    (tmp_path / FAULT_LOG).write_text(
+        'Fatal Python error: Segmentation fault\n\nCurrent thread 0x1 (most recent call first):\n'
+        '  File "/old.py", line 3 in gone\n\n'
+        'Fatal Python error: Segmentation fault\n\nCurrent thread 0x2 (most recent call first):\n'
+        '  File "/lib.py", line ??? in native\n  File "/cand.py", line 7 in solution\n')
+    assert _frames(str(tmp_path), signal.SIGSEGV) == (("/lib.py", 0, "native"), ("/cand.py", 7, "solution"))
+    assert _frames(str(tmp_path), signal.SIGKILL) == ()   # a kill after some forked process's crash: not ours

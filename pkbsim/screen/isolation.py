@@ -47,23 +47,30 @@ class ChildExit:
         if self.unreadable:
             return "handed back a result that is not plain data (tensors, numbers, strings, containers)"
         if self.signal is not None:
-            at = f" in {self.frames[0][2]} at {self.frames[0][0]}:{self.frames[0][1]}" if self.frames else ""
+            path, line, fn = self.frames[0] if self.frames else ("", 0, "")
+            at = f" in {fn} at {path}:{line or '?'}" if self.frames else ""
             return f"died of {signal.Signals(self.signal).name}{at}"
         return f"exited with status {self.code} before it handed back its results"
 
 
 FAULT_LOG = "fault.txt"   # in the child's working folder: faulthandler's dump of a fatal signal
-_FRAME = re.compile(r'^\s*File "(.*)", line (\d+) in (.*)$', re.M)
+_FATAL = {signal.SIGSEGV, signal.SIGFPE, signal.SIGABRT, signal.SIGBUS, signal.SIGILL}   # what faulthandler dumps
+_FRAME = re.compile(r'^\s*File "(.*)", line (\d+|\?\?\?) in (.*)$', re.M)
 
 
-def _frames(workdir: str) -> tuple[tuple[str, int, str], ...]:
-    """The stack faulthandler wrote for the thread a fatal signal hit, innermost first."""
+def _frames(workdir: str, sig: int) -> tuple[tuple[str, int, str], ...]:
+    """The stack faulthandler wrote for the thread a fatal signal hit, innermost first (line 0: unknown); the
+    last dump in the file (the candidate writes to it too, so only its tail is read)."""
+    if sig not in _FATAL:
+        return ()
     try:
-        with open(os.path.join(workdir, FAULT_LOG)) as f:
-            text = f.read()
+        with open(os.path.join(workdir, FAULT_LOG), "rb") as f:
+            f.seek(max(0, os.fstat(f.fileno()).st_size - 65536))
+            text = f.read().decode("utf-8", "replace")
     except OSError:
         return ()
-    return tuple((path, int(line), fn.strip()) for path, line, fn in _FRAME.findall(text))
+    text = text[text.rfind("Fatal Python error"):] if "Fatal Python error" in text else text
+    return tuple((path, int(line) if line.isdigit() else 0, fn.strip()) for path, line, fn in _FRAME.findall(text))
 
 
 def _child(job: dict, path: str) -> None:
@@ -74,6 +81,7 @@ def _child(job: dict, path: str) -> None:
         # a fatal signal (a native crash) writes the crashing thread's Python stack here, for the parent
         fault = open(os.path.join(os.path.dirname(path), FAULT_LOG), "w")
         faulthandler.enable(fault, all_threads=False)
+        os.register_at_fork(after_in_child=faulthandler.disable)   # a process it forks dumps nothing here
         # the parent may have run OpenMP (torch's intra-op threads); a fork has none of its threads, and a
         # parallel region would wait for them forever (the same reason DataLoader workers run one thread)
         torch.set_num_threads(1)
@@ -108,7 +116,7 @@ class Child:
         """(payload, how it ended); payload is None when the child wrote none."""
         ended = self._wait(timeout)
         if ended.signal is not None:
-            ended = ChildExit(signal=ended.signal, frames=_frames(self.workdir))
+            ended = ChildExit(signal=ended.signal, frames=_frames(self.workdir, ended.signal))
         try:
             if ended.timed_out or not os.path.exists(self.path):
                 return None, ended
