@@ -28,7 +28,8 @@ sys.path.insert(0, ROOT)
 CALIBRATION = os.path.join(ROOT, "benchmarks", "results", "calibration_h200.json")
 
 # (name, role, setup, op): `dev` is the device; role "rule" (an op_kernels rule applies, including its
-# L2 side: a row re-read while the resident rows fit the L2 costs nothing), "control" (none applies: one pass) or "known miss" (pkb's model is known to miss it; measured to size the gap)
+# L2 side: a row re-read while the resident rows fit the L2 costs nothing), "control" (none applies: one
+# pass) or "known miss" (pkb's model is known to miss it; measured to size the gap)
 CASES = [
     ("sum of a bool mask", "rule", "m = torch.rand(8192, 4096, device=dev) > 0.5", "m.sum()"),
     ("sum of int32 rows", "rule", "v = torch.randint(0, 9, (8192, 4096), device=dev, dtype=torch.int32)",
@@ -139,6 +140,7 @@ def predicted_us(setup: str, op: str) -> float:
     from pkbsim.timing.topology import load_topology
     from pkbsim.world.check import check_script
     from pkbsim.world.launcher import RunOptions
+    from pkbsim.world.trace import records_doc
     src, line = program(setup, op)
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "case.py")
@@ -149,8 +151,7 @@ def predicted_us(setup: str, op: str) -> float:
            if r.get("kind") == "compute" and r["site"].endswith(f"case.py:{line}")]
     if not ops:
         raise RuntimeError("no compute record on the op's line: " + "; ".join(f.render() for f in res.findings))
-    doc = {"schema": "pkb.trace/1", "world_size": 1, "ranks": [{"rank": 0, "ops": ops}]}
-    replay = Replay(load_topology("hgx-h200"), doc, calibration=CALIBRATION)
+    replay = Replay(load_topology("hgx-h200"), records_doc(1, [ops], {}), calibration=CALIBRATION)
     replay.run()
     return sum(k.end - k.start for k in replay.kernels if k.kind == "compute")
 

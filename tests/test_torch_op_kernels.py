@@ -18,6 +18,7 @@ from pkbsim.world import ops_mode
 from pkbsim.world.check import check_script
 from pkbsim.world.launcher import RunOptions
 from pkbsim.world.op_kernels import _softmax_rereads, _softmax_row, launches
+from pkbsim.world.trace import records_doc
 
 TOPO = load_topology("hgx-h200")
 
@@ -55,7 +56,7 @@ def _trace(tmp_path, monkeypatch, before: bool) -> dict:
     res = check_script(str(path), [], RunOptions(nproc=1, record_compute=True, output=io.StringIO()))
     ops = [r for r in res.traces[0].records if r.get("kind") == "compute"]
     assert ops, [f.render() for f in res.findings]
-    return {"schema": "pkb.trace/1", "world_size": 1, "ranks": [{"rank": 0, "ops": ops}]}
+    return records_doc(1, [ops], {})
 
 
 def _by_line(doc) -> dict[int, tuple[dict, float]]:
@@ -146,18 +147,18 @@ def test_odd_operands_are_one_kernel_or_named_rows():
 
 
 def test_each_kernel_pays_the_floor_and_scaling_keeps_the_kernels():
-    model = Replay(TOPO, {"schema": "pkb.trace/1", "world_size": 1, "ranks": [{"rank": 0, "ops": []}]}).model
+    model = Replay(TOPO, records_doc(1, [[]], {})).model
     floor = model["compute"]["min_kernel_us"]
     tiny = {"flops": 0, "bytes_read": 9 * 8, "bytes_written": 9 * 8, "kernels": [{"read": 8, "written": 8}] * 9}
     assert op_us(TOPO, tiny, "fp32", model) == pytest.approx(9 * floor)
     assert op_us(TOPO, {k: v for k, v in tiny.items() if k != "kernels"}, "fp32", model) == pytest.approx(floor)
-    doc = {"schema": "pkb.trace/1", "world_size": 1, "ranks": [{"rank": 0, "ops": [dict(tiny, kind="compute")]}]}
+    doc = records_doc(1, [[dict(tiny, kind="compute")]], {})
     scaled = scale_trace(doc, 4.0)["ranks"][0]["ops"][0]
     assert scaled["kernels"] == [{"read": 32, "written": 32}] * 9 and scaled["bytes_read"] == 4 * 72
 
 
 def test_a_reread_costs_hbm_only_past_the_l2():
-    model = Replay(TOPO, {"schema": "pkb.trace/1", "world_size": 1, "ranks": [{"rank": 0, "ops": []}]}).model
+    model = Replay(TOPO, records_doc(1, [[]], {})).model
     gib = 1 << 30
     one = {"flops": 0, "bytes_read": gib, "bytes_written": gib}
     def op(resident, span):

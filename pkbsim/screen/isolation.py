@@ -14,6 +14,7 @@ one child per candidate and has run nothing else.
 """
 from __future__ import annotations
 
+import dataclasses
 import faulthandler
 import json
 import os
@@ -47,9 +48,11 @@ class ChildExit:
         if self.unreadable:
             return "handed back a result that is not plain data (tensors, numbers, strings, containers)"
         if self.signal is not None:
-            path, line, fn = self.frames[0] if self.frames else ("", 0, "")
-            at = f" in {fn} at {path}:{line or '?'}" if self.frames else ""
-            return f"died of {signal.Signals(self.signal).name}{at}"
+            name = signal.Signals(self.signal).name
+            if not self.frames:
+                return f"died of {name}"
+            path, line, fn = self.frames[0]
+            return f"died of {name} in {fn} at {path}:{line or '?'}"
         return f"exited with status {self.code} before it handed back its results"
 
 
@@ -116,7 +119,7 @@ class Child:
         """(payload, how it ended); payload is None when the child wrote none."""
         ended = self._wait(timeout)
         if ended.signal is not None:
-            ended = ChildExit(signal=ended.signal, frames=_frames(self.workdir, ended.signal))
+            ended = dataclasses.replace(ended, frames=_frames(self.workdir, ended.signal))
         try:
             if ended.timed_out or not os.path.exists(self.path):
                 return None, ended

@@ -23,8 +23,12 @@ _SCATTERS = {_aten.scatter_, _aten.scatter_add_, _aten.scatter_reduce_, _aten.in
              _aten.index_fill_, _aten.masked_scatter_}
 
 
+def tensor_bytes(t) -> int:
+    return t.numel() * t.element_size()
+
+
 def nbytes(tensors) -> int:
-    return sum(t.numel() * t.element_size() for t in tensors)
+    return sum(map(tensor_bytes, tensors))
 
 
 def traffic(func, args, reads: list, writes: list, outs: list) -> tuple[int, int]:

@@ -24,15 +24,19 @@ one pass) and allreduce_residual_rmsnorm's 8192-float rows of RMS norm (196.5 us
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
 import torch
 
+from pkbsim.world.op_bytes import tensor_bytes
+
 _aten = torch.ops.aten
 _CASTING_REDUCTIONS = {_aten.sum, _aten.nansum, _aten.prod, _aten.mean}
 _LOWP = {torch.float16, torch.bfloat16}
 _SOFTMAXES = {_aten._softmax, _aten._log_softmax}
+_RULED = _CASTING_REDUCTIONS | _SOFTMAXES | {_aten.cat, _aten.logsumexp, _aten.native_layer_norm, _aten.masked_fill}
 SHARED_MEM_PER_BLOCK = 48 * 1024   # cudaDeviceProp.sharedMemPerBlock, what SoftMax.cu sizes its rows against
 
 
@@ -58,16 +62,24 @@ class Launch:
         return out
 
 
-def _bytes(t) -> int:
-    return t.numel() * t.element_size()
+def _never_raises(rule):
+    """A rule that cannot read an operand leaves the op one kernel: never the simulated program's error."""
+    @functools.wraps(rule)
+    def guarded(*args):
+        try:
+            return rule(*args)
+        except Exception:
+            return None
+    return guarded
 
 
+@_never_raises
 def launches(func, args, written: list, moved: tuple[int, int]) -> list[Launch] | None:
     """The kernels `func` launches on CUDA, where they are not one pass over `moved` (op_bytes.traffic's
     (read, written)); None where one kernel moving `moved` is what runs, or for tensors these rules do not
-    describe (nested, sparse, empty)."""
+    describe (nested, sparse, empty). Called for every traced op: others leave at the first test."""
     packet = func.overloadpacket
-    if not written or not args:
+    if packet not in _RULED or not written or not args:
         return None
     if packet is _aten.cat:
         strided = any(t.layout == torch.strided and t.numel() and not t.is_contiguous() for t in args[0])
@@ -78,7 +90,7 @@ def launches(func, args, written: list, moved: tuple[int, int]) -> list[Launch] 
     if packet in _CASTING_REDUCTIONS and x.dtype != out.dtype and not x.is_complex() \
             and not (x.dtype in _LOWP and out.dtype == torch.float32):
         copy = x.numel() * out.element_size()
-        return [Launch(_bytes(x), copy, "cast"), Launch(copy, _bytes(out))]
+        return [Launch(tensor_bytes(x), copy, "cast"), Launch(copy, tensor_bytes(out))]
     if packet is _aten.logsumexp and x.is_floating_point():
         return _logsumexp(x, out)
     if packet in _SOFTMAXES:
@@ -86,17 +98,19 @@ def launches(func, args, written: list, moved: tuple[int, int]) -> list[Launch] 
         if rows is None or not _softmax_rereads(rows, x):
             return _contiguous(x, [Launch(*moved)]) if not x.is_contiguous() else None
         # cunn_SoftMaxForward: 1024-thread blocks, 2 rows an SM
-        return _contiguous(x, [Launch(*moved, reread=2 * _bytes(x), resident=2 * rows * x.element_size(),
-                                      span=_bytes(x))])
+        return _contiguous(x, [Launch(*moved, reread=2 * tensor_bytes(x), resident=2 * rows * x.element_size(),
+                                      span=tensor_bytes(x))])
     if packet is _aten.native_layer_norm:
         return _norm(x, args[1], moved)
     if packet is _aten.masked_fill and x.numel() == out.numel():
         mask = args[1]
-        return [Launch(_bytes(x), _bytes(out), None if x.is_contiguous() else "strided"),
-                Launch(_bytes(out) + _bytes(mask), _bytes(out), "strided" if mask.numel() != out.numel() else None)]
+        o = tensor_bytes(out)
+        return [Launch(tensor_bytes(x), o, None if x.is_contiguous() else "strided"),
+                Launch(o + tensor_bytes(mask), o, "strided" if mask.numel() != out.numel() else None)]
     return None
 
 
+@_never_raises
 def fused_launches(name: str, args: list, reads: list, out: list) -> list[Launch] | None:
     """The kernels of a call the CUDA build runs fused (fused_calls.py; `args` as the program passed them):
     RMS norm (input, normalized_shape, ...) reads its input twice."""
@@ -105,32 +119,32 @@ def fused_launches(name: str, args: list, reads: list, out: list) -> list[Launch
     x = reads[0]
     if x.is_nested or x.layout != torch.strided or not x.numel():
         return None
-    return _norm(x, args[1], (sum(_bytes(t) for t in reads), sum(_bytes(t) for t in out)))
+    return _norm(x, args[1], (sum(tensor_bytes(t) for t in reads), sum(tensor_bytes(t) for t in out)))
 
 
 def _contiguous(x, kernels: list[Launch]) -> list[Launch]:
     """A kernel that needs a contiguous input (`input.contiguous()`, `expect_contiguous()`) copies a strided
     one first."""
-    return kernels if x.is_contiguous() else [Launch(_bytes(x), _bytes(x), "strided"), *kernels]
+    return kernels if x.is_contiguous() else [Launch(tensor_bytes(x), tensor_bytes(x), "strided"), *kernels]
 
 
 def _norm(x, normalized_shape, moved: tuple[int, int]) -> list[Launch]:
     """vectorized_layer_norm_kernel: a block of 128 threads a row (the normalized dims), 16 resident an SM,
     reads its row for the statistics and again to normalise it."""
     row = math.prod(normalized_shape) * x.element_size()
-    return _contiguous(x, [Launch(*moved, reread=_bytes(x), resident=16 * row, span=_bytes(x))])
+    return _contiguous(x, [Launch(*moved, reread=tensor_bytes(x), resident=16 * row, span=tensor_bytes(x))])
 
 
 def _logsumexp(x, out) -> list[Launch]:
-    n, r, e = _bytes(x), out.numel(), x.element_size()
+    n, o, r, e = tensor_bytes(x), tensor_bytes(out), out.numel(), x.element_size()
     big = "strided" if r != x.numel() else None   # x - max broadcasts the maxima
     flag = r   # the bool mask of infinite maxima
     return [Launch(n, r * e),                                  # amax
             Launch(r * e, r * e), Launch(r * e, flag),         # abs, == inf
             Launch(r * e + flag, r * e),                       # masked_fill_
             Launch(n + r * e, n, big), Launch(n, n),           # x - max, exp_
-            Launch(n, _bytes(out)),                            # sum
-            Launch(_bytes(out), _bytes(out)), Launch(2 * _bytes(out), _bytes(out))]   # log_, add_
+            Launch(n, o),                                      # sum
+            Launch(o, o), Launch(2 * o, o)]                    # log_, add_
 
 
 def _softmax_row(x, dim: int) -> int | None:

@@ -144,12 +144,8 @@ class RankOpsMode(TorchDispatchMode):
             return
         outs = flat_tensors(out) if not writes else []
         moved = traffic(func, args, reads, writes, outs)
-        try:
-            kernels = launches(func, args, writes + outs, moved)
-        except Exception:   # an operand these rules cannot read: timed as one kernel, never the program's error
-            kernels = None
         self._emit(str(func.overloadpacket.__name__), flops, reads, writes + outs, moved,
-                   kernel_path(func, reads, writes + outs), kernels)
+                   kernel_path(func, reads, writes + outs), launches(func, args, writes + outs, moved))
 
     def _shape_run_all_reduce(self, name: str, result, args):
         """A symm_mem all-reduce in a shape run, which has no meta kernel for it: the collective goes on the
@@ -178,11 +174,7 @@ class RankOpsMode(TorchDispatchMode):
         """One kernel for a call that the CPU build ran as several ops: it reads its inputs and writes its
         output once."""
         reads, writes = flat_tensors(inputs), flat_tensors(out)
-        try:
-            kernels = fused_launches(name, list(inputs), reads, writes)
-        except Exception:   # as in _record
-            kernels = None
-        self._emit(name, flops, reads, writes, kernels=kernels)
+        self._emit(name, flops, reads, writes, kernels=fused_launches(name, inputs, reads, writes))
 
     def _emit(self, name: str, flops: int, reads, writes, moved: tuple[int, int] | None = None,
               path: str | None = None, kernels: list[Launch] | None = None) -> None:
