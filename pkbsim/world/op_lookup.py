@@ -34,6 +34,6 @@ def serialised(getattr_fn):
 
 def install() -> None:
     """Serialise op lookups in this process (idempotent): op namespaces build packets, packets overloads."""
-    for cls in (torch._ops._OpNamespace, torch._ops.OpOverloadPacket):
-        if not getattr(cls.__getattr__, "serialised", False):
+    for cls in (getattr(torch._ops, n, None) for n in ("_OpNamespace", "OpOverloadPacket")):
+        if cls is not None and not getattr(cls.__getattr__, "serialised", False):   # private: may move
             cls.__getattr__ = serialised(cls.__getattr__)
