@@ -1,7 +1,7 @@
 #!/bin/sh
 # Issue 19's GPU measurements in one device call (run from the repo root on the lent GPU, .whl carried;
-# about 560 s): the held-out torch-op cases (benchmarks/torch_op_kernels.py, ~1 min), then the device
-# programs the last run left (the CUDA test programs and the x64 runs; earlier rows kept).
+# about 570 s): the held-out torch-op cases (benchmarks/torch_op_kernels.py, ~1 min), the small ops in three L2
+# settings (benchmarks/small_op_context.py, ~20 s), then the device programs the last run left (the CUDA test programs and the x64 runs; earlier rows kept).
 #   sh benchmarks/device_model_gpu.sh "$OUT"
 # Here afterwards: torch_op_kernels.py compare OUT/torch_op_kernels_measured.json, and
 # device_kernel_model_check.py programs OUT/dpk/device_program_kernels_measured.json ... --records=...
@@ -10,5 +10,6 @@ out=${1:?usage: device_model_gpu.sh OUTDIR}
 mkdir -p "$out"
 nvidia-smi --query-gpu=name,memory.used --format=csv > "$out/gpu.txt" 2>&1
 timeout 150 python3 benchmarks/torch_op_kernels.py measure "$out/torch_op_kernels_measured.json" > "$out/torch_op_kernels.log" 2>&1
-python3 benchmarks/device_program_kernels.py measure "$out/dpk" 390 \
+timeout 60 python3 benchmarks/small_op_context.py "$out/small_op_context.json" > "$out/small_op_context.log" 2>&1
+python3 benchmarks/device_program_kernels.py measure "$out/dpk" 360 \
     --after=benchmarks/results/device_program_kernels_measured_h200.json > "$out/dpk.log" 2>&1

@@ -1,0 +1,82 @@
+"""Why small torch ops in the solutions run 2-13x pkb's kernel floor: is it the op's own kernel, or what
+the kernel before it left in the L2? Each small op of the vocab and grpo solutions (their full-size shapes,
+rebuilt here, not their code) is timed on one GPU in three settings:
+
+- warm: the op alone, called again and again (its inputs in the L2, as the floor's x.add_(1) is);
+- after a clean flush: right after a 512 MiB read (the L2 holds other, clean lines);
+- after a dirty flush: right after a 512 MiB write (the L2 holds dirty lines the op's misses must evict),
+  as in the solutions, where each small op follows a kernel that wrote gigabytes.
+
+    . benchmarks/gpu_env.sh; python3 benchmarks/small_op_context.py OUT.json     # on the GPU
+
+Each setting: three warm-up rounds, then seven rounds under torch.profiler; an op's time is the device time
+of its own kernels (those after the flush kernel), the median over the rounds. Imports only torch. A script
+that measures, no asserts; its output feeds docs/timing_model.md's small-op paragraph.
+"""
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+
+T, V = 4096, 16032      # vocab_parallel_cross_entropy at full size, 8 ranks: tokens, vocabulary per rank
+
+# (name, setup, op): setup runs once; `dev` is the device
+OPS = [
+    ("gather one logit a row, bf16 [T, V]", "x = torch.randn(T, V, device=dev, dtype=torch.bfloat16); "
+     "i = torch.randint(0, V, (T, 1), device=dev)", "x.gather(1, i)"),
+    ("scatter_add_ one value a row, f32 [T, V]", "g = torch.randn(T, V, device=dev); "
+     "i = torch.randint(0, V, (T, 1), device=dev); s = torch.ones(T, 1, device=dev)", "g.scatter_add_(1, i, s)"),
+    ("a column of bf16 [T, V] to float32", "x = torch.randn(T, V, device=dev, dtype=torch.bfloat16)",
+     "x[:, 0].float()"),
+    ("bf16 [T] to float32", "y = torch.randn(T, device=dev, dtype=torch.bfloat16)", "y.float()"),
+    ("f32 [T] minus f32 [T]", "a = torch.randn(T, device=dev); b = torch.randn(T, device=dev)", "a - b"),
+    ("f32 [8, 2, T][:, 1] summed over dim 0", "p = torch.randn(8, 2, T, device=dev)", "p[:, 1].sum(0)"),
+    ("f32 [64, 16] summed over rows", "r = torch.randn(64, 16, device=dev)", "r.sum(-1)"),
+    ("one float32 plus one", "z = torch.zeros(1, device=dev)", "z.add_(1)"),
+]
+FLUSH_BYTES = 512 << 20
+
+
+def measure(out_path: str) -> None:
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+    dev = "cuda"
+    big = torch.empty(FLUSH_BYTES // 4, device=dev)
+    sink = torch.empty((), device=dev)
+    flushes = {"warm": None, "after a clean flush": lambda: torch.sum(big, out=sink),
+               "after a dirty flush": lambda: big.fill_(1.0)}
+    rows = []
+    for name, setup, op in OPS:
+        ns = {"torch": torch, "dev": dev, "T": T, "V": V}
+        exec("\n".join(setup.split("; ")), ns)
+        fn = eval(f"lambda: {op}", ns)
+        row = {"op": name, "code": op}
+        for setting, flush in flushes.items():
+            times, names = [], set()
+            for r in range(10):
+                with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                    if flush:
+                        flush()
+                    fn()
+                    torch.cuda.synchronize()
+                events = sorted((e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA),
+                                key=lambda e: e.time_range.start)
+                own = events[1:] if flush else events
+                if r >= 3:
+                    times.append(sum(e.device_time for e in own))
+                    names.update(e.name[:80] for e in own)
+            row[setting] = round(statistics.median(times), 2)
+            row.setdefault("kernels", sorted(names))
+        print(f"{name}: " + ", ".join(f"{s} {row[s]:.2f} us" for s in flushes), flush=True)
+        rows.append(row)
+        ns = None
+        torch.cuda.empty_cache()
+        with open(out_path, "w") as f:
+            json.dump({"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "rows": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    measure(sys.argv[1])
