@@ -1,7 +1,8 @@
 #!/bin/sh
 # Issue 19's GPU measurements in one device call (run from the repo root on the lent GPU, .whl carried;
 # about 570 s): the held-out torch-op cases (benchmarks/torch_op_kernels.py, ~1 min), the small ops in three L2
-# settings (benchmarks/small_op_context.py, ~20 s), then the device programs the last run left (the CUDA test programs and the x64 runs; earlier rows kept).
+# settings (benchmarks/small_op_context.py, ~20 s), then the device programs the last run left (the CUDA
+# test programs and the x64 runs; earlier rows kept).
 #   sh benchmarks/device_model_gpu.sh "$OUT"
 # Here afterwards: torch_op_kernels.py compare OUT/torch_op_kernels_measured.json, and
 # device_kernel_model_check.py programs OUT/dpk/device_program_kernels_measured.json ... --records=...
