@@ -29,7 +29,8 @@ CALIBRATION = os.path.join(ROOT, "benchmarks", "results", "calibration_h200.json
 
 # (name, role, setup, op): `dev` is the device; role "rule" (an op_kernels rule applies, including its
 # L2 side: a row re-read while the resident rows fit the L2 costs nothing), "control" (none applies: one
-# pass) or "known miss" (pkb's model is known to miss it; measured to size the gap)
+# pass), "path" (an elementwise op on a slow CUDA path, pkbsim.world.kernel_path) or "known miss" (pkb's
+# model is known to miss it; measured to size the gap)
 CASES = [
     ("sum of a bool mask", "rule", "m = torch.rand(8192, 4096, device=dev) > 0.5", "m.sum()"),
     ("sum of int32 rows", "rule", "v = torch.randint(0, 9, (8192, 4096), device=dev, dtype=torch.int32)",
@@ -87,6 +88,24 @@ CASES = [
     ("cat along dim 0", "control", "x = torch.randn(8192, 2048, device=dev)", "torch.cat([x, x], 0)"),
     ("cat of contiguous tensors along dim 1", "control",
      "a = torch.randn(8192, 2048, device=dev); c = torch.randn(8192, 2048, device=dev)", "torch.cat([a, c], 1)"),
+    # the slow elementwise paths (kernel_path: "cast", "strided") at 64 Mi elements of 1, 2 and 4 bytes
+    ("bf16 times a broadcast bf16 row", "path",
+     "x = torch.randn(8192, 8192, device=dev, dtype=torch.bfloat16); w = torch.randn(8192, device=dev, "
+     "dtype=torch.bfloat16)", "x * w"),
+    ("float32 plus a broadcast column", "path",
+     "x = torch.randn(8192, 8192, device=dev); c = torch.randn(8192, 1, device=dev)", "x + c"),
+    ("int8 to float32", "path", "q = torch.randint(-9, 9, (8192, 8192), device=dev, dtype=torch.int8)",
+     "q.float()"),
+    ("float16 to float32", "path", "h = torch.randn(8192, 8192, device=dev, dtype=torch.float16)", "h.float()"),
+    ("float32 plus bf16, in place", "path",
+     "x = torch.randn(8192, 8192, device=dev); y = torch.randn(8192, 8192, device=dev, dtype=torch.bfloat16)",
+     "x.add_(y)"),
+    ("a transposed float32 matrix made contiguous", "path", "x = torch.randn(8192, 8192, device=dev)",
+     "x.t().contiguous()"),
+    # a sum over the outer dim: of 8 rows (a reduce-scatter's local sum at 8 ranks) and of 1 (the same at 1)
+    ("float32 [8, 8 Mi] summed over dim 0", "control", "s = torch.randn(8, 8388608, device=dev)", "s.sum(0)"),
+    ("float32 [1, 64 Mi] summed over dim 0", "known miss", "s = torch.randn(1, 67108864, device=dev)",
+     "s.sum(0)"),
     ("triu of a bool matrix", "known miss", "o = torch.ones(8192, 8192, device=dev, dtype=torch.bool)", "o.triu(1)"),
     ("triu of a float32 matrix", "known miss", "x = torch.randn(8192, 8192, device=dev)", "x.triu()"),
     ("gather one logit a row (bf16)", "known miss",
@@ -174,7 +193,7 @@ def compare(in_path: str, out_path: str | None) -> None:
                      "predicted_us": round(p, 2), "error": round(err, 3)})
         print(f"| {m['case']} | {role} | {m['measured_us']:.1f} us | {p:.1f} | {100 * err:+.1f}% |", flush=True)
     summary = {}
-    for role in ("rule", "control", "known miss"):
+    for role in ("rule", "control", "path", "known miss"):
         errs = [abs(r["error"]) for r in rows if r["role"] == role]
         if errs:
             summary[role] = {"cases": len(errs), "median_abs_error": round(statistics.median(errs), 3),
