@@ -27,31 +27,26 @@ def peak_flops(topo: Topology, dtype: str) -> float:
     return 1e12 * peaks.get(dtype, peaks.get("fp32", max(peaks.values())))
 
 
-# An elementwise op's slower CUDA path (pkbsim/world/kernel_path.py) -> the share of the memory efficiency
-# it reaches. Each is fitted on one row of benchmarks/results/device_program_kernels_measured_h200.json (H200,
-# torch 2.11) and checked on the others (held out):
-# - "cast" (unrolled_elementwise_kernel with LoadWithCast/StoreWithCast): fitted on allreduce_residual_rmsnorm's
-#   bf16 -> float32 `_to_copy`, 191.7 us measured against 95.1 predicted at full efficiency: 95.1 / 191.7.
-# - "strided" (elementwise_kernel<128, 4> with offset calculators, a broadcast or non-dense operand): fitted on
-#   ring_attention_causal's float32 `sub` (scores minus a broadcast max), 12685.6 us against 8112.8: 0.64.
-# An op on both paths gets the slower one.
-PATH_EFFICIENCY = {"cast": 0.496, "strided": 0.64}
-
-
-def path_efficiency(path: str | None) -> float:
-    """The share of the memory efficiency an elementwise op on `path` ("cast", "strided", "cast+strided",
-    None: vectorised) reaches (pkbsim.world.kernel_path)."""
-    return min(PATH_EFFICIENCY[p] for p in path.split("+")) if path else 1.0
+# An elementwise op on a slower CUDA path (pkbsim/world/kernel_path.py) goes at a rate in elements written,
+# whatever their bytes: "strided" (elementwise_kernel<128, 2 or 4>, offsets computed per element) keeps one
+# element per thread in flight (the store through a computed offset ends each step), and "cast"
+# (unrolled_elementwise_kernel with LoadWithCast) converts each element through a switch on its dtype. On an
+# H200, the one row this is fitted on: allreduce_residual_rmsnorm's bf16 -> float32 `_to_copy`, 64 Mi
+# elements in 191.7 us (350 G/s). The same GPU ran ring_attention_causal's float32 broadcast subtract at
+# 339 G/s and allreduce_residual_rmsnorm's bf16 broadcast multiply, half the bytes an element, at 407 G/s.
+# Counted per SM: the rate grows with the SMs issuing the work.
+PATH_ELEMENTS_PER_SM_US = 67_108_864 / 191.7 / 132
 
 
 def kernel_us(topo: Topology, flops: float, nbytes: float, dtype: str, model: dict, comm_sms: int = 0,
-              path: str | None = None) -> float:
+              path: str | None = None, elements: int = 0) -> float:
     """max(FLOPs / (peak x efficiency), bytes / (HBM x efficiency), floor), stretched by sms/(sms - comm_sms):
     a kernel that overlaps communication gets only the SMs the communication kernels leave free. `path`: an
-    elementwise op's slower CUDA path, charged at a share of the memory efficiency (PATH_EFFICIENCY)."""
+    elementwise op's slower CUDA path, where its `elements` go at PATH_ELEMENTS_PER_SM_US if that is slower."""
     c = model["compute"]
     t = max(flops / (peak_flops(topo, dtype) * c["matmul_efficiency"]) * 1e6,
-            nbytes / (topo.gpu.hbm_GBps * 1e9 * c["memory_efficiency"] * path_efficiency(path)) * 1e6,
+            nbytes / (topo.gpu.hbm_GBps * 1e9 * c["memory_efficiency"]) * 1e6,
+            elements / (topo.gpu.sms * PATH_ELEMENTS_PER_SM_US) if path else 0.0,
             c["min_kernel_us"])
     free = max(topo.gpu.sms - comm_sms, 1)
     return t * topo.gpu.sms / free
@@ -67,13 +62,14 @@ def op_us(topo: Topology, op: dict, dtype: str, model: dict, comm_sms: int = 0) 
     parts = op.get("kernels")
     if not parts:
         return kernel_us(topo, flops, op.get("bytes_read", 0) + op.get("bytes_written", 0), dtype, model,
-                         comm_sms, op.get("path"))
+                         comm_sms, op.get("path"), op.get("elements", 0))
     l2 = topo.gpu.l2_MB * 1e6
 
     def one(k: dict) -> float:
         live = min(topo.gpu.sms * k.get("resident", 0), k.get("span", 0))
         again = k.get("reread", 0) if live > l2 else 0
-        return kernel_us(topo, 0, k["read"] + k["written"] + again, dtype, model, comm_sms, k.get("path"))
+        return kernel_us(topo, 0, k["read"] + k["written"] + again, dtype, model, comm_sms, k.get("path"),
+                         k.get("elements", 0))
     return max(kernel_us(topo, flops, 0, dtype, model, comm_sms), sum(one(k) for k in parts))
 
 

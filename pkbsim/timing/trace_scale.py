@@ -18,7 +18,7 @@ from __future__ import annotations
 import copy
 import math
 
-BYTE_FIELDS = ("bytes", "bytes_read", "bytes_written", "flops")
+WORK_FIELDS = ("bytes", "bytes_read", "bytes_written", "flops", "elements")
 DEVICE_FIELDS = ("local_read", "local_write", "peer_read", "load_ops", "store_ops", "atomics", "reductions", "warp_instructions")
 
 
@@ -55,11 +55,11 @@ def scale_trace(doc: dict, ratio: float) -> dict:
     out = copy.deepcopy(doc)
     for r in out["ranks"]:
         for op in r["ops"]:
-            for f in BYTE_FIELDS:
+            for f in WORK_FIELDS:
                 if f in op:
                     op[f] = round(op[f] * ratio)
             if "kernels" in op:   # more rows, not longer ones: which kernels run and a row's size stay
-                op["kernels"] = [{f: round(v * ratio) if f in ("read", "written", "reread", "span") else v
+                op["kernels"] = [{f: round(v * ratio) if f in ("read", "written", "elements", "reread", "span") else v
                                   for f, v in k.items()} for k in op["kernels"]]
             peer = op.get("peer_bytes")
             if peer:

@@ -1,5 +1,5 @@
 """Which CUDA kernel path torch's TensorIterator takes for an elementwise op, from its tensors' dtypes and
-strides: the vectorised kernel, or a slower one (pkbsim.timing.compute.PATH_EFFICIENCY says how much slower).
+strides: the vectorised kernel, or a slower one (pkbsim.timing.compute.PATH_ELEMENTS_PER_SM_US says how slow).
 On an H200 a bf16 -> float32 copy takes twice a float32 -> bf16 one of the same bytes, and `x * weight` with a
 broadcast weight 2.6x a contiguous multiply."""
 from __future__ import annotations

@@ -42,13 +42,14 @@ SHARED_MEM_PER_BLOCK = 48 * 1024   # cudaDeviceProp.sharedMemPerBlock, what Soft
 
 @dataclass(frozen=True)
 class Launch:
-    """One kernel of an op: the bytes it reads and writes, its elementwise path (kernel_path), and the bytes
-    it reads again (`reread`) of rows spanning `span` bytes while each SM keeps `resident` bytes of them live
+    """One kernel of an op: the bytes it reads and writes, its elementwise path (kernel_path) with the
+    elements it writes (a slow path's time goes by them: pkbsim.timing.compute), and the bytes it reads again (`reread`) of rows spanning `span` bytes while each SM keeps `resident` bytes of them live
     between the reads: from the L2 while the live rows (all SMs', at most all rows) fit it, else from HBM
     (pkbsim.timing.compute.op_us decides, per GPU)."""
     read: int
     written: int
     path: str | None = None
+    elements: int = 0
     reread: int = 0
     resident: int = 0
     span: int = 0
@@ -56,7 +57,7 @@ class Launch:
     def record(self) -> dict:
         out = {"read": self.read, "written": self.written}
         if self.path:
-            out["path"] = self.path
+            out.update(path=self.path, elements=self.elements)
         if self.reread:
             out.update(reread=self.reread, resident=self.resident, span=self.span)
         return out
@@ -83,14 +84,14 @@ def launches(func, args, written: list, moved: tuple[int, int]) -> list[Launch] 
         return None
     if packet is _aten.cat:
         strided = any(t.layout == torch.strided and t.numel() and not t.is_contiguous() for t in args[0])
-        return [Launch(*moved, "strided")] if strided else None
+        return [Launch(*moved, "strided", written[0].numel())] if strided else None
     x, out = args[0], written[0]
     if not isinstance(x, torch.Tensor) or x.is_nested or x.layout != torch.strided or not x.numel():
         return None
     if packet in _CASTING_REDUCTIONS and x.dtype != out.dtype and not x.is_complex() \
             and not (x.dtype in _LOWP and out.dtype == torch.float32):
         copy = x.numel() * out.element_size()
-        return [Launch(tensor_bytes(x), copy, "cast"), Launch(copy, tensor_bytes(out))]
+        return [Launch(tensor_bytes(x), copy, "cast", x.numel()), Launch(copy, tensor_bytes(out))]
     if packet is _aten.logsumexp and x.is_floating_point():
         return _logsumexp(x, out)
     if packet in _SOFTMAXES:
@@ -105,8 +106,8 @@ def launches(func, args, written: list, moved: tuple[int, int]) -> list[Launch] 
     if packet is _aten.masked_fill and x.numel() == out.numel():
         mask = args[1]
         o = tensor_bytes(out)
-        return [Launch(tensor_bytes(x), o, None if x.is_contiguous() else "strided"),
-                Launch(o + tensor_bytes(mask), o, "strided" if mask.numel() != out.numel() else None)]
+        return [Launch(tensor_bytes(x), o, None if x.is_contiguous() else "strided", x.numel()),
+                Launch(o + tensor_bytes(mask), o, "strided" if mask.numel() != out.numel() else None, out.numel())]
     return None
 
 
@@ -125,7 +126,8 @@ def fused_launches(name: str, args: list, reads: list, out: list) -> list[Launch
 def _contiguous(x, kernels: list[Launch]) -> list[Launch]:
     """A kernel that needs a contiguous input (`input.contiguous()`, `expect_contiguous()`) copies a strided
     one first."""
-    return kernels if x.is_contiguous() else [Launch(tensor_bytes(x), tensor_bytes(x), "strided"), *kernels]
+    return kernels if x.is_contiguous() else [Launch(tensor_bytes(x), tensor_bytes(x), "strided", x.numel()),
+                                              *kernels]
 
 
 def _norm(x, normalized_shape, moved: tuple[int, int]) -> list[Launch]:
@@ -142,7 +144,7 @@ def _logsumexp(x, out) -> list[Launch]:
     return [Launch(n, r * e),                                  # amax
             Launch(r * e, r * e), Launch(r * e, flag),         # abs, == inf
             Launch(r * e + flag, r * e),                       # masked_fill_
-            Launch(n + r * e, n, big), Launch(n, n),           # x - max, exp_
+            Launch(n + r * e, n, big, x.numel()), Launch(n, n),  # x - max, exp_
             Launch(n, o),                                      # sum
             Launch(o, o), Launch(2 * o, o)]                    # log_, add_
 

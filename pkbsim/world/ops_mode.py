@@ -196,8 +196,8 @@ class RankOpsMode(TorchDispatchMode):
         fields = {"flops": flops, "bytes_read": rd, "bytes_written": wr}
         if floating:  # the timing engine picks the GPU's peak rate for this dtype
             fields["dtype"] = str(floating[0].dtype).replace("torch.", "")
-        if path:
-            fields["path"] = path
+        if path:   # its time goes by the elements it writes (pkbsim.timing.compute.kernel_us)
+            fields.update(path=path, elements=writes[0].numel())
         if kernels:
             fields["kernels"] = [k.record() for k in kernels]
         if peer_read or peer_write:
