@@ -2,6 +2,7 @@
 communication kernels hold some of the GPU's SMs."""
 from __future__ import annotations
 
+from pkbsim.timing.device_kernel import LOAD_LATENCY_US
 from pkbsim.timing.topology import Topology
 
 # Ops that launch no kernel: views, allocations and metadata (the world records them like any other op).
@@ -39,15 +40,20 @@ PATH_ELEMENTS_PER_SM_US = 67_108_864 / 191.7 / 132
 
 
 def kernel_us(topo: Topology, flops: float, nbytes: float, dtype: str, model: dict, comm_sms: int = 0,
-              path: str | None = None, elements: int = 0) -> float:
+              launch: dict | None = None) -> float:
     """max(FLOPs / (peak x efficiency), bytes / (HBM x efficiency), floor), stretched by sms/(sms - comm_sms):
-    a kernel that overlaps communication gets only the SMs the communication kernels leave free. `path`: an
-    elementwise op's slower CUDA path, where its `elements` go at PATH_ELEMENTS_PER_SM_US if that is slower."""
-    c = model["compute"]
+    a kernel that overlaps communication gets only the SMs the communication kernels leave free. `launch`
+    (an op's or a kernel's record) may say more: an elementwise op's slower CUDA `path`, where its `elements`
+    go at PATH_ELEMENTS_PER_SM_US if that is slower; a thread's `steps` in sequence, each a memory round trip
+    (a few elements, or a gather's index then its value: a kernel of few blocks waits on them, not on
+    bandwidth); and the `splits` torch launches it as (an operand past 2 GiB of offsets), each its own
+    floor and steps."""
+    c, launch = model["compute"], launch or {}
+    chain = c["min_kernel_us"] + (launch.get("steps", 1) - 1) * LOAD_LATENCY_US
     t = max(flops / (peak_flops(topo, dtype) * c["matmul_efficiency"]) * 1e6,
             nbytes / (topo.gpu.hbm_GBps * 1e9 * c["memory_efficiency"]) * 1e6,
-            elements / (topo.gpu.sms * PATH_ELEMENTS_PER_SM_US) if path else 0.0,
-            c["min_kernel_us"])
+            launch.get("elements", 0) / (topo.gpu.sms * PATH_ELEMENTS_PER_SM_US) if launch.get("path") else 0.0,
+            launch.get("splits", 1) * chain)
     free = max(topo.gpu.sms - comm_sms, 1)
     return t * topo.gpu.sms / free
 
@@ -62,14 +68,13 @@ def op_us(topo: Topology, op: dict, dtype: str, model: dict, comm_sms: int = 0) 
     parts = op.get("kernels")
     if not parts:
         return kernel_us(topo, flops, op.get("bytes_read", 0) + op.get("bytes_written", 0), dtype, model,
-                         comm_sms, op.get("path"), op.get("elements", 0))
+                         comm_sms, op)
     l2 = topo.gpu.l2_MB * 1e6
 
     def one(k: dict) -> float:
         live = min(topo.gpu.sms * k.get("resident", 0), k.get("span", 0))
         again = k.get("reread", 0) if live > l2 else 0
-        return kernel_us(topo, 0, k["read"] + k["written"] + again, dtype, model, comm_sms, k.get("path"),
-                         k.get("elements", 0))
+        return kernel_us(topo, 0, k["read"] + k["written"] + again, dtype, model, comm_sms, k)
     return max(kernel_us(topo, flops, 0, dtype, model, comm_sms), sum(one(k) for k in parts))
 
 

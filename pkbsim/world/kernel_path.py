@@ -4,6 +4,8 @@ On an H200 a bf16 -> float32 copy takes twice a float32 -> bf16 one of the same 
 broadcast weight 2.6x a contiguous multiply."""
 from __future__ import annotations
 
+import math
+
 import torch
 
 from pkbsim.world.device_identity import tagged
@@ -16,6 +18,8 @@ _VECTORISED_CASTS = {(torch.float32, torch.bfloat16), (torch.float32, torch.floa
 # ops whose bool operand is a condition the functor takes as bool (not cast)
 _CONDITIONS = {_aten.where, _aten.masked_fill, _aten.masked_fill_}
 _ELEMENTWISE: dict = {}   # OpOverload -> None (not one TensorIterator elementwise kernel), else (copy?, conditions?)
+THREADS = 128             # num_threads(): a block of torch's elementwise and scatter/gather kernels
+_INT32_MAX = 2 ** 31 - 1
 
 
 def _elementwise(func):
@@ -76,3 +80,35 @@ def kernel_path(func, reads, written) -> str | None:
         cast = False
     strided = not _dense_like(out, out) or any(t.numel() != n or not _dense_like(t, out) for t in ins)
     return "cast+strided" if cast and strided else "cast" if cast else "strided" if strided else None
+
+
+def byte_span(shape, strides, itemsize: int) -> int:
+    """The furthest byte, from its start, of a view with this shape and these strides."""
+    return (1 + sum((n - 1) * abs(st) for n, st in zip(shape, strides) if n > 0)) * itemsize
+
+
+def splits(spans) -> int:
+    """The kernels TensorIterator launches for an op whose operands reach these byte spans: where one lies
+    past 2^31 - 1 (can_use_32bit_indexing), with_32bit_indexing halves the iteration until each part fits,
+    a kernel each."""
+    span = max(spans, default=0)
+    return 1 << math.ceil(math.log2(span / _INT32_MAX)) if span > _INT32_MAX else 1
+
+
+def path_launch(path: str, reads, written) -> dict:
+    """How the kernel of an op on a slow `path` runs: the elements it writes, the steps a thread takes in
+    sequence where few blocks cover the elements (elementwise_kernel<128, vt>: vt elements a thread, 2 for
+    a 4-byte or wider output, else 4, 4 with a cast; each step's store ends it, so its loads wait a round
+    trip; the contiguous cast kernel loads its elements at once), and its splits. Fields of a trace record
+    (pkbsim.timing.compute.kernel_us)."""
+    out = written[0]
+    n = out.numel()
+    k = splits(byte_span(t.shape, t.stride(), t.element_size()) for t in [*reads, *written])
+    vt = 4 if "cast" in path or out.element_size() < 4 else 2
+    steps = 1 if path == "cast" else min(vt, math.ceil(n / k / THREADS))
+    rec = {"path": path, "elements": n}
+    if steps > 1:
+        rec["steps"] = steps
+    if k > 1:
+        rec["splits"] = k
+    return rec

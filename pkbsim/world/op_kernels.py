@@ -17,7 +17,12 @@ benchmarks/results/device_program_kernels_measured_h200.json), where one pass wa
 - an out-of-place `masked_fill` clones, then fills in place (TensorCompare.cpp);
 - `cat` of a non-contiguous input runs the generic CatArrayBatchedCopy with per-element index arithmetic:
   charged as an elementwise op on the strided path;
-- softmax and the norms take a contiguous input (`input.contiguous()`): a strided one is copied first.
+- softmax and the norms take a contiguous input (`input.contiguous()`): a strided one is copied first;
+- gather and scatter (_scatter_gather_elementwise_kernel) take up to 8 elements a thread one after another,
+  a gather's index then its value a round trip each: a small one waits on round trips (vocab's gather of
+  one logit a row: 9.9 us; scatter_add_: 12.3 us in two kernels, its grad past 2 GiB of offsets);
+- triu and tril compute each element's row and column (triu_tril_kernel): charged as the strided path
+  (ring_attention_causal's causal mask: 623.9 us; 126.8 as one pass).
 A row read again comes from the L2 while the rows resident on all SMs fit it (not yet measured), from HBM
 when they do not: the 128256-float rows of vocab_parallel_cross_entropy's log_softmax (3947 us; 1985 as
 one pass) and allreduce_residual_rmsnorm's 8192-float rows of RMS norm (196.5 us; 126.8 as one pass).
@@ -30,13 +35,20 @@ from dataclasses import dataclass
 
 import torch
 
+from pkbsim.world.kernel_path import THREADS, byte_span, splits
 from pkbsim.world.op_bytes import tensor_bytes
 
 _aten = torch.ops.aten
 _CASTING_REDUCTIONS = {_aten.sum, _aten.nansum, _aten.prod, _aten.mean}
 _LOWP = {torch.float16, torch.bfloat16}
 _SOFTMAXES = {_aten._softmax, _aten._log_softmax}
-_RULED = _CASTING_REDUCTIONS | _SOFTMAXES | {_aten.cat, _aten.logsumexp, _aten.native_layer_norm, _aten.masked_fill}
+# gather and scatter -> the round trips an element waits: a gather loads its index, then the value it points
+# at; a scatter loads index and value at once, and its store or atomic does not wait
+_SCATTER_GATHER = {_aten.gather: 2, _aten.scatter: 1, _aten.scatter_: 1, _aten.scatter_add: 1, _aten.scatter_add_: 1}
+SCATTER_GATHER_VT = 8   # thread_work_size(): elements a thread of _scatter_gather_elementwise_kernel<128, 8> takes
+_TRIANGLES = {_aten.triu, _aten.tril}
+_RULED = _CASTING_REDUCTIONS | _SOFTMAXES | set(_SCATTER_GATHER) | _TRIANGLES | {
+    _aten.cat, _aten.logsumexp, _aten.native_layer_norm, _aten.masked_fill}
 SHARED_MEM_PER_BLOCK = 48 * 1024   # cudaDeviceProp.sharedMemPerBlock, what SoftMax.cu sizes its rows against
 
 
@@ -53,11 +65,17 @@ class Launch:
     reread: int = 0
     resident: int = 0
     span: int = 0
+    steps: int = 1
+    splits: int = 1
 
     def record(self) -> dict:
         out = {"read": self.read, "written": self.written}
         if self.path:
             out.update(path=self.path, elements=self.elements)
+        if self.steps > 1:
+            out["steps"] = self.steps
+        if self.splits > 1:
+            out["splits"] = self.splits
         if self.reread:
             out.update(reread=self.reread, resident=self.resident, span=self.span)
         return out
@@ -82,6 +100,10 @@ def launches(func, args, written: list, moved: tuple[int, int]) -> list[Launch] 
     packet = func.overloadpacket
     if packet not in _RULED or not written or not args:
         return None
+    if packet in _SCATTER_GATHER:
+        return _scatter_gather(args, written, _SCATTER_GATHER[packet], moved)
+    if packet in _TRIANGLES:   # triu_tril_kernel: each element's row and column by 64-bit division
+        return [Launch(*moved, "strided", written[0].numel())]
     if packet is _aten.cat:
         strided = any(t.layout == torch.strided and t.numel() and not t.is_contiguous() for t in args[0])
         return [Launch(*moved, "strided", written[0].numel())] if strided else None
@@ -121,6 +143,26 @@ def fused_launches(name: str, args: list, reads: list, out: list) -> list[Launch
     if x.is_nested or x.layout != torch.strided or not x.numel():
         return None
     return _norm(x, args[1], (sum(tensor_bytes(t) for t in reads), sum(tensor_bytes(t) for t in out)))
+
+
+def _scatter_gather(args, written: list, trips: int, moved: tuple[int, int]) -> list[Launch] | None:
+    """_scatter_gather_elementwise_kernel: 128 threads a block, each taking up to 8 of the index's elements
+    one after another (the store through a computed address ends each), every element `trips` round trips.
+    Its iteration has the index's shape over the operands' strides, the indexed tensor's (a scatter's self,
+    a gather's input) with the indexed dim's stride zeroed (ScatterGatherKernel.cu)."""
+    x, dim, index = args[0], args[1], args[2]
+    if not isinstance(index, torch.Tensor) or not index.numel() or not index.dim():
+        return None
+    other = written[0] if trips == 2 else args[3] if len(args) > 3 and isinstance(args[3], torch.Tensor) else None
+    indexed = list(x.stride())
+    indexed[dim % index.dim()] = 0
+    spans = [byte_span(index.shape, indexed, x.element_size()),
+             byte_span(index.shape, index.stride(), index.element_size())]
+    if other is not None and other.dim() == index.dim():
+        spans.append(byte_span(index.shape, other.stride(), other.element_size()))
+    k = splits(spans)
+    per_thread = min(SCATTER_GATHER_VT, math.ceil(index.numel() / k / THREADS))
+    return [Launch(*moved, steps=per_thread * trips, splits=k)]
 
 
 def _contiguous(x, kernels: list[Launch]) -> list[Launch]:

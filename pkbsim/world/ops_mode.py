@@ -16,7 +16,7 @@ from torch.utils.flop_counter import flop_registry
 from pkbsim.world import host_sync
 from pkbsim.world.comms import is_fake, resolve_comm, storage_key
 from pkbsim.world.findings import Finding
-from pkbsim.world.kernel_path import kernel_path
+from pkbsim.world.kernel_path import kernel_path, path_launch
 from pkbsim.world.op_bytes import nbytes, traffic
 from pkbsim.world.op_kernels import Launch, fused_launches, launches
 from pkbsim.world.plugins import registered
@@ -196,8 +196,8 @@ class RankOpsMode(TorchDispatchMode):
         fields = {"flops": flops, "bytes_read": rd, "bytes_written": wr}
         if floating:  # the timing engine picks the GPU's peak rate for this dtype
             fields["dtype"] = str(floating[0].dtype).replace("torch.", "")
-        if path:   # its time goes by the elements it writes (pkbsim.timing.compute.kernel_us)
-            fields.update(path=path, elements=writes[0].numel())
+        if path:   # its time goes by the elements it writes and the steps of a thread (compute.kernel_us)
+            fields.update(path_launch(path, reads, writes))
         if kernels:
             fields["kernels"] = [k.record() for k in kernels]
         if peer_read or peer_write:
