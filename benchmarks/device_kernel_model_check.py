@@ -11,7 +11,7 @@ it needs only torch and triton. `compare` runs the
 same kernel on one simulated rank at a smaller n (Triton's interpreter, the PTX interpreter for the
 extension), scales the kernel's work record to the measured n by the cost stage's rule
 (pkbsim.timing.trace_scale; a fixed grid stays fixed) and times it with pkbsim.timing.device_kernel on
-hgx-h200's GPU; it prints measured, predicted, the error and what bounds the kernel, and the median and
+the measured GPU (benchmarks/gpu_machines.py); it prints measured, predicted, the error and what bounds the kernel, and the median and
 largest error. No asserts.
 
     python benchmarks/device_kernel_model_check.py programs MEASURED.json [OUT.json] [--records=FILE] [--simulate-missing]
@@ -29,6 +29,7 @@ call (its kernels' device time summed) against the replay of pkb's full-size tra
 """
 from __future__ import annotations
 
+import functools
 import io
 import json
 import math
@@ -41,6 +42,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from benchmarks.device_kernels import CASES, kernel_name, setup  # noqa: E402
+from benchmarks.gpu_machines import machine  # noqa: E402
 
 
 def measure(out_path: str) -> None:
@@ -89,7 +91,6 @@ def kernel_us(launch, name: str) -> float:
     return statistics.median(durs) if durs else None
 
 
-CALIBRATION = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "calibration_h200.json")
 FITTED = {("t_copy_grid16", 16 << 20), ("c_pingpong", 200), ("t_atomic_spread", 16 << 20),
           ("c_atomic_spread", 16 << 20), ("t_atomic_hot", 4 << 20), ("c_atomic_hot", 4 << 20)}  # one constant each
 
@@ -126,8 +127,9 @@ def compare(in_path: str, out_path: str | None) -> None:
     from pkbsim.timing.trace_scale import scale_device
     doc = json.load(open(in_path))
     measured = {(r["case"], r["n"]): r for r in doc["rows"]}
-    topo = load_topology("hgx-h200")
-    model = host_model(CALIBRATION, topo)   # that GPU's measured HBM copy rate and kernel floor
+    topology, calibration = machine(doc.get("gpu", ""))
+    topo = load_topology(topology)
+    model = host_model(calibration, topo)   # that GPU's measured HBM copy rate and kernel floor
     rows, cache = [], {}
     with tempfile.TemporaryDirectory() as tmp:
         for name, n, n_pkb, grid in CASES:
@@ -367,10 +369,11 @@ def programs(in_path: str, out_path: str | None, records_path: str | None = None
     from pkbsim.timing.topology import load_topology
     with open(in_path) as f:
         doc = json.load(f)
-    topo = load_topology("hgx-h200")
-    model = host_model(CALIBRATION, topo)
+    topology, calibration = machine(doc.get("gpu", ""))
+    topo = load_topology(topology)
+    model = host_model(calibration, topo)
     print(f"measured: {doc.get('gpu')}, torch {doc.get('torch')}, triton {doc.get('triton')} (world size 1); "
-          f"predicted: {topo.name}, {os.path.relpath(CALIBRATION, ROOT)}")
+          f"predicted: {topo.name}, {os.path.relpath(calibration, ROOT)}")
     recs = records_path or RECORDS
     simulate = cached_launches(recs, simulate_missing) if os.path.exists(recs) else program_launches_at
     print(f"pkb's launch records: {os.path.relpath(recs, ROOT) if os.path.exists(recs) else 'simulated now'}")
@@ -392,7 +395,8 @@ def programs(in_path: str, out_path: str | None, records_path: str | None = None
         print("left out:", line)
 
     cached = json.load(open(recs)).get("solutions") if os.path.exists(recs) else None
-    sol_rows, sol_skipped = solution_rows(doc, topo, cached=cached)
+    sol_rows, sol_skipped = solution_rows(doc, topo, functools.partial(predicted_ops, calibration=calibration),
+                                          cached)
     print(f"\nsolutions at world size 1, per torch op (their kernels' device time) against the replay on {topo.name}:")
     print(f"{'solution':34s} {'op':22s} {'class':6s} {'measured':>9s} {'predicted':>9s} {'error':>7s}  kernels")
     for r in sol_rows:
@@ -520,20 +524,21 @@ def solution_trace(slug: str, candidate: str) -> tuple[dict, str]:
     return trace, "full-size shape run"
 
 
-def predicted_ops(slug: str, candidate: str, topo, cached: dict | None = None) -> tuple[list[dict], str]:
-    """The solution's compute ops on rank 0, each timed by the replay on `topo` with the H200's calibration (the
-    trace from `cached`, the records file, when it holds it), and how the trace was got."""
+def predicted_ops(slug: str, candidate: str, topo, cached: dict | None = None, *,
+                  calibration: str) -> tuple[list[dict], str]:
+    """The solution's compute ops on rank 0, each timed by the replay on `topo` with that GPU's `calibration`
+    (the trace from `cached`, the records file, when it holds it), and how the trace was got."""
     from pkbsim.timing.replay import Replay
     got = (cached or {}).get(f"{slug} {candidate}")
     trace, how = (got["trace"], got["how"]) if got else solution_trace(slug, candidate)
-    res = Replay(topo, trace, calibration=CALIBRATION).run()
+    res = Replay(topo, trace, calibration=calibration).run()
     ops = [{"name": k.name, "kind": k.kind, "us": k.end - k.start, "flops": k.args.get("flops", 0),
             "bytes": k.args.get("bytes", 0), "bound": k.args.get("bound")}
            for k in res.replay.kernels if k.rank == 0 and k.kind == "compute"]
     return ops, how
 
 
-def solution_rows(doc: dict, topo, predict=predicted_ops, cached: dict | None = None) -> tuple[list[dict], list[str]]:
+def solution_rows(doc: dict, topo, predict, cached: dict | None = None) -> tuple[list[dict], list[str]]:
     """Per torch op of each solution's call: measured device time (its kernels' sum) against the replay's."""
     rows, skipped = [], []
     sol = doc.get("solutions") or {}

@@ -44,7 +44,7 @@ def measure(out_path: str) -> None:
     dev = "cuda"
     big = torch.empty(FLUSH_BYTES // 4, device=dev)
     sink = torch.empty((), device=dev)
-    flushes = {"warm": None, "after a clean flush": lambda: torch.sum(big, out=sink),
+    flushes = {"warm": None, "after a clean flush": lambda: torch.sum(big, 0, out=sink),
                "after a dirty flush": lambda: big.fill_(1.0)}
     rows = []
     for name, setup, op in OPS:

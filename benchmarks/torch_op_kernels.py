@@ -10,8 +10,9 @@ ops pkb knows it misses (triu, a small gather).
 `measure`: each case's inputs made once, two warm-up calls, then five calls under torch.profiler; a call's
 time is its GPU activities' device time summed (every kernel, memset and copy the op launched), the median
 over the five. Imports only torch. `compare`: each case as a program of one simulated rank (`pkb check`'s
-world, record_compute), the op's compute records replayed on hgx-h200 with the H200's calibration
-(benchmarks/results/calibration_h200.json), their times summed; prints measured, predicted and error per case,
+world, record_compute), the op's compute records replayed on the measured GPU's topology with its calibration
+(benchmarks/gpu_machines.py: hgx-h200 with results/calibration_h200.json, hgx-h100 with calibration_h100.json),
+their times summed; prints measured, predicted and error per case,
 and the median and largest |error| of the rule cases and of the controls. No asserts.
 """
 from __future__ import annotations
@@ -25,8 +26,6 @@ import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-CALIBRATION = os.path.join(ROOT, "benchmarks", "results", "calibration_h200.json")
-
 # (name, role, setup, op): `dev` is the device; role "rule" (an op_kernels rule applies, including its
 # L2 side: a row re-read while the resident rows fit the L2 costs nothing), "control" (none applies: one
 # pass), "path" (an elementwise op on a slow CUDA path, pkbsim.world.kernel_path) or "known miss" (pkb's
@@ -153,8 +152,8 @@ def measure(out_path: str) -> None:
             json.dump({"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "rows": rows}, f, indent=1)
 
 
-def predicted_us(setup: str, op: str) -> float:
-    """pkb's time for the op's call: its compute records on one simulated rank, replayed on hgx-h200."""
+def predicted_us(setup: str, op: str, topology: str, calibration: str) -> float:
+    """pkb's time for the op's call: its compute records on one simulated rank, replayed on `topology`."""
     from pkbsim.timing.replay import Replay
     from pkbsim.timing.topology import load_topology
     from pkbsim.world.check import check_script
@@ -170,24 +169,26 @@ def predicted_us(setup: str, op: str) -> float:
            if r.get("kind") == "compute" and r["site"].endswith(f"case.py:{line}")]
     if not ops:
         raise RuntimeError("no compute record on the op's line: " + "; ".join(f.render() for f in res.findings))
-    replay = Replay(load_topology("hgx-h200"), records_doc(1, [ops], {}), calibration=CALIBRATION)
+    replay = Replay(load_topology(topology), records_doc(1, [ops], {}), calibration=calibration)
     replay.run()
     return sum(k.end - k.start for k in replay.kernels if k.kind == "compute")
 
 
 def compare(in_path: str, out_path: str | None) -> None:
+    from benchmarks.gpu_machines import machine
     doc = json.load(open(in_path))
     cases = {c[0]: c for c in CASES}
     rows = []
-    print(f"measured: {doc.get('gpu')}, torch {doc.get('torch')}; predicted: hgx-h200, "
-          f"{os.path.relpath(CALIBRATION, ROOT)}")
+    topology, calibration = machine(doc.get("gpu", ""))
+    print(f"measured: {doc.get('gpu')}, torch {doc.get('torch')}; predicted: {topology}, "
+          f"{os.path.relpath(calibration, ROOT)}")
     print("| case | role | measured | predicted | error |\n|---|---|---|---|---|")
     for m in doc["rows"]:
         if "measured_us" not in m or m["case"] not in cases:
             print(f"| {m['case']} | {m['role']} | {m.get('error', 'not measured')[:60]} | | |")
             continue
         _, role, setup, op = cases[m["case"]]
-        p = predicted_us(setup, op)
+        p = predicted_us(setup, op, topology, calibration)
         err = (p - m["measured_us"]) / m["measured_us"]
         rows.append({"case": m["case"], "role": role, "measured_us": round(m["measured_us"], 2),
                      "predicted_us": round(p, 2), "error": round(err, 3)})
@@ -202,8 +203,8 @@ def compare(in_path: str, out_path: str | None) -> None:
                   f"max {100 * max(errs):.1f}%")
     if out_path:
         with open(out_path, "w") as f:
-            json.dump({"gpu": doc.get("gpu"), "torch": doc.get("torch"), "rows": rows, "summary": summary}, f,
-                      indent=1)
+            json.dump({"gpu": doc.get("gpu"), "torch": doc.get("torch"), "topology": topology, "rows": rows,
+                       "summary": summary}, f, indent=1)
 
 
 if __name__ == "__main__":
