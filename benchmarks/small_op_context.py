@@ -54,6 +54,12 @@ def measure(out_path: str) -> None:
         row = {"op": name, "code": op}
         for setting, flush in flushes.items():
             times, names = [], set()
+            skip = 0
+            if flush:   # the flush's own kernels (a sum may launch more than one)
+                with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                    flush()
+                    torch.cuda.synchronize()
+                skip = sum(e.device_type == torch.autograd.DeviceType.CUDA for e in prof.events())
             for r in range(10):
                 with profile(activities=[ProfilerActivity.CUDA]) as prof:
                     if flush:
@@ -62,7 +68,7 @@ def measure(out_path: str) -> None:
                     torch.cuda.synchronize()
                 events = sorted((e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA),
                                 key=lambda e: e.time_range.start)
-                own = events[1:] if flush else events
+                own = events[skip:]
                 if r >= 3:
                     times.append(sum(e.device_time for e in own))
                     names.update(e.name[:80] for e in own)
