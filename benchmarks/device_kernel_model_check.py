@@ -11,8 +11,8 @@ it needs only torch and triton. `compare` runs the
 same kernel on one simulated rank at a smaller n (Triton's interpreter, the PTX interpreter for the
 extension), scales the kernel's work record to the measured n by the cost stage's rule
 (pkbsim.timing.trace_scale; a fixed grid stays fixed) and times it with pkbsim.timing.device_kernel on
-the measured GPU (benchmarks/gpu_machines.py); it prints measured, predicted, the error and what bounds the kernel, and the median and
-largest error. No asserts.
+the measured GPU (benchmarks/gpu_machines.py); it prints measured, predicted, the error and what bounds
+the kernel, and the median and largest error. No asserts.
 
     python benchmarks/device_kernel_model_check.py programs MEASURED.json [OUT.json] [--records=FILE] [--simulate-missing]
     python benchmarks/device_kernel_model_check.py records FILE [k/n | sk/n | own | solutions]   # pkb's side alone

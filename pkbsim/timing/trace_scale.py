@@ -61,8 +61,9 @@ def scale_trace(doc: dict, ratio: float) -> dict:
                 if f in op:
                     op[f] = round(op[f] * ratio)
             if "kernels" in op:   # more rows, not longer ones: which kernels run and a row's size stay
-                op["kernels"] = [{f: round(v * ratio) if f in ("read", "written", "elements", "reread", "span") else v
-                                  for f, v in k.items()} for k in op["kernels"]]
+                grows = ("read", "written", "elements", "reread", "span")
+                op["kernels"] = [{f: round(v * ratio) if f in grows else v for f, v in k.items()}
+                                 for k in op["kernels"]]
             peer = op.get("peer_bytes")
             if peer:
                 op["peer_bytes"] = {d: {p: round(b * ratio) for p, b in m.items()} for d, m in peer.items()}

@@ -54,10 +54,12 @@ SHARED_MEM_PER_BLOCK = 48 * 1024   # cudaDeviceProp.sharedMemPerBlock, what Soft
 
 @dataclass(frozen=True)
 class Launch:
-    """One kernel of an op: the bytes it reads and writes, its elementwise path (kernel_path) with the
-    elements it writes (a slow path's time goes by them: pkbsim.timing.compute), and the bytes it reads again (`reread`) of rows spanning `span` bytes while each SM keeps `resident` bytes of them live
-    between the reads: from the L2 while the live rows (all SMs', at most all rows) fit it, else from HBM
-    (pkbsim.timing.compute.op_us decides, per GPU)."""
+    """One kernel of an op: the bytes it reads and writes; its elementwise path (kernel_path) with the
+    elements it writes (a slow path's time goes by them); the bytes it reads again (`reread`) of rows spanning
+    `span` bytes while each SM keeps `resident` bytes of them live between the reads (from the L2 while the
+    live rows, all SMs', at most all rows, fit it, else from HBM); the memory round trips a thread makes one
+    after another (`steps`) and the kernels torch splits it into (`splits`). pkbsim.timing.compute times it,
+    per GPU."""
     read: int
     written: int
     path: str | None = None
