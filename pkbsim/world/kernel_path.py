@@ -49,6 +49,11 @@ def _dense_like(t, out) -> bool:
     return t.stride() == out.stride() and _dense(t)
 
 
+def _plain(t) -> bool:
+    """A dense strided tensor, the kind TensorIterator's elementwise kernels walk (not nested, not sparse)."""
+    return not t.is_nested and t.layout == torch.strided
+
+
 def _on_host(t) -> bool:
     """A tensor the program put on the host (device_identity tags it; a simulated GPU's tensors are CPU
     tensors too, untagged)."""
@@ -62,9 +67,10 @@ def kernel_path(func, reads, written) -> str | None:
     with a dynamic cast, unrolled, not vectorised; a float32 -> bf16/fp16 copy is vectorised), "strided" where
     an operand is broadcast (stride 0) or not dense in the output's order (elementwise_kernel with offset
     calculators), "cast+strided" for both. A bool condition (where, masked_fill) is the functor's own type; a
-    bool output (comparisons) takes its inputs' dtype as the reference."""
+    bool output (comparisons) takes its inputs' dtype as the reference. Nested and sparse tensors run other
+    kernels: None."""
     kind = _elementwise(func)
-    if kind is None or not written:
+    if kind is None or not written or not all(_plain(t) for t in [*reads, *written]):
         return None
     out = written[0]
     n = out.numel()
@@ -97,10 +103,10 @@ def splits(spans) -> int:
 
 def path_launch(path: str, reads, written) -> dict:
     """How the kernel of an op on a slow `path` runs: the elements it writes, the steps a thread takes in
-    sequence where few blocks cover the elements (elementwise_kernel<128, vt>: vt elements a thread, 2 for
-    a 4-byte or wider output, else 4, 4 with a cast; each step's store ends it, so its loads wait a round
-    trip; the contiguous cast kernel loads its elements at once), and its splits. Fields of a trace record
-    (pkbsim.timing.compute.kernel_us)."""
+    sequence (elementwise_kernel<128, vt>: vt elements a thread, 2 for a 4-byte or wider output, else 4, 4
+    with a cast; each step's store ends it, so its loads wait a round trip; the contiguous cast kernel loads
+    its elements at once: they bound a kernel of few blocks, the elements' rate a large one), and its
+    splits. Fields of a trace record and of op_kernels.Launch (pkbsim.timing.compute.kernel_us)."""
     out = written[0]
     n = out.numel()
     k = splits(byte_span(t.shape, t.stride(), t.element_size()) for t in [*reads, *written])

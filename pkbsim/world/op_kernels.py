@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 import torch
 
-from pkbsim.world.kernel_path import THREADS, byte_span, splits
+from pkbsim.world.kernel_path import THREADS, byte_span, path_launch, splits
 from pkbsim.world.op_bytes import tensor_bytes
 
 _aten = torch.ops.aten
@@ -105,17 +105,17 @@ def launches(func, args, written: list, moved: tuple[int, int]) -> list[Launch] 
     if packet in _SCATTER_GATHER:
         return _scatter_gather(args, written, _SCATTER_GATHER[packet], moved)
     if packet in _TRIANGLES:   # triu_tril_kernel: each element's row and column by 64-bit division
-        return [Launch(*moved, "strided", written[0].numel())]
+        return [Launch(*moved, **path_launch("strided", [args[0]], written))]
     if packet is _aten.cat:
         strided = any(t.layout == torch.strided and t.numel() and not t.is_contiguous() for t in args[0])
-        return [Launch(*moved, "strided", written[0].numel())] if strided else None
+        return [Launch(*moved, **path_launch("strided", list(args[0]), written))] if strided else None
     x, out = args[0], written[0]
     if not isinstance(x, torch.Tensor) or x.is_nested or x.layout != torch.strided or not x.numel():
         return None
     if packet in _CASTING_REDUCTIONS and x.dtype != out.dtype and not x.is_complex() \
             and not (x.dtype in _LOWP and out.dtype == torch.float32):
         copy = x.numel() * out.element_size()
-        return [Launch(tensor_bytes(x), copy, "cast", x.numel()), Launch(copy, tensor_bytes(out))]
+        return [Launch(tensor_bytes(x), copy, **path_launch("cast", [x], [x])), Launch(copy, tensor_bytes(out))]
     if packet is _aten.logsumexp and x.is_floating_point():
         return _logsumexp(x, out)
     if packet in _SOFTMAXES:
@@ -130,8 +130,8 @@ def launches(func, args, written: list, moved: tuple[int, int]) -> list[Launch] 
     if packet is _aten.masked_fill and x.numel() == out.numel():
         mask = args[1]
         o = tensor_bytes(out)
-        return [Launch(tensor_bytes(x), o, None if x.is_contiguous() else "strided", x.numel()),
-                Launch(o + tensor_bytes(mask), o, "strided" if mask.numel() != out.numel() else None, out.numel())]
+        return [Launch(tensor_bytes(x), o, **_strided_if(not x.is_contiguous(), [x], [out])),
+                Launch(o + tensor_bytes(mask), o, **_strided_if(mask.numel() != out.numel(), [mask, out], [out]))]
     return None
 
 
@@ -164,14 +164,21 @@ def _scatter_gather(args, written: list, trips: int, moved: tuple[int, int]) -> 
         spans.append(byte_span(index.shape, other.stride(), other.element_size()))
     k = splits(spans)
     per_thread = min(SCATTER_GATHER_VT, math.ceil(index.numel() / k / THREADS))
+    if per_thread * trips == 1 and k == 1:
+        return None
     return [Launch(*moved, steps=per_thread * trips, splits=k)]
+
+
+def _strided_if(strided: bool, reads, written) -> dict:
+    """Launch fields of a kernel that takes the strided path where `strided` (kernel_path.path_launch)."""
+    return path_launch("strided", reads, written) if strided else {}
 
 
 def _contiguous(x, kernels: list[Launch]) -> list[Launch]:
     """A kernel that needs a contiguous input (`input.contiguous()`, `expect_contiguous()`) copies a strided
     one first."""
-    return kernels if x.is_contiguous() else [Launch(tensor_bytes(x), tensor_bytes(x), "strided", x.numel()),
-                                              *kernels]
+    return kernels if x.is_contiguous() else [Launch(tensor_bytes(x), tensor_bytes(x),
+                                                     **path_launch("strided", [x], [x])), *kernels]
 
 
 def _norm(x, normalized_shape, moved: tuple[int, int]) -> list[Launch]:
@@ -183,12 +190,12 @@ def _norm(x, normalized_shape, moved: tuple[int, int]) -> list[Launch]:
 
 def _logsumexp(x, out) -> list[Launch]:
     n, o, r, e = tensor_bytes(x), tensor_bytes(out), out.numel(), x.element_size()
-    big = "strided" if r != x.numel() else None   # x - max broadcasts the maxima
+    big = r != x.numel()   # x - max broadcasts the maxima
     flag = r   # the bool mask of infinite maxima
     return [Launch(n, r * e),                                  # amax
             Launch(r * e, r * e), Launch(r * e, flag),         # abs, == inf
             Launch(r * e + flag, r * e),                       # masked_fill_
-            Launch(n + r * e, n, big, x.numel()), Launch(n, n),  # x - max, exp_
+            Launch(n + r * e, n, **_strided_if(big, [x, out], [x])), Launch(n, n),  # x - max, exp_
             Launch(n, o),                                      # sum
             Launch(o, o), Launch(2 * o, o)]                    # log_, add_
 
