@@ -53,6 +53,20 @@ def test_gather_and_scatter_move_their_elements_not_the_whole_tensor(ops):
     assert ops["scatter_"]["bytes_read"] == index + 256 * 4 and ops["scatter_"]["bytes_written"] == 256 * 4
 
 
+def test_a_scattered_scalar_writes_one_element_an_index(tmp_path):
+    """`scatter_(dim, index, 2.0)` has no source tensor: it writes one element for each index element (the
+    count before took the written elements from a floating source and charged none)."""
+    import io
+    from pkbsim.world.check import check_script
+    from pkbsim.world.launcher import RunOptions
+    path = tmp_path / "scalar.py"
+    path.write_text("import torch\nz = torch.zeros(256, 1024, device='cuda')\n"
+                    "idx = torch.randint(0, 1024, (256, 1), device='cuda')\nz.scatter_(1, idx, 2.0)\n")
+    res = check_script(str(path), [], RunOptions(nproc=1, output=io.StringIO(), record_compute=True))
+    op = next(op for op in _ops(res) if op["op"] == "scatter_")
+    assert (op["bytes_read"], op["bytes_written"]) == (256 * 8, 256 * 4)
+
+
 def test_the_schema_count_would_charge_more():
     """What the schema alone gives for the gather above (the buggy twin): its whole source."""
     import torch

@@ -43,7 +43,9 @@ def traffic(func, args, reads: list, writes: list, outs: list) -> tuple[int, int
         return nbytes(others) + sum(o.numel() for o in outs) * source.element_size(), nbytes(written)
     if packet in _SCATTERS and writes:
         others = [t for t in reads if all(t is not w for w in writes)]
-        moved = max((t.numel() for t in others if t.is_floating_point() or t.dtype == writes[0].dtype), default=0)
+        # the elements written: the source's, or, where a scalar is scattered, the index's (one each)
+        moved = max((t.numel() for t in others if t.is_floating_point() or t.dtype == writes[0].dtype), default=0) \
+            or max((t.numel() for t in others), default=0)
         return nbytes(others), moved * writes[0].element_size()
     in_place = func._schema.name.endswith("_") and packet not in _OVERWRITE
     return nbytes(reads) + (nbytes(writes) if in_place else 0), nbytes(written)
