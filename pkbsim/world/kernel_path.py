@@ -49,8 +49,8 @@ def _dense_like(t, out) -> bool:
     return t.stride() == out.stride() and _dense(t)
 
 
-def _plain(t) -> bool:
-    """A dense strided tensor, the kind TensorIterator's elementwise kernels walk (not nested, not sparse)."""
+def strided_layout(t) -> bool:
+    """A strided tensor, the kind torch's CUDA kernels of these rules walk (not nested, not sparse)."""
     return not t.is_nested and t.layout == torch.strided
 
 
@@ -70,7 +70,7 @@ def kernel_path(func, reads, written) -> str | None:
     bool output (comparisons) takes its inputs' dtype as the reference. Nested and sparse tensors run other
     kernels: None."""
     kind = _elementwise(func)
-    if kind is None or not written or not all(_plain(t) for t in [*reads, *written]):
+    if kind is None or not written or not all(map(strided_layout, [*reads, *written])):
         return None
     out = written[0]
     n = out.numel()

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 import torch
 
-from pkbsim.world.kernel_path import THREADS, byte_span, path_launch, splits
+from pkbsim.world.kernel_path import THREADS, byte_span, path_launch, splits, strided_layout
 from pkbsim.world.op_bytes import tensor_bytes
 
 _aten = torch.ops.aten
@@ -110,7 +110,7 @@ def launches(func, args, written: list, moved: tuple[int, int]) -> list[Launch] 
         strided = any(t.layout == torch.strided and t.numel() and not t.is_contiguous() for t in args[0])
         return [Launch(*moved, **path_launch("strided", list(args[0]), written))] if strided else None
     x, out = args[0], written[0]
-    if not isinstance(x, torch.Tensor) or x.is_nested or x.layout != torch.strided or not x.numel():
+    if not isinstance(x, torch.Tensor) or not strided_layout(x) or not x.numel():
         return None
     if packet in _CASTING_REDUCTIONS and x.dtype != out.dtype and not x.is_complex() \
             and not (x.dtype in _LOWP and out.dtype == torch.float32):
@@ -142,7 +142,7 @@ def fused_launches(name: str, args: list, reads: list, out: list) -> list[Launch
     if name != "rms_norm" or not reads or not out or len(args) < 2:
         return None
     x = reads[0]
-    if x.is_nested or x.layout != torch.strided or not x.numel():
+    if not strided_layout(x) or not x.numel():
         return None
     return _norm(x, args[1], (sum(tensor_bytes(t) for t in reads), sum(tensor_bytes(t) for t in out)))
 
