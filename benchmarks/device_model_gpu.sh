@@ -12,5 +12,7 @@ mkdir -p "$out"
 nvidia-smi --query-gpu=name,memory.used --format=csv > "$out/gpu.txt" 2>&1
 timeout 150 python3 benchmarks/torch_op_kernels.py measure "$out/torch_op_kernels_measured.json" > "$out/torch_op_kernels.log" 2>&1
 timeout 60 python3 benchmarks/small_op_context.py "$out/small_op_context.json" > "$out/small_op_context.log" 2>&1
-python3 benchmarks/device_program_kernels.py measure "$out/dpk" 360 \
-    --after=benchmarks/results/device_program_kernels_measured_h200.json > "$out/dpk.log" 2>&1
+# earlier rows of this GPU kind are kept (H200 or H100: the lent kind may differ from the one asked for)
+case "$(head -2 "$out/gpu.txt" | tail -1)" in *H100*) earlier=h100 ;; *) earlier=h200 ;; esac
+python3 benchmarks/device_program_kernels.py measure "$out/dpk" ${DPK_BUDGET_S:-360} \
+    --after=benchmarks/results/device_program_kernels_measured_$earlier.json > "$out/dpk.log" 2>&1

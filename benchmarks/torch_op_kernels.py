@@ -111,6 +111,20 @@ CASES = [
     ("gather one logit a row (bf16)", "rule",
      "x = torch.randn(8192, 32000, device=dev, dtype=torch.bfloat16); i = torch.randint(0, 32000, (8192, 1), "
      "device=dev)", "x.gather(1, i)"),
+    # added 2026-12-05 (second session), before the rules they check were written and before any was measured:
+    # a reduction over dims of size 1 only (one input an output: reduce_kernel, not a copy)
+    ("bf16 [1, 32 Mi] summed over dim 0", "rule", "s = torch.randn(1, 33554432, device=dev, dtype=torch.bfloat16)",
+     "s.sum(0)"),
+    ("float32 [4096, 1, 4096] amax over dim 1", "rule", "s = torch.randn(4096, 1, 4096, device=dev)", "s.amax(1)"),
+    ("float32 [16 Mi, 1] mean over the last dim", "rule", "s = torch.randn(16777216, 1, device=dev)", "s.mean(-1)"),
+    ("float32 [2, 32 Mi] summed over dim 0", "control", "s = torch.randn(2, 33554432, device=dev)", "s.sum(0)"),
+    # small kernels: a contiguous cast, a reduce kernel's floor
+    ("bf16 8192 to float32", "rule", "y = torch.randn(8192, device=dev, dtype=torch.bfloat16)", "y.float()"),
+    ("bool 8192 to float32", "rule", "m = torch.rand(8192, device=dev) > 0.5", "m.float()"),
+    ("float32 [8, 8192] summed over dim 0", "rule", "p = torch.randn(8, 8192, device=dev)", "p.sum(0)"),
+    ("float32 [128, 64] summed over rows", "rule", "r = torch.randn(128, 64, device=dev)", "r.sum(-1)"),
+    ("float32 [1, 8192] summed over dim 0", "rule", "p = torch.randn(1, 8192, device=dev)", "p.sum(0)"),
+    ("int64 [1] floor-divided by 16", "known miss", "k = torch.tensor([1000], device=dev)", "k // 16"),
 ]
 
 
