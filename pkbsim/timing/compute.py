@@ -37,6 +37,10 @@ def peak_flops(topo: Topology, dtype: str) -> float:
 # 339 G/s and allreduce_residual_rmsnorm's bf16 broadcast multiply, half the bytes an element, at 407 G/s.
 # Counted per SM: the rate grows with the SMs issuing the work.
 PATH_ELEMENTS_PER_SM_US = 67_108_864 / 191.7 / 132
+# torch's reduce_kernel (Reduce.cuh) takes about 1 us more than an elementwise kernel, however few its inputs:
+# on an H100, warm, a [64, 16] row sum took 2.08 us and a sum over 8 rows of 4096 2.24, against 1.15 for a
+# one-element add (benchmarks/results/small_op_context_h100.json, the two rows this is fitted on)
+REDUCE_FLOOR_EXTRA_US = 1.0
 
 
 def kernel_us(topo: Topology, flops: float, nbytes: float, dtype: str, model: dict, comm_sms: int = 0,
@@ -46,10 +50,11 @@ def kernel_us(topo: Topology, flops: float, nbytes: float, dtype: str, model: di
     (an op's or a kernel's record) may say more: an elementwise op's slower CUDA `path`, where its `elements`
     go at PATH_ELEMENTS_PER_SM_US if that is slower; a thread's `steps` in sequence, each a memory round trip
     (a few elements, or a gather's index then its value: a kernel of few blocks waits on them, not on
-    bandwidth); and the `splits` torch launches it as (an operand past 2 GiB of offsets), each its own
-    floor and steps."""
+    bandwidth); the `splits` torch launches it as (an operand past 2 GiB of offsets), each its own
+    floor and steps; and its `kernel` family where the floor is not the elementwise one (REDUCE_FLOOR_EXTRA_US)."""
     c, launch = model["compute"], launch or {}
-    chain = c["min_kernel_us"] + (launch.get("steps", 1) - 1) * LOAD_LATENCY_US
+    floor = c["min_kernel_us"] + (REDUCE_FLOOR_EXTRA_US if launch.get("kernel") == "reduce" else 0.0)
+    chain = floor + (launch.get("steps", 1) - 1) * LOAD_LATENCY_US
     t = max(flops / (peak_flops(topo, dtype) * c["matmul_efficiency"]) * 1e6,
             nbytes / (topo.gpu.hbm_GBps * 1e9 * c["memory_efficiency"]) * 1e6,
             launch.get("elements", 0) / (topo.gpu.sms * PATH_ELEMENTS_PER_SM_US) if launch.get("path") else 0.0,

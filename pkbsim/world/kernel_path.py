@@ -104,14 +104,16 @@ def splits(spans) -> int:
 def path_launch(path: str, reads, written) -> dict:
     """How the kernel of an op on a slow `path` runs: the elements it writes, the steps a thread takes in
     sequence (elementwise_kernel<128, vt>: vt elements a thread, 2 for a 4-byte or wider output, else 4, 4
-    with a cast; each step's store ends it, so its loads wait a round trip; the contiguous cast kernel loads
-    its elements at once: they bound a kernel of few blocks, the elements' rate a large one), and its
+    with a cast; each step's store ends it, so its loads wait a round trip; the contiguous cast kernel,
+    unrolled_elementwise_kernel, takes 4 elements a thread, each loaded and converted through a switch on its
+    dtype before the next is loaded: on an H100 a warm 4096-element bf16 -> float32 copy took 2.21 us against
+    1.15 for a one-element add; they bound a kernel of few blocks, the elements' rate a large one), and its
     splits. Fields of a trace record and of op_kernels.Launch (pkbsim.timing.compute.kernel_us)."""
     out = written[0]
     n = out.numel()
     k = splits(byte_span(t.shape, t.stride(), t.element_size()) for t in [*reads, *written])
     vt = 4 if "cast" in path or out.element_size() < 4 else 2
-    steps = 1 if path == "cast" else min(vt, math.ceil(n / k / THREADS))
+    steps = min(vt, math.ceil(n / k / THREADS))
     rec = {"path": path, "elements": n}
     if steps > 1:
         rec["steps"] = steps

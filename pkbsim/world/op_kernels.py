@@ -22,7 +22,10 @@ benchmarks/results/device_program_kernels_measured_h200.json), where one pass wa
   a gather's index then its value a round trip each: a small one waits on round trips (vocab's gather of
   one logit a row: 9.9 us; scatter_add_: 12.3 us in two kernels, its grad past 2 GiB of offsets);
 - triu and tril compute each element's row and column (triu_tril_kernel): charged as the strided path
-  (ring_attention_causal's causal mask: 623.9 us; 126.8 as one pass).
+  (ring_attention_causal's causal mask: 623.9 us; 126.8 as one pass);
+- a reduction runs reduce_kernel, whose floor is its own (compute.REDUCE_FLOOR_EXTRA_US), and one whose
+  reduced dims all have size 1 (a sum over the stack of a world of one) takes one input an output at the
+  slow paths' element rate (all_reduce's [1, 64 Mi] float32 sum: 229.8 us; 126.8 as one pass).
 A row read again comes from the L2 while the rows resident on all SMs fit it (not yet measured), from HBM
 when they do not: the 128256-float rows of vocab_parallel_cross_entropy's log_softmax (3947 us; 1985 as
 one pass) and allreduce_residual_rmsnorm's 8192-float rows of RMS norm (196.5 us; 126.8 as one pass).
@@ -47,7 +50,9 @@ _SOFTMAXES = {_aten._softmax, _aten._log_softmax}
 _SCATTER_GATHER = {_aten.gather: 2, _aten.scatter: 1, _aten.scatter_: 1, _aten.scatter_add: 1, _aten.scatter_add_: 1}
 SCATTER_GATHER_VT = 8   # thread_work_size(): elements a thread of _scatter_gather_elementwise_kernel<128, 8> takes
 _TRIANGLES = {_aten.triu, _aten.tril}
-_RULED = _CASTING_REDUCTIONS | _SOFTMAXES | set(_SCATTER_GATHER) | _TRIANGLES | {
+# ops CUDA runs as torch's reduce_kernel (Reduce.cuh), whose floor is its own (pkbsim.timing.compute)
+_REDUCTIONS = _CASTING_REDUCTIONS | {_aten.amax, _aten.amin, _aten.any, _aten.all, _aten.linalg_vector_norm}
+_RULED = _REDUCTIONS | _SOFTMAXES | set(_SCATTER_GATHER) | _TRIANGLES | {
     _aten.cat, _aten.logsumexp, _aten.native_layer_norm, _aten.masked_fill}
 SHARED_MEM_PER_BLOCK = 48 * 1024   # cudaDeviceProp.sharedMemPerBlock, what SoftMax.cu sizes its rows against
 
@@ -58,8 +63,8 @@ class Launch:
     elements it writes (a slow path's time goes by them); the bytes it reads again (`reread`) of rows spanning
     `span` bytes while each SM keeps `resident` bytes of them live between the reads (from the L2 while the
     live rows, all SMs', at most all rows, fit it, else from HBM); the memory round trips a thread makes one
-    after another (`steps`) and the kernels torch splits it into (`splits`). pkbsim.timing.compute times it,
-    per GPU."""
+    after another (`steps`) and the kernels torch splits it into (`splits`); the kernel's family where its
+    floor is not the elementwise one (`kernel`: "reduce"). pkbsim.timing.compute times it, per GPU."""
     read: int
     written: int
     path: str | None = None
@@ -69,9 +74,12 @@ class Launch:
     span: int = 0
     steps: int = 1
     splits: int = 1
+    kernel: str | None = None
 
     def record(self) -> dict:
         out = {"read": self.read, "written": self.written}
+        if self.kernel:
+            out["kernel"] = self.kernel
         if self.path:
             out.update(path=self.path, elements=self.elements)
         if self.steps > 1:
@@ -115,7 +123,10 @@ def launches(func, args, written: list, moved: tuple[int, int]) -> list[Launch] 
     if packet in _CASTING_REDUCTIONS and x.dtype != out.dtype and not x.is_complex() \
             and not (x.dtype in _LOWP and out.dtype == torch.float32):
         copy = x.numel() * out.element_size()
-        return [Launch(tensor_bytes(x), copy, **path_launch("cast", [x], [x])), Launch(copy, tensor_bytes(out))]
+        return [Launch(tensor_bytes(x), copy, **path_launch("cast", [x], [x])),
+                _reduce(x.numel(), out.numel(), copy, tensor_bytes(out))]
+    if packet in _REDUCTIONS:
+        return [_reduce(x.numel(), out.numel(), *moved)]
     if packet is _aten.logsumexp and x.is_floating_point():
         return _logsumexp(x, out)
     if packet in _SOFTMAXES:
@@ -169,6 +180,15 @@ def _scatter_gather(args, written: list, trips: int, moved: tuple[int, int]) -> 
     return [Launch(*moved, steps=per_thread * trips, splits=k)]
 
 
+def _reduce(inputs: int, outputs: int, read: int, written: int) -> Launch:
+    """A reduce_kernel launch. Where every reduced dim has size 1 (one input an output), TensorIterator keeps no
+    reduced dim and setReduceConfig maps the threads to the outputs, four a thread, each thread's loads then
+    its stores one by one through computed offsets: it goes at the slow elementwise paths' element rate (H200:
+    a [1, 64 Mi] float32 sum over dim 0 took 229.8 us, a bf16 one 201.2, against 63-128 us as one pass)."""
+    one = inputs == outputs > 1
+    return Launch(read, written, kernel="reduce", **({"path": "reduce", "elements": outputs} if one else {}))
+
+
 def _strided_if(strided: bool, reads, written) -> dict:
     """Launch fields of a kernel that takes the strided path where `strided` (kernel_path.path_launch)."""
     return path_launch("strided", reads, written) if strided else {}
@@ -192,11 +212,11 @@ def _logsumexp(x, out) -> list[Launch]:
     n, o, r, e = tensor_bytes(x), tensor_bytes(out), out.numel(), x.element_size()
     big = r != x.numel()   # x - max broadcasts the maxima
     flag = r   # the bool mask of infinite maxima
-    return [Launch(n, r * e),                                  # amax
+    return [_reduce(x.numel(), r, n, r * e),                   # amax
             Launch(r * e, r * e), Launch(r * e, flag),         # abs, == inf
             Launch(r * e + flag, r * e),                       # masked_fill_
             Launch(n + r * e, n, **_strided_if(big, [x, out], [x])), Launch(n, n),  # x - max, exp_
-            Launch(n, o),                                      # sum
+            _reduce(x.numel(), r, n, o),                       # sum
             Launch(o, o), Launch(2 * o, o)]                    # log_, add_
 
 
