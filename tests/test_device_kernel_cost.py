@@ -223,17 +223,45 @@ tick[({blocks},)](torch.zeros({blocks}, dtype=torch.int32, device="cuda"), K=3, 
 
 def test_a_triton_program_waits_for_each_of_its_atomics(tmp_path):
     """Triton gives an atomic's old value to the program's threads behind a barrier: 3 atomics one after
-    another are 3 round trips on the program's chain, however many programs run them (a 2-block Triton
+    another are 3 load round trips on the program's chain, however many programs run them (a 2-block Triton
     one-shot all-reduce with 4 took 3.92 us on an H200, 2.56 predicted without them). The twin: the same
     program storing instead of adding atomically waits for nothing."""
     from pkbsim.timing.device_kernel import LOAD_LATENCY_US
     atomic = _device_record(tmp_path, ATOMIC_CHAIN.format(blocks=4, atomic=True))["device"]
     plain = _device_record(tmp_path, ATOMIC_CHAIN.format(blocks=4, atomic=False))["device"]
     wide = _device_record(tmp_path, ATOMIC_CHAIN.format(blocks=16, atomic=True))["device"]
-    assert (atomic["atomics"], atomic["awaited_atomics"]) == (12, 3)
-    assert (wide["atomics"], wide["awaited_atomics"]) == (48, 3)           # a chain per program, not a sum
-    assert plain["awaited_atomics"] == 0
+    assert (atomic["atomics"], atomic["broadcast_atomics"], atomic["awaited_atomics"]) == (12, 3, 0)
+    assert (wide["atomics"], wide["broadcast_atomics"]) == (48, 3)         # a chain per program, not a sum
+    assert plain["broadcast_atomics"] == 0
     hbm = TOPO.gpu.hbm_GBps
-    assert memory_us(TOPO, atomic, hbm) == pytest.approx(memory_us(TOPO, dict(atomic, awaited_atomics=0), hbm)
+    assert memory_us(TOPO, atomic, hbm) == pytest.approx(memory_us(TOPO, dict(atomic, broadcast_atomics=0), hbm)
                                                          + 3 * LOAD_LATENCY_US)
-    assert scale_device(atomic, 64.0, 64.0)["awaited_atomics"] == 3        # a protocol's round trips stay
+    assert scale_device(atomic, 64.0, 64.0)["broadcast_atomics"] == 3      # a protocol's round trips stay
+
+
+def test_a_thread_waits_an_l2_round_trip_for_its_own_atomic():
+    """An inline-CUDA atom whose value the thread uses: one L2 round trip on its block's chain each, counted
+    per block, longest chain; a reduction (red, value unused) is not waited for."""
+    from pkbsim.timing.device_kernel import L2_LATENCY_US
+    work = KernelWork()
+    for _ in range(3):
+        work.awaited_atomic(block=0, broadcast=False)
+    work.awaited_atomic(block=1, broadcast=False)
+    work.awaited_atomic(block=1, broadcast=True)
+    assert (work.awaited_atomics, work.broadcast_atomics) == (3, 1)
+    dev = {"blocks": 2, "threads": 32, "awaited_atomics": 3}
+    assert memory_us(TOPO, dev, TOPO.gpu.hbm_GBps) == pytest.approx(3 * L2_LATENCY_US)
+    assert memory_us(TOPO, dict(dev, awaited_atomics=0), TOPO.gpu.hbm_GBps) == 0.0
+
+
+def test_a_loop_over_data_that_fits_the_l2_hits_it_after_its_first_round():
+    """2 blocks looping 128 times over 128 KiB: the first round of loads from HBM, the other 127 L2 hits (an
+    H200 ran such a ring read in 24.5 us; 55.0 predicted with every round at HBM latency, the twin). The same
+    loop over data past the L2 waits on HBM every round."""
+    from pkbsim.timing.device_kernel import L2_LATENCY_US, LOAD_LATENCY_US
+    hbm = TOPO.gpu.hbm_GBps
+    small = {"blocks": 2, "threads": 128, "local_read": 256 * 512, "local_write": 256 * 512, "load_ops": 256}
+    assert memory_us(TOPO, small, hbm) == pytest.approx(LOAD_LATENCY_US + 127 * L2_LATENCY_US + 2 * 256 * 512 / hbm / 1e3)
+    per = int(TOPO.gpu.l2_MB * 1e6) // 256
+    big = dict(small, local_read=256 * per, local_write=256 * per)
+    assert memory_us(TOPO, big, hbm) == pytest.approx(128 * LOAD_LATENCY_US + 2 * 256 * per / hbm / 1e3)

@@ -41,7 +41,8 @@ class KernelWork:
     reductions: int = 0            # fire-and-forget ones (PTX red: an atomicAdd whose result is unused)
     atomic_hot: int = 0            # the most atomics on one address
     reduction_hot: int = 0         # the most reductions on one address
-    awaited_atomics: int = 0       # the most atomics one block waited for, one after another (Triton's: below)
+    awaited_atomics: int = 0       # the most value-returning atomics one block waited for, one after another
+    broadcast_atomics: int = 0     # the same, for atomics whose value went to every thread (Triton's: below)
     atomic_hot_shared: bool = False      # that address took updates from several blocks (a counter, not a slot)
     reduction_hot_shared: bool = False
     local_hops: int = 0            # longest chain of flag waits among the launch's own blocks
@@ -53,7 +54,7 @@ class KernelWork:
     threads: int = 128             # per block
     _hits: dict = field(default_factory=dict, repr=False)
     _cached: dict = field(default_factory=dict, repr=False)   # block -> one-sector addresses in its L1
-    _awaited: dict = field(default_factory=dict, repr=False)  # block -> atomics it waited for
+    _awaited: dict = field(default_factory=dict, repr=False)  # (block, broadcast?) -> atomics it waited for
 
     def count_load(self, block, addr: int, sectors_per_block: int, blocks: int = 1) -> None:
         """A block-level load by `blocks` blocks. A load of one sector a block (a pointer from a table, a scalar
@@ -73,12 +74,14 @@ class KernelWork:
         """The block ran an atomic, an acquire or a fence: its cached words are read again from L2."""
         self._cached.pop(block, None)
 
-    def awaited_atomic(self, block) -> None:
-        """An atomic `block` waits for before going on: Triton gives a scalar atomic's old value to every thread
-        of the program through shared memory behind a barrier, so the program's next step waits the atomic's
-        round trip (an inline-CUDA atom by one thread leaves the others running: not counted)."""
-        n = self._awaited[block] = self._awaited.get(block, 0) + 1
-        self.awaited_atomics = max(self.awaited_atomics, n)
+    def awaited_atomic(self, block, broadcast: bool) -> None:
+        """A value-returning atomic `block` waits for before its next step: a round trip to the L2 on the
+        issuing thread's chain (an inline-CUDA `atom`); `broadcast`: Triton, which hands the old value to
+        every thread of the program through shared memory behind a barrier, so the whole program waits."""
+        key = (block, broadcast)
+        n = self._awaited[key] = self._awaited.get(key, 0) + 1
+        field_name = "broadcast_atomics" if broadcast else "awaited_atomics"
+        setattr(self, field_name, max(getattr(self, field_name), n))
 
     def atomic(self, addrs: np.ndarray, block, returns: bool = True, combined: bool = False) -> None:
         """Lanes of `block` that updated memory atomically at `addrs` (one entry per lane). `combined`: one
@@ -107,6 +110,7 @@ class KernelWork:
                 "local_write": self.local_write, "load_ops": self.load_ops, "broadcast_loads": self.broadcast_loads,
                 "store_ops": self.store_ops,
                 "atomics": self.atomics, "awaited_atomics": self.awaited_atomics,
+                "broadcast_atomics": self.broadcast_atomics,
                 "atomic_hot": self.atomic_hot, "reductions": self.reductions, "reduction_hot": self.reduction_hot,
                 "atomic_hot_shared": self.atomic_hot_shared, "reduction_hot_shared": self.reduction_hot_shared, "local_hops": self.local_hops, "remote_waits": self.remote_waits,
                 "waits_on": sorted(self.waits_on), "warp_instructions": self.warp_instructions,

@@ -152,9 +152,12 @@ class KernelObserver:
             if c != b:
                 self.run.chains.wrote(block, a.lo, c)
         changed = [a for a, b, c in zip(accs, before, after) if c != b]
+        returns = not _reduction(op, quals)
         for a in changed:
             a.count(work, write=True)
-            work.atomic(np.full(a.nbytes // max(a.hi - a.lo, 1), a.lo), block, returns=not _reduction(op, quals))
+            work.atomic(np.full(a.nbytes // max(a.hi - a.lo, 1), a.lo), block, returns=returns)
+        if changed and returns:
+            work.awaited_atomic(block, broadcast=False)
         if changed:
             with world.lock:
                 world.changed()

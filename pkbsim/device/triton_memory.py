@@ -151,7 +151,7 @@ def _atomic(ctx, launch, ptr, mask, sem, op: str, run):
     if after != before:  # polls that change nothing are not counted: their number depends on timing
         acc.count(launch.work, write=True)
         launch.work.atomic(addrs, launch.current, combined=True)
-        launch.work.awaited_atomic(launch.current)
+        launch.work.awaited_atomic(launch.current, broadcast=True)
         launch.chains.wrote(launch.current, acc.lo, after)
         _wrote(ctx, launch)
     else:

@@ -26,6 +26,9 @@ ATOMICS_PER_US = 131_600    # value-returning atomics on distinct addresses (t_a
 REDUCTIONS_PER_US = 396_400  # fire-and-forget ones (c_atomic_spread: atomicAdd, result unused, 16 Mi)
 HOT_ATOMIC_US = 0.0238      # one more value-returning atomic on the same address (t_atomic_hot, 4 Mi)
 HOT_REDUCTION_US = 0.000731  # one more reduction on the same address (c_atomic_hot, 4 Mi)
+# Chosen on the H200's inline-CUDA x64 runs (benchmarks/results/device_program_kernels_model_check_h200.json:
+# grid-stride loops of 1-2 blocks over 130-270 KB; 0.18-0.2 us a load fit them, 0.2 taken):
+L2_LATENCY_US = 0.2         # a round trip that hits the L2: a block's later loads of data that fits it, an atomic
 
 
 @dataclass(frozen=True)
@@ -56,16 +59,22 @@ def memory_us(topo: Topology, dev: dict, hbm_GBps: float) -> float:
     """Local memory time: each read waits a load's latency with the bytes in flight that the resident blocks
     hold (Little's law: a grid of few blocks, or of blocks with one small load each, cannot fill the memory
     system), and every byte read or written passes HBM; the two add (the latency grows as the bandwidth
-    fills: a queue). The atomics a block waits for (kernel_report.KernelWork.awaited_atomic) are a round trip
-    each on its chain, in every wave of blocks: on an H200 a 2-block Triton one-shot all-reduce with 4 took
-    3.92 us where the model without them gave 2.56, and on an H100 a 128-block one 5.34 us against 2.59."""
+    fills: a queue). A block's first round of loads waits on HBM; where the kernel's data fits the L2 (a
+    program's small buffers, written just before), its later rounds hit there (L2_LATENCY_US): a 2-block ring
+    read looping 128 times over 128 KiB took 24.5 us on an H200, 55.0 predicted at HBM latency. The atomics a
+    block waits for (kernel_report.KernelWork.awaited_atomic) are an L2 round trip each on its chain, a
+    Triton program's (handed to every thread behind a barrier) a load's: on an H200 a 2-block Triton one-shot
+    all-reduce with 4 took 3.92 us where the model without them gave 2.56; in every wave of blocks."""
     read, write = dev.get("local_read", 0), dev.get("local_write", 0)
     blocks = max(int(dev.get("blocks", 1)), 1)
-    awaited = dev.get("awaited_atomics", 0) * math.ceil(blocks / resident_blocks(topo, dev)) * LOAD_LATENCY_US
+    waves = math.ceil(blocks / resident_blocks(topo, dev))
+    awaited = waves * (dev.get("awaited_atomics", 0) * L2_LATENCY_US + dev.get("broadcast_atomics", 0) * LOAD_LATENCY_US)
     if read + write == 0:
         return awaited
     flight = in_flight_bytes(topo, dev, blocks)
-    latency = read * LOAD_LATENCY_US / flight if flight > 0 and dev.get("load_ops", 0) else 0.0
+    rounds = read / flight if flight > 0 and dev.get("load_ops", 0) else 0.0
+    later = L2_LATENCY_US if read + write < topo.gpu.l2_MB * 1e6 else LOAD_LATENCY_US
+    latency = min(rounds, 1.0) * LOAD_LATENCY_US + max(rounds - 1.0, 0.0) * later
     # one-sector loads (pointers, scalars) that missed the SM's cache: each a round trip on its block's chain
     latency += dev.get("broadcast_loads", 0) / min(blocks, resident_blocks(topo, dev)) * LOAD_LATENCY_US
     return awaited + latency + (read + write) / hbm_GBps / 1e3
