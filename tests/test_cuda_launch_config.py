@@ -51,3 +51,36 @@ def test_messages_name_the_kernel_not_its_return_type(mangled, name):
     """A template kernel demangles with its return type first ('void attn_fwd_kernel<64>(...)')."""
     from pkbsim.cuda.launch import display_name
     assert display_name(mangled) == name
+
+
+UNBOUND = '''
+import torch
+import torch.distributed as dist
+from torch.utils.cpp_extension import load_inline
+
+SRC = r"""
+#include <torch/extension.h>
+void touch(torch::Tensor x) {{ x.add_(1); }}
+"""
+dist.init_process_group("nccl")
+ext = load_inline("pkb_test_unbound", cpp_sources={decl!r}, cuda_sources=SRC, functions=["touch"])
+ext.touch(torch.zeros(4, device="cuda"))
+dist.destroy_process_group()
+'''
+
+
+def test_a_bound_function_needs_a_declaration_in_cpp_sources(tmp_path):
+    """torch's load_inline compiles cpp_sources and the bindings of functions= in main.cpp, apart from
+    cuda_sources: a function the C++ sources never declare does not build on a GPU machine ("'run' was not
+    declared in this scope": two of our own test programs, on an H200), where pkb's one joined unit built it.
+    The twin declares it; a quoted #include may declare it, so then nothing is claimed."""
+    from pkbsim.cuda.rewrite import undeclared
+    assert undeclared(["touch"], [""]) == ["touch"]
+    assert undeclared(["touch"], ["void touch(torch::Tensor x);"]) == []
+    assert undeclared({"touch": "doc"}, ['#include "touch.h"']) == []
+    assert undeclared(None, [""]) == []
+    prog = tmp_path / "unbound.py"
+    prog.write_text(UNBOUND.format(decl=""))
+    res = check_script(str(prog), [], RunOptions(nproc=1, timeout=300, output=io.StringIO()))
+    text = " ".join(f.render() for f in res.findings)
+    assert "'touch' was not declared" in text and "unbound.py:11" in text, text

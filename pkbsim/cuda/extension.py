@@ -17,7 +17,7 @@ import threading
 import torch
 
 from pkbsim.cuda import launch, rewrite, runtime_libs
-from pkbsim.cuda.build import build
+from pkbsim.cuda.build import ExtensionBuildError, build
 from pkbsim.cuda.build_clock import BUILD_CLOCK
 from pkbsim.errors import NotSimulated
 from pkbsim.world.context import current
@@ -70,6 +70,11 @@ def load_inline(name, cpp_sources=None, cuda_sources=None, functions=None, extra
                 verbose=False, with_cuda=None, is_python_module=True, with_pytorch_error_handling=True,
                 keep_intermediates=True, use_pch=False, no_implicit_headers=False, *, origin: str | None = None):
     origin = _origin(origin and os.path.abspath(origin), _listed(cuda_sources) + _listed(cpp_sources))
+    missing = rewrite.undeclared(functions, _listed(cpp_sources))
+    if missing:   # pkb joins the sources into one unit, where the binding would compile: torch's build fails
+        raise ExtensionBuildError(
+            f"main.cpp: error: '{missing[0]}' was not declared in this scope: load_inline compiles cpp_sources and "
+            f"the bindings of functions= apart from cuda_sources; declare {missing[0]} in cpp_sources", user_site())
     tu = rewrite.translation_unit(name, _listed(cuda_sources), _listed(cpp_sources), functions, origin, _read(origin))
     so, module = build(name, tu, _listed(extra_cuda_cflags), _listed(extra_include_paths), origin, _building)
     return SimExtension(_import(module, so), origin)

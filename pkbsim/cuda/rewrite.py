@@ -47,6 +47,17 @@ def bindings(functions) -> str:
     return f"PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {{\n{defs}}}\n" if defs else ""
 
 
+def undeclared(functions, cpp_sources: list[str]) -> list[str]:
+    """The `functions` torch's load_inline could not bind: it compiles cpp_sources with the bindings in their
+    own file (main.cpp) and cuda_sources apart, so a bound function needs a declaration in cpp_sources. Names
+    the C++ sources never mention (a quoted #include may declare them: then none is listed)."""
+    text = "\n".join(cpp_sources)
+    if re.search(r'^\s*#\s*include\s*"', text, re.M):
+        return []
+    names = functions.keys() if isinstance(functions, dict) else functions or ()
+    return [f for f in names if not re.search(rf"\b{re.escape(f)}\b", text)]
+
+
 def translation_unit(name: str, cuda_sources: list[str], cpp_sources: list[str], functions, origin: str,
                      origin_text: str | None) -> str:
     """CUDA sources, then C++ sources, then the bindings; each source starts with a #line into `origin`."""

@@ -29,7 +29,9 @@ std::vector<int64_t> sort_pairs(torch::Tensor keys, torch::Tensor keys_out, torc
 """
 
 dist.init_process_group("nccl")
-ext = load_inline("pkb_test_cub_sort", cpp_sources="", cuda_sources=SRC, functions=["sort_pairs"])
+DECL = ("std::vector<int64_t> sort_pairs(torch::Tensor keys, torch::Tensor keys_out, torch::Tensor vals, "
+        "torch::Tensor vals_out, torch::Tensor offsets);")
+ext = load_inline("pkb_test_cub_sort", cpp_sources=DECL, cuda_sources=SRC, functions=["sort_pairs"])
 keys = torch.tensor([3.0, -1.0, 2.5, 0.0, 7.0, -4.0, 1.0, 5.0], device="cuda")
 vals = torch.arange(8, dtype=torch.int32, device="cuda")
 offsets = torch.tensor([0, 3, 8], dtype=torch.int32, device="cuda")

@@ -31,7 +31,8 @@ void run(torch::Tensor x, torch::Tensor out, bool raise_limit) {
 """
 
 dist.init_process_group("nccl")
-ext = load_inline("pkb_test_dynamic_smem", cpp_sources="", cuda_sources=SRC, functions=["run"])
+ext = load_inline("pkb_test_dynamic_smem", cpp_sources="void run(torch::Tensor x, torch::Tensor out, bool raise_limit);",
+                  cuda_sources=SRC, functions=["run"])
 x = torch.ones(16384, device="cuda")  # 64 KiB
 out = torch.zeros(1, device="cuda")
 ext.run(x, out, len(sys.argv) > 1 and sys.argv[1] == "raised")
