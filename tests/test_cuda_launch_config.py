@@ -79,6 +79,8 @@ def test_a_bound_function_needs_a_declaration_in_cpp_sources(tmp_path):
     assert undeclared(["touch"], ["void touch(torch::Tensor x);"]) == []
     assert undeclared({"touch": "doc"}, ['#include "touch.h"']) == []
     assert undeclared(None, [""]) == []
+    assert undeclared("touch", ["void touch(torch::Tensor x);"]) == []          # one name, as torch takes it
+    assert undeclared(["ops::touch"], ["namespace ops { void touch(torch::Tensor x); }"]) == []
     prog = tmp_path / "unbound.py"
     prog.write_text(UNBOUND.format(decl=""))
     res = check_script(str(prog), [], RunOptions(nproc=1, timeout=300, output=io.StringIO()))

@@ -209,27 +209,32 @@ ATOMIC_CHAIN = """
 import torch, triton, triton.language as tl
 
 @triton.jit
-def tick(ctr, K: tl.constexpr, ATOMIC: tl.constexpr):
+def tick(ctr, K: tl.constexpr, ATOMIC: tl.constexpr, LANES: tl.constexpr):
     me = tl.program_id(0)
+    slots = ctr + me * LANES + tl.arange(0, LANES) if LANES > 1 else ctr + me
     for i in tl.static_range(K):
         if ATOMIC:
-            tl.atomic_add(ctr + me, 1)
+            tl.atomic_add(slots, 1)
         else:
-            tl.store(ctr + me, i + 1)
+            tl.store(slots, i + 1)
 
-tick[({blocks},)](torch.zeros({blocks}, dtype=torch.int32, device="cuda"), K=3, ATOMIC={atomic})
+tick[({blocks},)](torch.zeros({blocks} * {lanes}, dtype=torch.int32, device="cuda"), K=3, ATOMIC={atomic},
+                  LANES={lanes})
 """
 
 
 def test_a_triton_program_waits_for_each_of_its_atomics(tmp_path):
     """Triton gives an atomic's old value to the program's threads behind a barrier: 3 atomics one after
     another are 3 load round trips on the program's chain, however many programs run them (a 2-block Triton
-    one-shot all-reduce with 4 took 3.92 us on an H200, 2.56 predicted without them). The twin: the same
-    program storing instead of adding atomically waits for nothing."""
+    one-shot all-reduce with 4 took 3.92 us on an H200, 2.56 predicted without them). The twins: the same
+    program storing instead of adding atomically, and one whose atomics are vectors (each thread gets its own
+    old value), wait for nothing."""
     from pkbsim.timing.device_kernel import LOAD_LATENCY_US
-    atomic = _device_record(tmp_path, ATOMIC_CHAIN.format(blocks=4, atomic=True))["device"]
-    plain = _device_record(tmp_path, ATOMIC_CHAIN.format(blocks=4, atomic=False))["device"]
-    wide = _device_record(tmp_path, ATOMIC_CHAIN.format(blocks=16, atomic=True))["device"]
+    atomic = _device_record(tmp_path, ATOMIC_CHAIN.format(blocks=4, atomic=True, lanes=1))["device"]
+    plain = _device_record(tmp_path, ATOMIC_CHAIN.format(blocks=4, atomic=False, lanes=1))["device"]
+    wide = _device_record(tmp_path, ATOMIC_CHAIN.format(blocks=16, atomic=True, lanes=1))["device"]
+    vector = _device_record(tmp_path, ATOMIC_CHAIN.format(blocks=4, atomic=True, lanes=32))["device"]
+    assert (vector["atomics"], vector["broadcast_atomics"]) == (4 * 3 * 32, 0)
     assert (atomic["atomics"], atomic["broadcast_atomics"], atomic["awaited_atomics"]) == (12, 3, 0)
     assert (wide["atomics"], wide["broadcast_atomics"]) == (48, 3)         # a chain per program, not a sum
     assert plain["broadcast_atomics"] == 0
@@ -240,8 +245,9 @@ def test_a_triton_program_waits_for_each_of_its_atomics(tmp_path):
 
 
 def test_a_thread_waits_an_l2_round_trip_for_its_own_atomic():
-    """An inline-CUDA atom whose value the thread uses: one L2 round trip on its block's chain each, counted
-    per block, longest chain; a reduction (red, value unused) is not waited for."""
+    """An inline-CUDA atom whose old value the thread waits for (a CAS, an exchange, an ordered one; a relaxed
+    reducible one is taken as a RED and not counted, ptx_memory._reduction): one L2 round trip on its block's
+    chain each, counted per block, the longest chain."""
     from pkbsim.timing.device_kernel import L2_LATENCY_US
     work = KernelWork()
     for _ in range(3):

@@ -47,7 +47,7 @@ m = torch.log_softmax(x[:, :4096], dim=-1)      # line 19: a strided input: copi
 n = torch.log_softmax(x[:, :4096].contiguous(), dim=-1)     # line 20: the register kernel reads once
 """
 CHANGED = {6: 2, 7: 1, 8: 9, 10: 1, 11: 1, 12: 1, 13: 1, 14: 2, 15: 1, 17: 1, 18: 1, 19: 2}   # line -> kernels
-UNCHANGED = {7, 16, 17, 20}   # lines whose time is one pass (7 and 17: a reduce kernel, bandwidth-bound)
+ONE_PASS_TIME = {7, 16, 17, 20}   # lines timed as one pass (7 and 17: a reduce kernel, bandwidth-bound)
 
 
 def _trace(tmp_path, monkeypatch, before: bool) -> dict:
@@ -84,7 +84,7 @@ def traces(tmp_path_factory):
 def test_the_world_records_the_kernels_cuda_launches(traces):
     fixed, buggy = traces
     assert {n: len(fixed[n][0]["kernels"]) for n in CHANGED} == CHANGED
-    assert all("kernels" not in fixed[n][0] for n in UNCHANGED - set(CHANGED))
+    assert all("kernels" not in fixed[n][0] for n in ONE_PASS_TIME - set(CHANGED))
     assert all("kernels" not in op for op, _ in buggy.values())
     # an op's bytes are its kernels' bytes
     for n in CHANGED:
@@ -108,7 +108,7 @@ def test_multi_pass_ops_take_longer_and_the_others_do_not(traces):
     fixed, buggy = traces
     t = {n: fixed[n][1] for n in fixed}
     b = {n: buggy[n][1] for n in buggy}
-    for n in UNCHANGED:
+    for n in ONE_PASS_TIME:
         assert t[n] == pytest.approx(b[n], rel=1e-6)
     assert t[6] > 8 * b[6]                              # 17 bytes an element (a cast copy), not 1
     assert t[8] > 5 * t[7]                              # four reads of x and two writes, against one read

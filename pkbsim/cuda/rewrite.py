@@ -42,7 +42,7 @@ def locate(source: str, file_text: str | None) -> int | None:
 
 def bindings(functions) -> str:
     """The PYBIND11_MODULE load_inline generates for `functions` (a list, or a dict name -> docstring)."""
-    items = functions.items() if isinstance(functions, dict) else ((f, "") for f in functions or ())
+    items = functions.items() if isinstance(functions, dict) else ((f, "") for f in _names(functions))
     defs = "".join(f'  m.def("{f}", torch::wrap_pybind_function({f}), "{doc}");\n' for f, doc in items)
     return f"PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {{\n{defs}}}\n" if defs else ""
 
@@ -54,8 +54,12 @@ def undeclared(functions, cpp_sources: list[str]) -> list[str]:
     text = "\n".join(cpp_sources)
     if re.search(r'^\s*#\s*include\s*"', text, re.M):
         return []
-    names = functions.keys() if isinstance(functions, dict) else functions or ()
-    return [f for f in names if not re.search(rf"\b{re.escape(f)}\b", text)]
+    return [f for f in _names(functions) if not re.search(rf"\b{re.escape(f.split('::')[-1])}\b", text)]
+
+
+def _names(functions) -> list[str]:
+    """load_inline's `functions`: a name, a list of names, or a dict name -> docstring."""
+    return [functions] if isinstance(functions, str) else list(functions or ())
 
 
 def translation_unit(name: str, cuda_sources: list[str], cpp_sources: list[str], functions, origin: str,

@@ -41,7 +41,7 @@ class KernelWork:
     reductions: int = 0            # fire-and-forget ones (PTX red: an atomicAdd whose result is unused)
     atomic_hot: int = 0            # the most atomics on one address
     reduction_hot: int = 0         # the most reductions on one address
-    awaited_atomics: int = 0       # the most value-returning atomics one block waited for, one after another
+    awaited_atomics: int = 0       # the most returning atomics (CAS, exchange, ordered) one block waited for
     broadcast_atomics: int = 0     # the same, for atomics whose value went to every thread (Triton's: below)
     atomic_hot_shared: bool = False      # that address took updates from several blocks (a counter, not a slot)
     reduction_hot_shared: bool = False
@@ -75,9 +75,11 @@ class KernelWork:
         self._cached.pop(block, None)
 
     def awaited_atomic(self, block, broadcast: bool) -> None:
-        """A value-returning atomic `block` waits for before its next step: a round trip to the L2 on the
-        issuing thread's chain (an inline-CUDA `atom`); `broadcast`: Triton, which hands the old value to
-        every thread of the program through shared memory behind a barrier, so the whole program waits."""
+        """An atomic whose old value `block` waits for before its next step: a round trip to the L2 on the
+        issuing thread's chain (an inline-CUDA `atom` that is a CAS, an exchange or ordered; a relaxed one of a
+        reducible op is taken as a fire-and-forget RED, ptx_memory._reduction); `broadcast`: a Triton scalar
+        atomic, whose old value Triton hands to every thread of the program through shared memory behind a
+        barrier, so the whole program waits."""
         key = (block, broadcast)
         n = self._awaited[key] = self._awaited.get(key, 0) + 1
         field_name = "broadcast_atomics" if broadcast else "awaited_atomics"

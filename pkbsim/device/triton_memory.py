@@ -151,7 +151,8 @@ def _atomic(ctx, launch, ptr, mask, sem, op: str, run):
     if after != before:  # polls that change nothing are not counted: their number depends on timing
         acc.count(launch.work, write=True)
         launch.work.atomic(addrs, launch.current, combined=True)
-        launch.work.awaited_atomic(launch.current, broadcast=True)
+        if addrs.size == 1:   # a scalar atomic: its old value goes to every thread of the program
+            launch.work.awaited_atomic(launch.current, broadcast=True)
         launch.chains.wrote(launch.current, acc.lo, after)
         _wrote(ctx, launch)
     else:

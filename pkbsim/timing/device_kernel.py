@@ -60,11 +60,12 @@ def memory_us(topo: Topology, dev: dict, hbm_GBps: float) -> float:
     hold (Little's law: a grid of few blocks, or of blocks with one small load each, cannot fill the memory
     system), and every byte read or written passes HBM; the two add (the latency grows as the bandwidth
     fills: a queue). A block's first round of loads waits on HBM; where the kernel's data fits the L2 (a
-    program's small buffers, written just before), its later rounds hit there (L2_LATENCY_US): a 2-block ring
+    program's small buffers, written just before; judged by the bytes the kernel moves, so a kernel reading a
+    small buffer many times is charged HBM latency), its later rounds hit there (L2_LATENCY_US): a 2-block ring
     read looping 128 times over 128 KiB took 24.5 us on an H200, 55.0 predicted at HBM latency. The atomics a
     block waits for (kernel_report.KernelWork.awaited_atomic) are an L2 round trip each on its chain, a
-    Triton program's (handed to every thread behind a barrier) a load's: on an H200 a 2-block Triton one-shot
-    all-reduce with 4 took 3.92 us where the model without them gave 2.56; in every wave of blocks."""
+    Triton program's scalar ones (handed to every thread behind a barrier) a load's: on an H200 a 2-block Triton
+    one-shot all-reduce with 4 took 3.92 us where the model without them gave 2.56; in every wave of blocks."""
     read, write = dev.get("local_read", 0), dev.get("local_write", 0)
     blocks = max(int(dev.get("blocks", 1)), 1)
     waves = math.ceil(blocks / resident_blocks(topo, dev))

@@ -104,9 +104,10 @@ def _never_raises(rule):
 
 @_never_raises
 def launches(func, args, written: list, moved: tuple[int, int]) -> list[Launch] | None:
-    """The kernels `func` launches on CUDA, where they are not one pass over `moved` (op_bytes.traffic's
-    (read, written)); None where one kernel moving `moved` is what runs, or for tensors these rules do not
-    describe (nested, sparse, empty). Called for every traced op: others leave at the first test."""
+    """The kernels `func` launches on CUDA, where they are not one elementwise pass over `moved`
+    (op_bytes.traffic's (read, written)): several kernels or passes, or one whose floor is not the elementwise
+    one (a reduction); None where one elementwise kernel moving `moved` is what runs, or for tensors these
+    rules do not describe (nested, sparse, empty). Called for every traced op: others leave at the first test."""
     packet = func.overloadpacket
     if packet not in _RULED or not written or not args:
         return None

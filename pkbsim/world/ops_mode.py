@@ -180,8 +180,8 @@ class RankOpsMode(TorchDispatchMode):
               path: str | None = None, kernels: list[Launch] | None = None) -> None:
         """An op of the compute trace; `moved`: its (read, written) HBM bytes where they are not all of
         `reads` and `writes` (op_bytes.traffic); `path`: an elementwise op's slower CUDA path (kernel_path);
-        `kernels`: the launches CUDA runs for it where that is not one pass (op_kernels), whose bytes then
-        make the op's."""
+        `kernels`: the launches CUDA runs for it where that is not one elementwise pass (op_kernels), whose
+        bytes then make the op's."""
         ctx = self.ctx
         rd, wr = moved or (nbytes(reads), nbytes(writes))
         if kernels:
