@@ -235,7 +235,7 @@ CASES = [
     ("c_atomic_hot", 1 * MI, 16 * 1024, "scale"),
     ("c_pingpong", 200, 200, "fixed"),
     ("c_pingpong", 50, 50, "fixed"),
-    # added 2026-12-05 (second session) after the L2 round-trip rule, before any was measured: 16 blocks looping
+    # added 2026-12-05 (fourth session) after the L2 round-trip rule, before any was measured: 16 blocks looping
     # over 2 and 8 MB, which the L2 holds (the cases above are larger than it); not yet measured: the session's
     # GPU time ran out
     ("t_copy_grid16", 256 * 1024, 64 * 1024, "fixed"),

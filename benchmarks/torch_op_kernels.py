@@ -111,7 +111,7 @@ CASES = [
     ("gather one logit a row (bf16)", "rule",
      "x = torch.randn(8192, 32000, device=dev, dtype=torch.bfloat16); i = torch.randint(0, 32000, (8192, 1), "
      "device=dev)", "x.gather(1, i)"),
-    # added 2026-12-05 (second session), before the rules they check were written and before any was measured:
+    # added 2026-12-05 (fourth session), before the rules they check were written and before any was measured:
     # a reduction over dims of size 1 only (one input an output: reduce_kernel, not a copy)
     ("bf16 [1, 32 Mi] summed over dim 0", "rule", "s = torch.randn(1, 33554432, device=dev, dtype=torch.bfloat16)",
      "s.sum(0)"),
