@@ -41,8 +41,6 @@ class KernelWork:
     reductions: int = 0            # fire-and-forget ones (PTX red: an atomicAdd whose result is unused)
     atomic_hot: int = 0            # the most atomics on one address
     reduction_hot: int = 0         # the most reductions on one address
-    awaited_atomics: int = 0       # the most returning atomics (CAS, exchange, ordered) one block waited for
-    broadcast_atomics: int = 0     # the same, for atomics whose value went to every thread (Triton's: below)
     atomic_hot_shared: bool = False      # that address took updates from several blocks (a counter, not a slot)
     reduction_hot_shared: bool = False
     local_hops: int = 0            # longest chain of flag waits among the launch's own blocks
@@ -81,9 +79,20 @@ class KernelWork:
         atomic, whose old value Triton hands to every thread of the program through shared memory behind a
         barrier, so the whole program waits."""
         key = (block, broadcast)
-        n = self._awaited[key] = self._awaited.get(key, 0) + 1
-        field_name = "broadcast_atomics" if broadcast else "awaited_atomics"
-        setattr(self, field_name, max(getattr(self, field_name), n))
+        self._awaited[key] = self._awaited.get(key, 0) + 1
+
+    def _longest_wait(self, broadcast: bool) -> int:
+        return max((n for (_, b), n in self._awaited.items() if b == broadcast), default=0)
+
+    @property
+    def awaited_atomics(self) -> int:
+        """The most returning atomics (CAS, exchange, ordered) one block waited for, one after another."""
+        return self._longest_wait(False)
+
+    @property
+    def broadcast_atomics(self) -> int:
+        """The same for atomics whose old value went to every thread of the program (Triton's scalar ones)."""
+        return self._longest_wait(True)
 
     def atomic(self, addrs: np.ndarray, block, returns: bool = True, combined: bool = False) -> None:
         """Lanes of `block` that updated memory atomically at `addrs` (one entry per lane). `combined`: one

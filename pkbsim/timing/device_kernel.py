@@ -69,7 +69,8 @@ def memory_us(topo: Topology, dev: dict, hbm_GBps: float) -> float:
     read, write = dev.get("local_read", 0), dev.get("local_write", 0)
     blocks = max(int(dev.get("blocks", 1)), 1)
     waves = math.ceil(blocks / resident_blocks(topo, dev))
-    awaited = waves * (dev.get("awaited_atomics", 0) * L2_LATENCY_US + dev.get("broadcast_atomics", 0) * LOAD_LATENCY_US)
+    awaited = waves * (dev.get("awaited_atomics", 0) * L2_LATENCY_US
+                       + dev.get("broadcast_atomics", 0) * LOAD_LATENCY_US)
     if read + write == 0:
         return awaited
     flight = in_flight_bytes(topo, dev, blocks)

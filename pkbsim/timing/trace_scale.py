@@ -11,9 +11,10 @@ longer (measured on one H200: an inline-CUDA one-shot all-reduce on 4 blocks too
 full size; the grid x r predicted 0.45 ms). What does not grow with data stays: flag hops and waits
 (a protocol's rounds), signals, barriers, the atomics a block waits for, one-sector loads (a block's
 pointers and scalars), and the updates of an atomic address that one block alone made (a flag slot per
-block); an address fed by several blocks (a counter, a histogram bin) takes r times as many. A torch op's elements grow like its bytes; the steps a
-thread takes in sequence and the kernels torch splits it into stay (both depend on the full-size shapes,
-which a scaled trace does not have; they matter for small kernels only).
+block); an address fed by several blocks (a counter, a histogram bin) takes r times as many. A torch op's
+elements grow like its bytes; the steps a thread takes in sequence and the kernels torch splits it into stay
+(both depend on the full-size shapes, which a scaled trace does not have; they matter for small kernels
+only).
 """
 from __future__ import annotations
 
