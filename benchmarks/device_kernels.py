@@ -1,7 +1,7 @@
 """Microbenchmark kernels for benchmarks/device_kernel_model_check.py: Triton and inline-CUDA kernels of the kinds
 multi-GPU candidates launch, with "peer" buffers mapped to local memory (one GPU, world size 1): copy, strided
-read, a reduction over k buffers reached through a pointer table, atomics spread and on one address, and a flag
-ping-pong between two blocks. Imports only torch and triton, so it runs on a GPU machine without the simulator
+read, a reduction over k buffers reached through a pointer table, atomics spread and on one address, a flag
+ping-pong between two blocks, and one thread's chains of flag waits, fences, release stores and CASes. Imports only torch and triton, so it runs on a GPU machine without the simulator
 and, unchanged, on simulated ranks (where "cuda" is the CPU and the kernels run on pkb's interpreters).
 
 A case is (name, n on the GPU, n on pkb's interpreters, grid rule): "scale" grids grow with n, "fixed" grids
@@ -90,6 +90,42 @@ __global__ void c_pingpong(volatile int* flags, int iters) {
   }
 }
 
+// Synchronisation on one block's chain (thread 0 of one block; flag words 128 B apart, all set to 1 by a fill
+// just before the launch, so every wait passes on its first read): n waits, n fences after a store, n release
+// stores, n CASes that each take a set flag (1 -> 0).
+__global__ void c_poll_acquire(const unsigned* flags, int n) {
+  if (threadIdx.x) return;
+  for (int p = 0; p < n; ++p) {
+    unsigned v;
+    do { asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(flags + 32 * p) : "memory"); } while (v < 1u);
+  }
+}
+__global__ void c_poll_volatile(volatile unsigned* flags, int n) {
+  if (threadIdx.x) return;
+  for (int p = 0; p < n; ++p) { while (flags[32 * p] < 1u) {} }
+}
+__global__ void c_fence_sys(volatile unsigned* flags, int n) {
+  if (threadIdx.x) return;
+  for (int p = 0; p < n; ++p) { flags[32 * p] = 2u; __threadfence_system(); }
+}
+__global__ void c_fence_gpu(volatile unsigned* flags, int n) {
+  if (threadIdx.x) return;
+  for (int p = 0; p < n; ++p) { flags[32 * p] = 2u; __threadfence(); }
+}
+__global__ void c_release_sys(unsigned* flags, int n) {
+  if (threadIdx.x) return;
+  for (int p = 0; p < n; ++p) asm volatile("st.release.sys.global.u32 [%0], %1;" :: "l"(flags + 32 * p), "r"(2u) : "memory");
+}
+__global__ void c_cas_sys(unsigned* flags, int n) {
+  if (threadIdx.x) return;
+  for (int p = 0; p < n; ++p) {
+    unsigned old;
+    do {
+      asm volatile("atom.acq_rel.sys.global.cas.b32 %0, [%1], %2, %3;" : "=r"(old) : "l"(flags + 32 * p), "r"(1u), "r"(0u) : "memory");
+    } while (old != 1u);
+  }
+}
+
 static unsigned blocks_for(long n, int threads) { return (unsigned)((n + threads - 1) / threads); }
 
 void copy(torch::Tensor src, torch::Tensor dst) {
@@ -114,6 +150,17 @@ void atomic(torch::Tensor cnt, int64_t n) {
 void pingpong(torch::Tensor flags, int64_t iters) {
   c_pingpong<<<2, 32>>>((volatile int*)flags.data_ptr<int>(), (int)iters);
 }
+void sync_chain(torch::Tensor flags, int64_t n, int64_t kind) {
+  unsigned* f = (unsigned*)flags.data_ptr<int>();
+  switch (kind) {
+    case 0: c_poll_acquire<<<1, 32>>>(f, (int)n); break;
+    case 1: c_poll_volatile<<<1, 32>>>(f, (int)n); break;
+    case 2: c_fence_sys<<<1, 32>>>(f, (int)n); break;
+    case 3: c_fence_gpu<<<1, 32>>>(f, (int)n); break;
+    case 4: c_release_sys<<<1, 32>>>(f, (int)n); break;
+    default: c_cas_sys<<<1, 32>>>(f, (int)n);
+  }
+}
 """
 CPP_SRC = """
 void copy(torch::Tensor src, torch::Tensor dst);
@@ -122,6 +169,7 @@ void strided(torch::Tensor src, torch::Tensor dst, int64_t stride);
 void reduce(torch::Tensor bufs, torch::Tensor dst);
 void atomic(torch::Tensor cnt, int64_t n);
 void pingpong(torch::Tensor flags, int64_t iters);
+void sync_chain(torch::Tensor flags, int64_t n, int64_t kind);
 """
 _ext = None
 
@@ -135,7 +183,8 @@ def cuda_ext():
         from torch.utils.cpp_extension import load_inline
         try:
             _ext = load_inline("pkb_device_kernels", CPP_SRC, cuda_sources=CUDA_SRC,
-                               functions=["copy", "copy4_loop", "strided", "reduce", "atomic", "pingpong"],
+                               functions=["copy", "copy4_loop", "strided", "reduce", "atomic", "pingpong",
+                                          "sync_chain"],
                                extra_cuda_cflags=["-O3", "-gencode=arch=compute_90,code=sm_90"])
         except Exception as e:
             _ext = e
@@ -193,6 +242,14 @@ def setup(name: str, n: int, dev) -> tuple:
             flags.zero_()
             ext.pingpong(flags, n)
         return run, 0
+    if name in SYNC_CHAINS:   # n: waits, fences, release stores or CASes on one thread's chain
+        flags = torch.zeros(32 * n, dtype=torch.int32, device=dev)
+        ext = cuda_ext()
+
+        def chain():
+            flags.fill_(1)
+            ext.sync_chain(flags, n, SYNC_CHAINS.index(name))
+        return chain, 0
     raise KeyError(name)
 
 
@@ -206,6 +263,7 @@ def kernel_name(case: str) -> str:
     return case
 
 
+SYNC_CHAINS = ["c_poll_acquire", "c_poll_volatile", "c_fence_sys", "c_fence_gpu", "c_release_sys", "c_cas_sys"]
 MI = 1 << 20
 # (name, n on the GPU, n on pkb's interpreters, grid rule)
 CASES = [
@@ -242,4 +300,7 @@ CASES = [
     ("c_copy4_grid16", 256 * 1024, 64 * 1024, "fixed"),
     ("t_copy_grid16", 1 * MI, 64 * 1024, "fixed"),
     ("c_copy4_grid16", 1 * MI, 64 * 1024, "fixed"),
-]
+    # added 2026-12-05 (fifth session), before any was measured: one thread's chain of 64 (and 16) waits that
+    # pass on their first read, fences after a store, release stores and flag-taking CASes (n the same on both
+    # sides: a protocol's steps do not scale with data)
+] + [(name, n, n, "fixed") for name in SYNC_CHAINS for n in (64, 16)]

@@ -34,6 +34,12 @@ OPS = [
     ("f32 [8, 2, T][:, 1] summed over dim 0", "p = torch.randn(8, 2, T, device=dev)", "p[:, 1].sum(0)"),
     ("f32 [64, 16] summed over rows", "r = torch.randn(64, 16, device=dev)", "r.sum(-1)"),
     ("one float32 plus one", "z = torch.zeros(1, device=dev)", "z.add_(1)"),
+    # added 2026-12-05 (fifth session) before the reuse-distance rule was measured against them (held out)
+    ("where over f32 [T]", "m = torch.rand(T, device=dev) > 0.5; a = torch.randn(T, device=dev); "
+     "b = torch.randn(T, device=dev)", "torch.where(m, a, b)"),
+    ("a column of f32 [T, V] times two", "g = torch.randn(T, V, device=dev)", "g[:, 5] * 2.0"),
+    ("int64 [T] to float32", "k = torch.randint(0, V, (T,), device=dev)", "k.float()"),
+    ("cat of two f32 [T]", "a = torch.randn(T, device=dev); b = torch.randn(T, device=dev)", "torch.cat([a, b])"),
 ]
 FLUSH_BYTES = 512 << 20
 
