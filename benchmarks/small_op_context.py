@@ -8,6 +8,11 @@ rebuilt here, not their code) is timed on one GPU in three settings:
   as in the solutions, where each small op follows a kernel that wrote gigabytes.
 
     . benchmarks/gpu_env.sh; python3 benchmarks/small_op_context.py OUT.json     # on the GPU
+    python benchmarks/small_op_context.py compare MEASURED.json [OUT.json]        # here
+
+`compare` predicts each op warm and after the clean flush (its program: the setup, the flush's sum, the op) on
+one simulated rank, replayed on the measured GPU (benchmarks/torch_op_kernels.predicted_us), next to the
+measured times: the held-out check of the reuse-distance rule (pkbsim.world.reuse, compute.cold_inputs).
 
 Each setting: three warm-up rounds, then seven rounds under torch.profiler; an op's time is the device time
 of its own kernels (those after the flush kernel), the median over the rounds. Imports only torch. A script
@@ -16,8 +21,11 @@ that measures, no asserts; its output feeds docs/timing_model.md's small-op para
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 T, V = 4096, 16032      # vocab_parallel_cross_entropy at full size, 8 ranks: tokens, vocabulary per rank
 
@@ -88,7 +96,42 @@ def measure(out_path: str) -> None:
             json.dump({"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "rows": rows}, f, indent=1)
 
 
+FLUSH_SETUP = f"big = torch.empty({FLUSH_BYTES // 4}, device=dev); sink = torch.empty((), device=dev)"
+SETTINGS = {"warm": "", "after a clean flush": "; " + FLUSH_SETUP + "; torch.sum(big, 0, out=sink)"}
+
+
+def compare(in_path: str, out_path: str | None) -> None:
+    from benchmarks.gpu_machines import machine
+    from benchmarks.torch_op_kernels import predicted_us
+    doc = json.load(open(in_path))
+    topology, calibration = machine(doc.get("gpu", ""))
+    setups = {name: setup for name, setup, _ in OPS}
+    print(f"measured: {doc.get('gpu')}; predicted: {topology}, {os.path.basename(calibration)}")
+    print("| op | setting | measured | predicted | error |\n|---|---|---|---|---|")
+    rows = []
+    for m in doc["rows"]:
+        for setting, flush in SETTINGS.items():
+            if setting not in m or m["op"] not in setups:
+                continue
+            p = predicted_us(f"T, V = {T}, {V}; " + setups[m["op"]] + flush, m["code"], topology, calibration)
+            err = (p - m[setting]) / m[setting]
+            rows.append({"op": m["op"], "setting": setting, "measured_us": m[setting], "predicted_us": round(p, 2),
+                         "error": round(err, 3)})
+            print(f"| {m['op']} | {setting} | {m[setting]:.2f} | {p:.2f} | {100 * err:+.1f}% |", flush=True)
+    for setting in SETTINGS:
+        errs = [abs(r["error"]) for r in rows if r["setting"] == setting]
+        if errs:
+            print(f"{setting}: {len(errs)} ops, median |error| {100 * statistics.median(errs):.1f}%, "
+                  f"max {100 * max(errs):.1f}%")
+    if out_path:
+        with open(out_path, "w") as f:
+            json.dump({"gpu": doc.get("gpu"), "topology": topology, "rows": rows}, f, indent=1)
+
+
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
+    if len(sys.argv) == 2:
+        measure(sys.argv[1])
+    elif len(sys.argv) in (3, 4) and sys.argv[1] == "compare":
+        compare(sys.argv[2], sys.argv[3] if len(sys.argv) > 3 else None)
+    else:
         sys.exit(__doc__)
-    measure(sys.argv[1])

@@ -251,10 +251,10 @@ def test_a_thread_waits_an_l2_round_trip_for_its_own_atomic():
     from pkbsim.timing.device_kernel import L2_LATENCY_US
     work = KernelWork()
     for _ in range(3):
-        work.awaited_atomic(block=0, broadcast=False)
-    work.awaited_atomic(block=1, broadcast=False)
-    work.awaited_atomic(block=1, broadcast=True)
-    assert (work.awaited_atomics, work.broadcast_atomics) == (3, 1)
+        work.chain_step(0, "awaited_atomics")
+    work.chain_step(1, "awaited_atomics")
+    work.chain_step(1, "broadcast_atomics")
+    assert (work.longest_chain("awaited_atomics"), work.longest_chain("broadcast_atomics")) == (3, 1)
     dev = {"blocks": 2, "threads": 32, "awaited_atomics": 3}
     assert memory_us(TOPO, dev, TOPO.gpu.hbm_GBps) == pytest.approx(3 * L2_LATENCY_US)
     assert memory_us(TOPO, dict(dev, awaited_atomics=0), TOPO.gpu.hbm_GBps) == 0.0

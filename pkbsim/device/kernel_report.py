@@ -23,6 +23,9 @@ def sector_bytes(addrs: np.ndarray, width: int) -> int:
     return int(sectors.size) * SECTOR
 
 
+CHAIN_STEPS = ("awaited_atomics", "broadcast_atomics", "ready_polls", "sys_fences")   # KernelWork.chain_step
+
+
 @dataclass
 class KernelWork:
     """The work of one launch on one rank, counted from the interpreter's access records. Polls (spin-wait
@@ -52,7 +55,7 @@ class KernelWork:
     threads: int = 128             # per block
     _hits: dict = field(default_factory=dict, repr=False)
     _cached: dict = field(default_factory=dict, repr=False)   # block -> one-sector addresses in its L1
-    _awaited: dict = field(default_factory=dict, repr=False)  # (block, broadcast?) -> atomics it waited for
+    _chain: dict = field(default_factory=dict, repr=False)    # (block, one of CHAIN_STEPS) -> steps it took
 
     def count_load(self, block, addr: int, sectors_per_block: int, blocks: int = 1) -> None:
         """A block-level load by `blocks` blocks. A load of one sector a block (a pointer from a table, a scalar
@@ -72,27 +75,24 @@ class KernelWork:
         """The block ran an atomic, an acquire or a fence: its cached words are read again from L2."""
         self._cached.pop(block, None)
 
-    def awaited_atomic(self, block, broadcast: bool) -> None:
-        """An atomic whose old value `block` waits for before its next step: a round trip to the L2 on the
-        issuing thread's chain (an inline-CUDA `atom` that is a CAS, an exchange or ordered; a relaxed one of a
-        reducible op is taken as a fire-and-forget RED, ptx_memory._reduction); `broadcast`: a Triton scalar
-        atomic, whose old value Triton hands to every thread of the program through shared memory behind a
-        barrier, so the whole program waits."""
-        key = (block, broadcast)
-        self._awaited[key] = self._awaited.get(key, 0) + 1
+    def chain_step(self, block, step: str) -> None:
+        """A step on `block`'s chain that waits a latency no bandwidth hides (pkbsim.timing.device_kernel.
+        chain_us), one of CHAIN_STEPS:
+        - awaited_atomics: an atomic whose old value the issuing thread waits for (an inline-CUDA `atom` that
+          is a CAS, an exchange or ordered; a relaxed one of a reducible op is taken as a fire-and-forget RED,
+          ptx_memory._reduction): a round trip to the L2;
+        - broadcast_atomics: a Triton scalar atomic, whose old value Triton hands to every thread of the program
+          through shared memory behind a barrier, so the whole program waits;
+        - ready_polls: a flag wait's first read of a word (FlagChains.fresh): a round trip even where the flag is
+          already set;
+        - sys_fences: a system-scope fence (membar.sys, fence.*.sys, or the one a .sys release store or atomic
+          carries)."""
+        key = (block, step)
+        self._chain[key] = self._chain.get(key, 0) + 1
 
-    def _longest_wait(self, broadcast: bool) -> int:
-        return max((n for (_, b), n in self._awaited.items() if b == broadcast), default=0)
-
-    @property
-    def awaited_atomics(self) -> int:
-        """The most returning atomics (CAS, exchange, ordered) one block waited for, one after another."""
-        return self._longest_wait(False)
-
-    @property
-    def broadcast_atomics(self) -> int:
-        """The same for atomics whose old value went to every thread of the program (Triton's scalar ones)."""
-        return self._longest_wait(True)
+    def longest_chain(self, step: str) -> int:
+        """The most steps of one kind that one block took, one after another."""
+        return max((n for (_, s), n in self._chain.items() if s == step), default=0)
 
     def atomic(self, addrs: np.ndarray, block, returns: bool = True, combined: bool = False) -> None:
         """Lanes of `block` that updated memory atomically at `addrs` (one entry per lane). `combined`: one
@@ -120,8 +120,7 @@ class KernelWork:
                 "peer_read": sum(self.peer_read.values()),
                 "local_write": self.local_write, "load_ops": self.load_ops, "broadcast_loads": self.broadcast_loads,
                 "store_ops": self.store_ops,
-                "atomics": self.atomics, "awaited_atomics": self.awaited_atomics,
-                "broadcast_atomics": self.broadcast_atomics,
+                "atomics": self.atomics, **{step: self.longest_chain(step) for step in CHAIN_STEPS},
                 "atomic_hot": self.atomic_hot, "reductions": self.reductions, "reduction_hot": self.reduction_hot,
                 "atomic_hot_shared": self.atomic_hot_shared, "reduction_hot_shared": self.reduction_hot_shared, "local_hops": self.local_hops, "remote_waits": self.remote_waits,
                 "waits_on": sorted(self.waits_on), "warp_instructions": self.warp_instructions,
@@ -137,6 +136,13 @@ class FlagChains:
     stamp: dict = field(default_factory=dict)   # address -> (block, value, its chain depth) of the last write
     depth: dict = field(default_factory=dict)   # block -> its chain depth
     remote: dict = field(default_factory=dict)  # block -> peer writes it waited for
+
+    def poll(self, work: KernelWork, block, addrs: list[int]) -> None:
+        """One poll instruction of `block` over the flag words `addrs`, before FlagChains.read sees its values:
+        its first read of any of them is a round trip on the block's chain, even where the flag is already set
+        and the wait passes at once; its later reads there are the simulator's spinning, not the kernel's."""
+        if any((block, a) not in self.seen for a in addrs):
+            work.chain_step(block, "ready_polls")
 
     def read(self, work: KernelWork, block, addr: int, value: bytes, peers: set[int]) -> None:
         """A poll (or the read half of an atomic) by `block` saw `value` at `addr`: if that changed since its last

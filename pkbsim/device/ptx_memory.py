@@ -98,6 +98,7 @@ class KernelObserver:
                 spin_handoff.polled(self.ctx, a.lo, a.hi, data)
         if polled:
             work.synchronised(block)
+            self.run.chains.poll(work, block, [a.lo for a in polled])
         data_accs = [a for a in accs if a not in polled]
         for a in data_accs:
             a.count(work, write=False)
@@ -119,6 +120,8 @@ class KernelObserver:
             if a.region is not None and a not in signals:
                 for ev in a.data_events("put", site, where):
                     emit(world, ev, a.region)
+        if "release" in quals:
+            _release(work, block, quals)
         with world.lock:  # the flag's value and the clock released into it change together
             out = perform()
             sem = "release" if "release" in quals else "relaxed"
@@ -137,6 +140,8 @@ class KernelObserver:
         world, work, block = self.ctx.world, self.run.work, self.run.blocks.get(id(g))
         order = next((q for q in _ORDERS if q in quals), "relaxed")
         work.synchronised(block)
+        if order in ("release", "acq_rel"):
+            _release(work, block, quals)
         self._hold(accs, site, where)
         with world.lock:
             before = [a.snapshot() for a in accs]
@@ -147,6 +152,9 @@ class KernelObserver:
                 if c != b:
                     emit(world, a.event("signal", site, where, op=op, value=_nonzero(c), sem=order), a.region, a.lo)
             spin_handoff.atomic(self.ctx, [(a.lo, a.hi) for a in accs], before, after)
+        unchanged = [a.lo for a, b, c in zip(accs, before, after) if c == b]
+        if unchanged:
+            self.run.chains.poll(work, block, unchanged)
         for a, b, c in zip(accs, before, after):
             self.run.chains.read(work, block, a.lo, b, a.writers())
             if c != b:
@@ -157,7 +165,7 @@ class KernelObserver:
             a.count(work, write=True)
             work.atomic(np.full(a.nbytes // max(a.hi - a.lo, 1), a.lo), block, returns=returns)
         if changed and returns:
-            work.awaited_atomic(block, broadcast=False)
+            work.chain_step(block, "awaited_atomics")
         if changed:
             with world.lock:
                 world.changed()
@@ -201,7 +209,10 @@ class KernelObserver:
         LLM-written kernels use it, though the PTX model asks for .sys across GPUs)."""
         if "cta" in ins.parts:
             return
-        self.run.work.synchronised(self.run.blocks.get(id(g)))
+        block = self.run.blocks.get(id(g))
+        self.run.work.synchronised(block)
+        if "sys" in ins.parts:
+            self.run.work.chain_step(block, "sys_fences")
         emit(self.ctx.world, Event("fence", self.ctx.rank, site_of(ins.loc), self.run.where(g),
                                    sem="acq_rel"))
 
@@ -221,6 +232,13 @@ class KernelObserver:
     def _wrote(self) -> None:
         with self.ctx.world.lock:
             self.ctx.world.changed()
+
+
+def _release(work, block, quals: set) -> None:
+    """A release store or atomic at system scope carries a system-scope fence (PTX: release = a fence, then the
+    access)."""
+    if "sys" in quals:
+        work.chain_step(block, "sys_fences")
 
 
 _REDUCIBLE = {"add", "min", "max", "and", "or", "xor", "inc", "dec"}

@@ -87,6 +87,7 @@ def masked_load(original):
             launch.work.count_load(launch.current, acc.lo, acc.sectors)
         if polling:
             launch.work.synchronised(launch.current)
+            launch.chains.poll(launch.work, launch.current, [acc.lo])
             _flag_read(launch, acc, seen)
             site = user_site()
             emit(ctx.world, acc.event("wait", site, launch.where, op="poll", value=_nonzero(seen), sem="relaxed"),
@@ -127,15 +128,17 @@ def masked_store(original):
     return store
 
 
-def _atomic(ctx, launch, ptr, mask, sem, op: str, run):
+def _atomic(ctx, launch, ptr, mask, sem, scope, op: str, run):
     """Run one atomic; lower it to wait (acquire side) and signal (if memory changed) or a poll."""
     addrs, itemsize = _active(ptr, mask)
     if not addrs.size:
         return run()
     launch.work.synchronised(launch.current)
+    order = _SEM.get(getattr(sem, "name", ""), "acq_rel")
+    if order in ("release", "acq_rel") and getattr(scope, "name", "") == "SYSTEM":
+        launch.work.chain_step(launch.current, "sys_fences")   # a system-scope release carries its fence
     acc = _access(ctx, addrs, itemsize)
     site = user_site()
-    order = _SEM.get(getattr(sem, "name", ""), "acq_rel")
     spin_handoff.before_write(ctx, acc.lo, acc.hi, _owner(acc), site, launch.where)
     with ctx.world.lock:  # the flag's value and the clock released into it change together
         before = acc.snapshot()
@@ -147,12 +150,14 @@ def _atomic(ctx, launch, ptr, mask, sem, op: str, run):
             emit(ctx.world, acc.event("signal", site, launch.where, op=op, value=_nonzero(after), sem=order),
                  acc.region, acc.lo)
         spin_handoff.atomic(ctx, [(acc.lo, acc.hi)], [before], [after])
+    if after == before:
+        launch.chains.poll(launch.work, launch.current, [acc.lo])
     _flag_read(launch, acc, before)
     if after != before:  # polls that change nothing are not counted: their number depends on timing
         acc.count(launch.work, write=True)
         launch.work.atomic(addrs, launch.current, combined=True)
         if addrs.size == 1:   # a scalar atomic: its old value goes to every thread of the program
-            launch.work.awaited_atomic(launch.current, broadcast=True)
+            launch.work.chain_step(launch.current, "broadcast_atomics")
         launch.chains.wrote(launch.current, acc.lo, after)
         _wrote(ctx, launch)
     else:
@@ -169,7 +174,7 @@ def atomic_cas(original):
         ctx, launch = current(), current_launch()
         if ctx is None or launch is None:
             return original(self, ptr, cmp, val, sem, scope)
-        return _atomic(ctx, launch, ptr, None, sem, "cas", lambda: original(self, ptr, cmp, val, sem, scope))
+        return _atomic(ctx, launch, ptr, None, sem, scope, "cas", lambda: original(self, ptr, cmp, val, sem, scope))
     return cas
 
 
@@ -179,7 +184,8 @@ def atomic_rmw(original):
         if ctx is None or launch is None:
             return original(self, rmw_op, ptr, val, mask, sem, scope)
         name = getattr(rmw_op, "name", "rmw").lower()
-        return _atomic(ctx, launch, ptr, mask, sem, name, lambda: original(self, rmw_op, ptr, val, mask, sem, scope))
+        return _atomic(ctx, launch, ptr, mask, sem, scope, name,
+                       lambda: original(self, rmw_op, ptr, val, mask, sem, scope))
     return rmw
 
 

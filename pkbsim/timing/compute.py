@@ -2,7 +2,7 @@
 communication kernels hold some of the GPU's SMs."""
 from __future__ import annotations
 
-from pkbsim.timing.device_kernel import LOAD_LATENCY_US
+from pkbsim.timing.device_kernel import L2_LATENCY_US, LOAD_LATENCY_US
 from pkbsim.timing.topology import Topology
 
 # Ops that launch no kernel: views, allocations and metadata (the world records them like any other op).
@@ -44,17 +44,20 @@ REDUCE_FLOOR_EXTRA_US = 1.0
 
 
 def kernel_us(topo: Topology, flops: float, nbytes: float, dtype: str, model: dict, comm_sms: int = 0,
-              launch: dict | None = None) -> float:
+              launch: dict | None = None, cold: bool = False) -> float:
     """max(FLOPs / (peak x efficiency), bytes / (HBM x efficiency), floor), stretched by sms/(sms - comm_sms):
     a kernel that overlaps communication gets only the SMs the communication kernels leave free. `launch`
     (an op's or a kernel's record) may say more: an elementwise op's slower CUDA `path`, where its `elements`
     go at PATH_ELEMENTS_PER_SM_US if that is slower; a thread's `steps` in sequence, each a memory round trip
     (a few elements, or a gather's index then its value: a kernel of few blocks waits on them, not on
     bandwidth); the `splits` torch launches it as (an operand past 2 GiB of offsets), each its own
-    floor and steps; and its `kernel` family where the floor is not the elementwise one (REDUCE_FLOOR_EXTRA_US)."""
+    floor and steps; and its `kernel` family where the floor is not the elementwise one (REDUCE_FLOOR_EXTRA_US).
+    The floor is a warm kernel's (its inputs in the L2); a `cold` kernel's round trips, the floor's one among
+    them, go to HBM (LOAD_LATENCY_US against L2_LATENCY_US; cold_inputs says which)."""
     c, launch = model["compute"], launch or {}
     floor = c["min_kernel_us"] + (REDUCE_FLOOR_EXTRA_US if launch.get("kernel") == "reduce" else 0.0)
-    chain = floor + (launch.get("steps", 1) - 1) * LOAD_LATENCY_US
+    trip = LOAD_LATENCY_US if cold else L2_LATENCY_US
+    chain = floor + (trip - L2_LATENCY_US) + (launch.get("steps", 1) - 1) * trip
     t = max(flops / (peak_flops(topo, dtype) * c["matmul_efficiency"]) * 1e6,
             nbytes / (topo.gpu.hbm_GBps * 1e9 * c["memory_efficiency"]) * 1e6,
             launch.get("elements", 0) / (topo.gpu.sms * PATH_ELEMENTS_PER_SM_US) if launch.get("path") else 0.0,
@@ -63,23 +66,32 @@ def kernel_us(topo: Topology, flops: float, nbytes: float, dtype: str, model: di
     return t * topo.gpu.sms / free
 
 
+def cold_inputs(topo: Topology, op: dict) -> bool:
+    """Were the op's inputs pushed out of the L2 before it ran: the rank moved more than the L2 holds since it
+    last touched them (`reuse_bytes`, pkbsim.world.reuse), or that is unknown (an input from outside the
+    program). On an H200, of a [4096] float32 subtract, a gather of one logit a row and a one-element add: 1.38,
+    9.57 and 1.12 us after a 512 MiB read, 0.90, 4.42 and 0.93 warm (benchmarks/results/small_op_context_h200.json)."""
+    reuse = op.get("reuse_bytes")
+    return reuse is None or reuse > topo.gpu.l2_MB * 1e6
+
+
 def op_us(topo: Topology, op: dict, dtype: str, model: dict, comm_sms: int = 0) -> float:
     """A torch op of the trace: one kernel (kernel_us), or, where it records the kernels CUDA launches for it
     (`kernels`, pkbsim.world.op_kernels.Launch), their times summed, each at least the kernel floor, and at
     least its FLOPs' time. A kernel's `reread` bytes cost HBM traffic only where the rows it keeps live (those
     resident on every SM, at most all of its `span`) overflow this GPU's L2 (below that they are L2 hits, not
     charged)."""
-    flops, dtype = op.get("flops", 0), op.get("dtype", dtype)
+    flops, dtype, cold = op.get("flops", 0), op.get("dtype", dtype), cold_inputs(topo, op)
     parts = op.get("kernels")
     if not parts:
         return kernel_us(topo, flops, op.get("bytes_read", 0) + op.get("bytes_written", 0), dtype, model,
-                         comm_sms, op)
+                         comm_sms, op, cold)
     l2 = topo.gpu.l2_MB * 1e6
 
     def one(k: dict) -> float:
         live = min(topo.gpu.sms * k.get("resident", 0), k.get("span", 0))
         again = k.get("reread", 0) if live > l2 else 0
-        return kernel_us(topo, 0, k["read"] + k["written"] + again, dtype, model, comm_sms, k)
+        return kernel_us(topo, 0, k["read"] + k["written"] + again, dtype, model, comm_sms, k, cold)
     return max(kernel_us(topo, flops, 0, dtype, model, comm_sms), sum(one(k) for k in parts))
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import copy
 import math
 
-WORK_FIELDS = ("bytes", "bytes_read", "bytes_written", "flops", "elements")
+WORK_FIELDS = ("bytes", "bytes_read", "bytes_written", "flops", "elements", "reuse_bytes")
 DEVICE_FIELDS = ("local_read", "local_write", "peer_read", "load_ops", "store_ops", "atomics", "reductions", "warp_instructions")
 
 

@@ -20,6 +20,7 @@ from pkbsim.world.kernel_path import kernel_path, path_launch
 from pkbsim.world.op_bytes import nbytes, traffic
 from pkbsim.world.op_kernels import Launch, fused_launches, launches
 from pkbsim.world.plugins import registered
+from pkbsim.world.reuse import ReuseTracker
 from pkbsim.world.sites import user_site
 from pkbsim.world.streams import StreamOrder
 from pkbsim.world.world import SimAbort
@@ -77,6 +78,7 @@ class RankOpsMode(TorchDispatchMode):
         self.watches = [p.ops for p in registered() if p.ops is not None]
         self.streams: StreamOrder | None = None
         self.fused_flops: int | None = None   # inside a call that CUDA runs as one kernel (fused_calls.py)
+        self.reuse = ReuseTracker()
 
     def track_streams(self) -> StreamOrder:
         if self.streams is None:
@@ -202,7 +204,12 @@ class RankOpsMode(TorchDispatchMode):
             fields["kernels"] = [k.record() for k in kernels]
         if peer_read or peer_write:
             fields["peer_bytes"] = {"read": peer_read, "write": peer_write}
+        # an in-place op (add_, scatter_add_) reads the tensor it updates
+        reuse = self.reuse.distance(ctx.trace.moved, reads + writes if name.endswith("_") else reads)
+        if reuse is not None:   # where it is unknown the timing takes the inputs as cold (compute.cold_inputs)
+            fields["reuse_bytes"] = reuse
         ctx.trace.record("compute", name, user_site(), stream=ctx.stream_id, **fields)
+        self.reuse.touch(ctx.trace.moved, reads + writes)
 
 
 def ensure_ops_mode(ctx) -> RankOpsMode:

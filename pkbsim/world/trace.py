@@ -25,11 +25,17 @@ def describe(tensors) -> tuple[list[list[int]], list[str], int]:
     return shapes, dtypes, nbytes
 
 
+def moved_by(fields: dict) -> int:
+    """The bytes a record moves on its rank: a kernel's reads and writes, a collective's payload."""
+    return sum(int(fields.get(f) or 0) for f in ("bytes_read", "bytes_written", "bytes"))
+
+
 class RankTrace:
     def __init__(self, rank: int, t0: float, enabled: bool = True):
         self.rank, self.t0, self.enabled = rank, t0, enabled
         self.records: list[dict[str, Any]] = []
         self.exit_site: str | None = None  # where the rank's program called sys.exit, if it did
+        self.moved = 0                     # bytes the recorded ops moved so far (pkbsim.world.reuse)
 
     def record(self, kind: str, op: str, site: str, stream: int = 0, **fields) -> dict | None:
         if not self.enabled:
@@ -37,6 +43,7 @@ class RankTrace:
         rec = {"i": len(self.records), "t_us": round((time.perf_counter() - self.t0) * 1e6, 1),
                "kind": kind, "op": op, "site": site, "stream": stream, **fields}
         self.records.append(rec)
+        self.moved += moved_by(fields)
         return rec
 
 
