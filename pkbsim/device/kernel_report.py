@@ -23,7 +23,7 @@ def sector_bytes(addrs: np.ndarray, width: int) -> int:
     return int(sectors.size) * SECTOR
 
 
-CHAIN_STEPS = ("awaited_atomics", "broadcast_atomics", "ready_polls", "sys_fences")   # KernelWork.chain_step
+CHAIN_STEPS = ("awaited_atomics", "broadcast_atomics", "ready_polls", "sys_fences", "gpu_fences")  # chain_step
 
 
 @dataclass
@@ -86,7 +86,10 @@ class KernelWork:
         - ready_polls: a flag wait's first read of a word (FlagChains.fresh): a round trip even where the flag is
           already set;
         - sys_fences: a system-scope fence (membar.sys, fence.*.sys, or the one a .sys release store or atomic
-          carries)."""
+          carries);
+        - gpu_fences: a GPU-scope fence (__threadfence(): membar.gl, fence.*.gpu); a release at GPU scope
+          (Triton's default atomics among them) is not counted: a 1-block Triton two-shot with six took less
+          than the model gave without them."""
         key = (block, step)
         self._chain[key] = self._chain.get(key, 0) + 1
 

@@ -211,8 +211,7 @@ class KernelObserver:
             return
         block = self.run.blocks.get(id(g))
         self.run.work.synchronised(block)
-        if "sys" in ins.parts:
-            self.run.work.chain_step(block, "sys_fences")
+        self.run.work.chain_step(block, "sys_fences" if "sys" in ins.parts else "gpu_fences")
         emit(self.ctx.world, Event("fence", self.ctx.rank, site_of(ins.loc), self.run.where(g),
                                    sem="acq_rel"))
 
