@@ -1,11 +1,12 @@
 #!/bin/sh
 # Issue 19's GPU measurements in one device call (run from the repo root on the lent GPU, .whl carried;
-# about 400 s): the microbenchmarks (benchmarks/device_kernel_model_check.py measure, ~2 min), the CUDA-event
-# window (benchmarks/event_window.py, ~10 s), the small ops in three L2 settings (benchmarks/small_op_context.py, ~30 s), the held-out torch-op cases
-# (benchmarks/torch_op_kernels.py, ~1 min), then the device programs the last run left (earlier rows kept).
+# about 160 s): the microbenchmarks (benchmarks/device_kernel_model_check.py measure, ~2 min), the CUDA-event
+# window (benchmarks/event_window.py, ~10 s), the small ops in three L2 settings (benchmarks/small_op_context.py,
+# ~30 s) and the held-out torch-op cases (benchmarks/torch_op_kernels.py, ~1 min). The device programs have
+# their own script (benchmarks/device_program_kernels.py measure; its output is too many files for one call).
 #   sh benchmarks/device_model_gpu.sh "$OUT"
 # Here afterwards: device_kernel_model_check.py compare OUT/device_kernel_measured.json, small_op_context.py's
-# and torch_op_kernels.py's compare, and device_kernel_model_check.py programs OUT/dpk/... --records=...
+# and torch_op_kernels.py's compare.
 . benchmarks/gpu_env.sh
 out=${1:?usage: device_model_gpu.sh OUTDIR}
 mkdir -p "$out"
@@ -14,7 +15,3 @@ timeout 240 python3 benchmarks/device_kernel_model_check.py measure "$out/device
 timeout 60 python3 benchmarks/event_window.py "$out/event_window.json" > "$out/event_window.log" 2>&1
 timeout 90 python3 benchmarks/small_op_context.py "$out/small_op_context.json" > "$out/small_op_context.log" 2>&1
 timeout 150 python3 benchmarks/torch_op_kernels.py measure "$out/torch_op_kernels_measured.json" > "$out/torch_op_kernels.log" 2>&1
-# earlier rows of this GPU kind are kept (H200 or H100: the lent kind may differ from the one asked for)
-case "$(head -2 "$out/gpu.txt" | tail -1)" in *H100*) earlier=h100 ;; *) earlier=h200 ;; esac
-python3 benchmarks/device_program_kernels.py measure "$out/dpk" ${DPK_BUDGET_S:-60} \
-    --after=benchmarks/results/device_program_kernels_measured_$earlier.json > "$out/dpk.log" 2>&1
