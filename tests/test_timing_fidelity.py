@@ -14,12 +14,12 @@ from pkbsim.timing.units import parse_size
 # measured the same NCCL configuration 17-29% slower than vLLM did; and the 4xH100 nccl-tests ring all_gather /
 # reduce_scatter from 4 MiB to 1 GiB, 19-29% slower than NCCL's own cost model (and pkb). (vLLM's TP=4 two-shot
 # row, +22%, is a device-side kernel and judged against issue 19's 25%, not NCCL's 10%.)
-# Device-side misses (25% rule): 8-rank one-shot all-reduce at 1-2 MiB from the kraken/helion table, 24-38% slower
-# than predicted; the marginal bandwidth from 1 to 2 MiB (341 GB/s) is the model's, the excess is a fixed ~15 us
-# that the same table's 8 KiB row also shows (13.4-16.0 us against 5.7 predicted).
+# Device-side misses (25% rule): 8-rank one-shot all-reduce at 1 MiB from the kraken/helion table, 31-33% slower
+# than predicted (at 2 MiB 20-23%, met); the marginal bandwidth from 1 to 2 MiB (341 GB/s) is the model's, the
+# excess is a fixed ~13-15 us beyond the CUDA-event window the harness adds (3.3 us, measured on an H100).
 # NCCL's symmetric reduce-scatter (multimem ld_reduce) at 2 MiB, kernel device time 10.8 us against 14.5: the
 # symmetric kernels' base latency (7.8 us, NCCL's tuning model) is more than the kernel's own time at this size.
-DEVICE_MISSES = {"h100x8-kraken-1shot-1m", "h100x8-torch-1shot-1m", "h100x8-torch-1shot-2m", "h100x8-mfsdp-rs-symm-2m"}
+DEVICE_MISSES = {"h100x8-kraken-1shot-1m", "h100x8-torch-1shot-1m", "h100x8-mfsdp-rs-symm-2m"}
 # NCCL's ring all_gather on 8 x H100 at 8 MiB (kernel device time, Megatron-LM PR #5596): 43.4 us against 50.1 (+15%).
 KNOWN_MISSES = {"h100x4-nccl-4m", "h100x4-ntag-4mib", "h100x4-ntag-16mib", "h100x4-ntag-64mib",
                 "h100x4-ntrs-4mib", "h100x4-ntrs-64mib", "h100x4-ntrs-1gib", "h100x8-mfsdp-ag-ring-8m"} | DEVICE_MISSES
@@ -109,14 +109,33 @@ def test_peer_memory_kernels_meet_25_percent_from_1_mib():
 
 def test_eight_rank_one_shot_misses_by_a_fixed_cost_not_by_bandwidth():
     """The pinned one-shot misses: from 1 to 2 MiB the measured time grows at the model's peer bandwidth (within
-    5%), so what the model lacks is a per-call fixed cost of the kraken harness, not bandwidth."""
+    5%), so what the model lacks is a per-call fixed cost, not bandwidth; the harness's CUDA-event window (3.3 us)
+    is charged, 12-15 us remain."""
     rows = {r.id: r for r in evaluate()}
     for lib in ("kraken", "torch"):
         small, big = rows[f"h100x8-{lib}-1shot-1m"], rows[f"h100x8-{lib}-1shot-2m"]
         measured_GBps = 7 * (big.bytes - small.bytes) / (big.measured - small.measured) / 1e3
         model_GBps = 7 * (big.bytes - small.bytes) / (big.predicted - small.predicted) / 1e3
         assert measured_GBps == pytest.approx(model_GBps, rel=0.05)
-        assert 12 <= small.measured - small.predicted <= 20 and 12 <= big.measured - big.predicted <= 20
+        assert 11 <= small.measured - small.predicted <= 17 and 11 <= big.measured - big.predicted <= 17
+
+
+def test_event_timed_points_pay_the_event_window_not_a_graph_launch():
+    """kraken's benchmark puts CUDA events around each eager call behind a memset: the window (event records, the
+    kernel's dispatch) is what benchmarks/event_window.py measured, charged once per call; a graph-launched
+    point pays the graph's per-kernel cost instead."""
+    model = host_model()
+    topo = load_topology("hgx-h100")
+    events = harness_us(topo, model, "cuda-events", 1 << 20)
+    assert events == model["launch"]["event_window_us"] > harness_us(topo, model, "cuda-graph", 1 << 20)
+    rows = {r.id: r for r in evaluate()}
+    points = {p["id"]: p for p in load_points()}
+    for lib in ("kraken", "torch"):
+        row = rows[f"h100x8-{lib}-1shot-2m"]
+        assert points[row.id]["harness"] == "cuda-events"
+        graph = predict(topo, "all_reduce", row.bytes, 8, algo="one_shot").time_us + harness_us(
+            topo, model, "cuda-graph", row.bytes)
+        assert row.predicted == pytest.approx(graph - model["launch"]["cuda_graph_us"] + events)
 
 
 def test_device_side_points_from_other_libraries_are_judged_at_25_percent():

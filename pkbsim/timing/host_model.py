@@ -81,4 +81,4 @@ def _measured_us(doc: dict, field: str, path: str) -> float:
 def launch_overhead_us(model: dict, harness: str) -> float:
     """What the launcher adds per kernel: nothing for nccl-tests (NCCL's model includes its own launch)."""
     return {"nccl-tests": 0.0, "torch": model["launch"]["torch_eager_us"],
-            "cuda-graph": model["launch"]["cuda_graph_us"]}[harness]
+            "cuda-graph": model["launch"]["cuda_graph_us"], "cuda-events": model["launch"]["event_window_us"]}[harness]
