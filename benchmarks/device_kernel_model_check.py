@@ -91,8 +91,10 @@ def kernel_us(launch, name: str) -> float:
     return statistics.median(durs) if durs else None
 
 
-FITTED = {("t_copy_grid16", 16 << 20), ("c_pingpong", 200), ("t_atomic_spread", 16 << 20),
-          ("c_atomic_spread", 16 << 20), ("t_atomic_hot", 4 << 20), ("c_atomic_hot", 4 << 20)}  # one constant each
+# the cases pkbsim.timing.device_kernel's constants were fitted on, one constant each, by the GPU that ran them
+FITTED = {"H200": {("t_copy_grid16", 16 << 20), ("t_atomic_spread", 16 << 20), ("c_atomic_spread", 16 << 20),
+                   ("t_atomic_hot", 4 << 20), ("c_atomic_hot", 4 << 20)},
+          "H100": {("c_fence_sys", 64), ("c_fence_gpu", 64), ("c_pingpong", 200)}}
 
 DRIVER = """
 import sys
@@ -143,7 +145,8 @@ def compare(in_path: str, out_path: str | None) -> None:
             dev = scale_device(cache[(name, n_pkb)], ratio, ratio if grid == "scale" else 1.0)
             t = kernel_time(topo, dev, model, remote_hop_us=0.0)
             err = (t.total_us - m["measured_us"]) / m["measured_us"]
-            role = "fitted" if (name, n) in FITTED else "held out"
+            fitted = set().union(*(cases for gpu, cases in FITTED.items() if gpu in doc.get("gpu", "")))
+            role = "fitted" if (name, n) in fitted else "held out"
             rows.append({"case": name, "n": n, "n_pkb": n_pkb, "measured_us": round(m["measured_us"], 2),
                          "predicted_us": round(t.total_us, 2), "error": round(err, 3), "bound": t.bound,
                          "role": role, "device": dev})

@@ -39,7 +39,8 @@ def peak_flops(topo: Topology, dtype: str) -> float:
 PATH_ELEMENTS_PER_SM_US = 67_108_864 / 191.7 / 132
 # torch's reduce_kernel (Reduce.cuh) takes about 1 us more than an elementwise kernel, however few its inputs:
 # on an H100, warm, a [64, 16] row sum took 2.08 us and a sum over 8 rows of 4096 2.24, against 1.15 for a
-# one-element add (benchmarks/results/small_op_context_h100.json, the two rows this is fitted on)
+# one-element add (the two rows this is fitted on; retaken 2026-12-05 with four more ops: 2.08, 2.18 and 1.15,
+# benchmarks/results/small_op_context_h100.json)
 REDUCE_FLOOR_EXTRA_US = 1.0
 
 

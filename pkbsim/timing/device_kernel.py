@@ -21,14 +21,21 @@ BLOCKS_PER_SM = 32          # resident blocks per SM (sm90)
 # Fitted on one H200, one microbenchmark each (benchmarks/results/device_kernel_model_check_h200.json; the
 # other rows there are held out):
 LOAD_LATENCY_US = 0.426     # a load's round trip at low load (a 16-block copy: t_copy_grid16, 16 Mi)
-FLAG_HOP_US = 0.323         # a flag one SM writes, seen by another spinning on it (c_pingpong, 200 rounds)
 ATOMICS_PER_US = 131_600    # value-returning atomics on distinct addresses (t_atomic_spread, 16 Mi)
 REDUCTIONS_PER_US = 396_400  # fire-and-forget ones (c_atomic_spread: atomicAdd, result unused, 16 Mi)
 HOT_ATOMIC_US = 0.0238      # one more value-returning atomic on the same address (t_atomic_hot, 4 Mi)
 HOT_REDUCTION_US = 0.000731  # one more reduction on the same address (c_atomic_hot, 4 Mi)
 # Chosen on the H200's inline-CUDA x64 runs (benchmarks/results/device_program_kernels_model_check_h200.json:
 # grid-stride loops of 1-2 blocks over 130-270 KB; 0.18-0.2 us a load fit them, 0.2 taken):
-L2_LATENCY_US = 0.2         # a round trip that hits the L2: a block's later loads of data that fits it, an atomic
+L2_LATENCY_US = 0.2         # a round trip that hits the L2: a block's later loads of data that fits it, an atomic,
+                            # a flag wait's first read (0.172 us a wait on an H100: c_poll_acquire, 16 and 64)
+# Fitted on one H100 (benchmarks/results/device_kernel_model_check_h100.json, one microbenchmark each; the H100
+# has the H200's SMs and L2):
+SYS_FENCE_US = 0.715        # a system-scope fence on a block's chain (membar.sys, fence.sc.sys, a .sys release;
+                            # c_fence_sys, 64 fences after a store: 45.7 us)
+GPU_FENCE_US = 0.3575       # a GPU-scope one (__threadfence(); c_fence_gpu, 64: 22.9 us)
+FLAG_HOP_US = 0.2155        # a flag one SM writes, seen by another spinning on it (c_pingpong, 200 rounds of
+                            # two hops and one __threadfence() a block: 157.7 us)
 
 
 @dataclass(frozen=True)
@@ -98,14 +105,25 @@ def atomic_us(dev: dict) -> float:
                dev.get("atomic_hot", 0) * HOT_ATOMIC_US, dev.get("reduction_hot", 0) * HOT_REDUCTION_US)
 
 
+def sync_us(topo: Topology, dev: dict, remote_hop_us: float) -> float:
+    """A block's synchronisation chain: its flag hops (local ones through L2, waits for a peer at
+    `remote_hop_us`), then, in every wave of blocks, a round trip for each wait's first read (a flag already
+    set still costs its read: an H100 took 12.0 us for 64 waits that passed at once, 3.7 for 16) and each
+    fence, which waits until the block's writes are visible at its scope (on an H100, 64 .sys release stores
+    took as long as 64 system fences, 45.4 and 45.7 us; 64 __threadfence() 22.9)."""
+    waves = math.ceil(max(int(dev.get("blocks", 1)), 1) / resident_blocks(topo, dev))
+    return (dev.get("local_hops", 0) * FLAG_HOP_US + dev.get("remote_waits", 0) * remote_hop_us
+            + waves * (dev.get("ready_polls", 0) * L2_LATENCY_US + dev.get("sys_fences", 0) * SYS_FENCE_US
+                       + dev.get("gpu_fences", 0) * GPU_FENCE_US))
+
+
 def kernel_time(topo: Topology, dev: dict, model: dict, remote_hop_us: float, comm_sms: int = 0) -> KernelTime:
-    """The kernel's own time: the largest of memory, issue and atomics (they overlap), plus its chain of flag
-    hops (local ones through L2, waits for a peer at `remote_hop_us`), at least the kernel floor, stretched
-    while communication kernels hold SMs."""
+    """The kernel's own time: the largest of memory, issue and atomics (they overlap), plus its synchronisation
+    chain (sync_us), at least the kernel floor, stretched while communication kernels hold SMs."""
     c = model["compute"]
     hbm = topo.gpu.hbm_GBps * c["memory_efficiency"]
     parts = {"memory": memory_us(topo, dev, hbm), "issue": issue_us(topo, dev), "atomics": atomic_us(dev)}
-    flags = dev.get("local_hops", 0) * FLAG_HOP_US + dev.get("remote_waits", 0) * remote_hop_us
+    flags = sync_us(topo, dev, remote_hop_us)
     bound = max(parts, key=parts.get)
     body = max(parts.values())
     if flags > body:
