@@ -278,29 +278,34 @@ SYNC_CHAIN = """
 import torch, triton, triton.language as tl
 
 @triton.jit
-def waits(flags, K: tl.constexpr, POLL: tl.constexpr, SCOPE: tl.constexpr):
+def waits(flags, K: tl.constexpr, POLL: tl.constexpr, SCOPE: tl.constexpr, WRITE: tl.constexpr):
     for i in tl.static_range(K):
         if POLL:
             while tl.load(flags + 32 * i, volatile=True) == 0:
                 pass
         else:
             tl.load(flags + 32 * i)
+    if WRITE:
+        tl.store(flags + 32 * (K + 1), 7)
     tl.atomic_cas(flags + 32 * K, 1, 2, sem="release", scope=SCOPE)
 
-waits[(1,)](torch.ones(32 * 5, dtype=torch.int32, device="cuda"), K=4, POLL={poll}, SCOPE="{scope}")
+waits[(1,)](torch.ones(32 * 6, dtype=torch.int32, device="cuda"), K=4, POLL={poll}, SCOPE="{scope}", WRITE={write})
 """
 
 
 def test_a_wait_on_a_set_flag_costs_its_read_and_a_system_release_its_fence(tmp_path):
     """Four waits whose flags are already set: four round trips on the program's chain (an H100 took 12.0 us for
     64 such waits, 3.7 for 16), where the twin's plain loads of the same words wait for nothing more than their
-    data; a release CAS at system scope carries a system fence (64 .sys release stores took as long as 64
-    system fences, 45.4 and 45.7 us), one at GPU scope none."""
+    data; a release CAS at system scope after a store carries a system fence that waits for it (64 .sys
+    release stores took as long as 64 system fences, 45.4 and 45.7 us); one with nothing written before it
+    (a barrier's entry) or at GPU scope, none."""
     from pkbsim.timing.device_kernel import GPU_FENCE_US, SYS_FENCE_US, sync_us
-    polled = _device_record(tmp_path, SYNC_CHAIN.format(poll=True, scope="sys"))["device"]
-    plain = _device_record(tmp_path, SYNC_CHAIN.format(poll=False, scope="gpu"))["device"]
+    polled = _device_record(tmp_path, SYNC_CHAIN.format(poll=True, scope="sys", write=True))["device"]
+    plain = _device_record(tmp_path, SYNC_CHAIN.format(poll=False, scope="gpu", write=True))["device"]
+    entry = _device_record(tmp_path, SYNC_CHAIN.format(poll=True, scope="sys", write=False))["device"]
     assert (polled["ready_polls"], polled["sys_fences"], polled["local_read"]) == (4, 1, 0)
     assert (plain["ready_polls"], plain["sys_fences"]) == (0, 0) and plain["local_read"] > 0
+    assert (entry["ready_polls"], entry["sys_fences"]) == (4, 0)
     assert sync_us(TOPO, polled, 0.0) == pytest.approx(4 * L2_LATENCY_US + SYS_FENCE_US)
     fences = {"blocks": 1, "threads": 32, "sys_fences": 2, "gpu_fences": 3}
     assert sync_us(TOPO, fences, 0.0) == pytest.approx(2 * SYS_FENCE_US + 3 * GPU_FENCE_US)

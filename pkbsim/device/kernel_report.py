@@ -56,6 +56,7 @@ class KernelWork:
     _hits: dict = field(default_factory=dict, repr=False)
     _cached: dict = field(default_factory=dict, repr=False)   # block -> one-sector addresses in its L1
     _chain: dict = field(default_factory=dict, repr=False)    # (block, one of CHAIN_STEPS) -> steps it took
+    _unfenced: set = field(default_factory=set, repr=False)   # blocks that wrote since their last fence
 
     def count_load(self, block, addr: int, sectors_per_block: int, blocks: int = 1) -> None:
         """A block-level load by `blocks` blocks. A load of one sector a block (a pointer from a table, a scalar
@@ -86,12 +87,25 @@ class KernelWork:
         - ready_polls: a flag wait's first read of a word (FlagChains.fresh): a round trip even where the flag is
           already set;
         - sys_fences: a system-scope fence (membar.sys, fence.*.sys, or the one a .sys release store or atomic
-          carries);
-        - gpu_fences: a GPU-scope fence (__threadfence(): membar.gl, fence.*.gpu); a release at GPU scope
+          carries) with writes to wait for (KernelWork.fence);
+        - gpu_fences: the same at GPU scope (__threadfence(): membar.gl, fence.*.gpu); a release at GPU scope
           (Triton's default atomics among them) is not counted: a 1-block Triton two-shot with six took less
           than the model gave without them."""
         key = (block, step)
         self._chain[key] = self._chain.get(key, 0) + 1
+
+    def wrote(self, block) -> None:
+        """`block` wrote memory (a store, a multimem store, an atomic that changed it): its next fence waits for it."""
+        self._unfenced.add(block)
+
+    def fence(self, block, step: str) -> None:
+        """A fence of `block` (sys_fences or gpu_fences): it waits until the block's writes since its last fence
+        are visible at its scope, so it costs a chain step only where there are some (on an H100 a fence after
+        a store took 0.715 us at system scope, 0.3575 at GPU scope; a barrier's entry fence, before the kernel
+        wrote anything, has nothing to wait for)."""
+        if block in self._unfenced:
+            self._unfenced.discard(block)
+            self.chain_step(block, step)
 
     def longest_chain(self, step: str) -> int:
         """The most steps of one kind that one block took, one after another."""

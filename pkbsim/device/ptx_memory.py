@@ -131,6 +131,7 @@ class KernelObserver:
                 self.run.chains.wrote(block, a.lo, value)
         for a in accs:
             a.count(work, write=True)
+        work.wrote(block)
         if len(signals) < len(accs):
             work.store_ops += g.nctas
         self._wrote()
@@ -167,6 +168,7 @@ class KernelObserver:
         if changed and returns:
             work.chain_step(block, "awaited_atomics")
         if changed:
+            work.wrote(block)
             with world.lock:
                 world.changed()
         for a, b, c in zip(accs, before, after):
@@ -200,6 +202,7 @@ class KernelObserver:
         else:
             self.run.work.store_ops += g.nctas
         if write:
+            self.run.work.wrote(self.run.blocks.get(id(g)))
             self._wrote()
         return out
 
@@ -211,7 +214,7 @@ class KernelObserver:
             return
         block = self.run.blocks.get(id(g))
         self.run.work.synchronised(block)
-        self.run.work.chain_step(block, "sys_fences" if "sys" in ins.parts else "gpu_fences")
+        self.run.work.fence(block, "sys_fences" if "sys" in ins.parts else "gpu_fences")
         emit(self.ctx.world, Event("fence", self.ctx.rank, site_of(ins.loc), self.run.where(g),
                                    sem="acq_rel"))
 
@@ -237,7 +240,7 @@ def _release(work, block, quals: set) -> None:
     """A release store or atomic at system scope carries a system-scope fence (PTX: release = a fence, then the
     access)."""
     if "sys" in quals:
-        work.chain_step(block, "sys_fences")
+        work.fence(block, "sys_fences")
 
 
 _REDUCIBLE = {"add", "min", "max", "and", "or", "xor", "inc", "dec"}

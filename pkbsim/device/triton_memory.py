@@ -119,6 +119,7 @@ def masked_store(original):
                 emit(ctx.world, acc.event("signal", site, launch.where, op="store", value=_nonzero(acc.snapshot()),
                                           sem="relaxed"), acc.region, acc.lo)
         acc.count(launch.work, write=True)
+        launch.work.wrote(launch.current)
         if acc.region is None or not acc.region.on_pad:
             launch.work.store_ops += 1
         if acc.nbytes <= FLAG_BYTES:
@@ -136,7 +137,7 @@ def _atomic(ctx, launch, ptr, mask, sem, scope, op: str, run):
     launch.work.synchronised(launch.current)
     order = _SEM.get(getattr(sem, "name", ""), "acq_rel")
     if order in ("release", "acq_rel") and getattr(scope, "name", "") == "SYSTEM":
-        launch.work.chain_step(launch.current, "sys_fences")   # a system-scope release carries its fence
+        launch.work.fence(launch.current, "sys_fences")   # a system-scope release carries its fence
     acc = _access(ctx, addrs, itemsize)
     site = user_site()
     spin_handoff.before_write(ctx, acc.lo, acc.hi, _owner(acc), site, launch.where)
@@ -155,6 +156,7 @@ def _atomic(ctx, launch, ptr, mask, sem, scope, op: str, run):
     _flag_read(launch, acc, before)
     if after != before:  # polls that change nothing are not counted: their number depends on timing
         acc.count(launch.work, write=True)
+        launch.work.wrote(launch.current)
         launch.work.atomic(addrs, launch.current, combined=True)
         if addrs.size == 1:   # a scalar atomic: its old value goes to every thread of the program
             launch.work.chain_step(launch.current, "broadcast_atomics")
