@@ -31,10 +31,10 @@ L2_LATENCY_US = 0.2         # a round trip that hits the L2: a block's later loa
                             # a flag wait's first read (0.172 us a wait on an H100: c_poll_acquire, 16 and 64)
 # Fitted on one H100 (benchmarks/results/device_kernel_model_check_h100.json, one microbenchmark each; the H100
 # has the H200's SMs and L2):
-SYS_FENCE_US = 0.715        # a system-scope fence on a block's chain (membar.sys, fence.sc.sys, a .sys release;
-                            # c_fence_sys, 64 fences after a store: 45.7 us)
-GPU_FENCE_US = 0.3575       # a GPU-scope one (__threadfence(); c_fence_gpu, 64: 22.9 us)
-FLAG_HOP_US = 0.2155        # a flag one SM writes, seen by another spinning on it (c_pingpong, 200 rounds of
+SYS_FENCE_US = 0.6965       # a system-scope fence on a block's chain (membar.sys, fence.sc.sys, a .sys release;
+                            # c_fence_sys, 64 fences after a store: 45.7 us, the kernel floor 1.15 of it)
+GPU_FENCE_US = 0.3395       # a GPU-scope one (__threadfence(); c_fence_gpu, 64: 22.9 us)
+FLAG_HOP_US = 0.2216        # a flag one SM writes, seen by another spinning on it (c_pingpong, 200 rounds of
                             # two hops and one __threadfence() a block: 157.7 us)
 
 
@@ -70,14 +70,14 @@ def memory_us(topo: Topology, dev: dict, hbm_GBps: float) -> float:
     program's small buffers, written just before; judged by the bytes the kernel moves, so a kernel reading a
     small buffer many times is charged HBM latency), its later rounds hit there (L2_LATENCY_US): a 2-block ring
     read looping 128 times over 128 KiB took 24.5 us on an H200, 55.0 predicted at HBM latency. The atomics a
-    block waits for (kernel_report.KernelWork.awaited_atomic) are an L2 round trip each on its chain, a
-    Triton program's scalar ones (handed to every thread behind a barrier) a load's: on an H200 a 2-block Triton
-    one-shot all-reduce with 4 took 3.92 us where the model without them gave 2.56; in every wave of blocks."""
+    block waits for (kernel_report.KernelWork.chain_step: a CUDA thread's CAS, exchange or ordered atom, a
+    Triton program's scalar atomic) are an L2 round trip each on its chain, in every wave of blocks: on an H100
+    a Triton program's 64 system-scope CASes took 53.7 us and a CUDA thread's 57.5-61.1, each an L2 round
+    trip and a system fence (sync_us)."""
     read, write = dev.get("local_read", 0), dev.get("local_write", 0)
     blocks = max(int(dev.get("blocks", 1)), 1)
     waves = math.ceil(blocks / resident_blocks(topo, dev))
-    awaited = waves * (dev.get("awaited_atomics", 0) * L2_LATENCY_US
-                       + dev.get("broadcast_atomics", 0) * LOAD_LATENCY_US)
+    awaited = waves * (dev.get("awaited_atomics", 0) + dev.get("broadcast_atomics", 0)) * L2_LATENCY_US
     if read + write == 0:
         return awaited
     flight = in_flight_bytes(topo, dev, blocks)
@@ -118,8 +118,10 @@ def sync_us(topo: Topology, dev: dict, remote_hop_us: float) -> float:
 
 
 def kernel_time(topo: Topology, dev: dict, model: dict, remote_hop_us: float, comm_sms: int = 0) -> KernelTime:
-    """The kernel's own time: the largest of memory, issue and atomics (they overlap), plus its synchronisation
-    chain (sync_us), at least the kernel floor, stretched while communication kernels hold SMs."""
+    """The kernel's own time: the largest of memory, issue and atomics (they overlap), at least the kernel
+    floor, plus its synchronisation chain (sync_us), which the floor does not hide: on an H100, chains of 16 and
+    64 waits, fences, .sys CASes or ping-pong rounds all extrapolate to 0.5-1.0 us at none, about the floor
+    (1.15 us); stretched while communication kernels hold SMs."""
     c = model["compute"]
     hbm = topo.gpu.hbm_GBps * c["memory_efficiency"]
     parts = {"memory": memory_us(topo, dev, hbm), "issue": issue_us(topo, dev), "atomics": atomic_us(dev)}
@@ -128,7 +130,7 @@ def kernel_time(topo: Topology, dev: dict, model: dict, remote_hop_us: float, co
     body = max(parts.values())
     if flags > body:
         bound = "flags"
-    total = max(body + flags, c["min_kernel_us"])
+    total = max(body, c["min_kernel_us"]) + flags
     free = max(topo.gpu.sms - comm_sms, 1)
     total *= topo.gpu.sms / free
     return KernelTime(parts["memory"], parts["issue"], parts["atomics"], flags, total, bound)
