@@ -77,14 +77,14 @@ class KernelWork:
         self._cached.pop(block, None)
 
     def chain_step(self, block, step: str) -> None:
-        """A step on `block`'s chain that waits a latency no bandwidth hides (pkbsim.timing.device_kernel.
-        chain_us), one of CHAIN_STEPS:
+        """A step on `block`'s chain that waits a latency no bandwidth hides (pkbsim.timing.device_kernel:
+        memory_us times the atomics, sync_us the rest), one of CHAIN_STEPS:
         - awaited_atomics: an atomic whose old value the issuing thread waits for (an inline-CUDA `atom` that
           is a CAS, an exchange or ordered; a relaxed one of a reducible op is taken as a fire-and-forget RED,
           ptx_memory._reduction): a round trip to the L2;
         - broadcast_atomics: a Triton scalar atomic, whose old value Triton hands to every thread of the program
-          through shared memory behind a barrier, so the whole program waits;
-        - ready_polls: a flag wait's first read of a word (FlagChains.fresh): a round trip even where the flag is
+          through shared memory behind a barrier, so the whole program waits that round trip;
+        - ready_polls: a flag wait's first read of a word (FlagChains.poll): a round trip even where the flag is
           already set;
         - sys_fences: a system-scope fence (membar.sys, fence.*.sys, or the one a .sys release store or atomic
           carries) with writes to wait for (KernelWork.fence);
@@ -95,14 +95,14 @@ class KernelWork:
         self._chain[key] = self._chain.get(key, 0) + 1
 
     def wrote(self, block) -> None:
-        """`block` wrote memory (a store, a multimem store, an atomic that changed it): its next fence waits for it."""
+        """`block` wrote memory (a store, a multimem store, an atomic that changed it): its next fence waits."""
         self._unfenced.add(block)
 
     def fence(self, block, step: str) -> None:
         """A fence of `block` (sys_fences or gpu_fences): it waits until the block's writes since its last fence
-        are visible at its scope, so it costs a chain step only where there are some (on an H100 a fence after
-        a store took 0.715 us at system scope, 0.3575 at GPU scope; a barrier's entry fence, before the kernel
-        wrote anything, has nothing to wait for)."""
+        are visible at its scope, so it is a chain step only where there are some (device_kernel.SYS_FENCE_US
+        and GPU_FENCE_US were measured after a store; a barrier's entry fence, before the kernel wrote
+        anything, has nothing to wait for)."""
         if block in self._unfenced:
             self._unfenced.discard(block)
             self.chain_step(block, step)
