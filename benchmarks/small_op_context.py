@@ -10,7 +10,8 @@ rebuilt here, not their code) is timed on one GPU in three settings:
     . benchmarks/gpu_env.sh; python3 benchmarks/small_op_context.py OUT.json     # on the GPU
     python benchmarks/small_op_context.py compare MEASURED.json [OUT.json]        # here
 
-`compare` predicts each op warm and after the clean flush (its program: the setup, the flush's sum, the op) on
+`compare` predicts each op warm (its program: the setup, the op, the op again) and after the clean flush (the
+setup, the flush's sum, the op) on
 one simulated rank, replayed on the measured GPU (benchmarks/torch_op_kernels.predicted_us), next to the
 measured times: the held-out check of the reuse-distance rule (pkbsim.world.reuse, compute.cold_inputs).
 
@@ -97,7 +98,8 @@ def measure(out_path: str) -> None:
 
 
 FLUSH_SETUP = f"big = torch.empty({FLUSH_BYTES // 4}, device=dev); sink = torch.empty((), device=dev)"
-SETTINGS = {"warm": "", "after a clean flush": "; " + FLUSH_SETUP + "; torch.sum(big, 0, out=sink)"}
+# what runs between the setup and the timed call, as measure() runs it: a call of the op itself (warm), or the flush
+SETTINGS = {"warm": None, "after a clean flush": "; " + FLUSH_SETUP + "; torch.sum(big, 0, out=sink)"}
 
 
 def compare(in_path: str, out_path: str | None) -> None:
@@ -113,7 +115,8 @@ def compare(in_path: str, out_path: str | None) -> None:
         for setting, flush in SETTINGS.items():
             if setting not in m or m["op"] not in setups:
                 continue
-            p = predicted_us(f"T, V = {T}, {V}; " + setups[m["op"]] + flush, m["code"], topology, calibration)
+            p = predicted_us(f"T, V = {T}, {V}; " + setups[m["op"]] + (flush or ""), m["code"], topology,
+                             calibration, warm_up=flush is None)
             err = (p - m[setting]) / m[setting]
             rows.append({"op": m["op"], "setting": setting, "measured_us": m[setting], "predicted_us": round(p, 2),
                          "error": round(err, 3)})

@@ -128,9 +128,12 @@ CASES = [
 ]
 
 
-def program(setup: str, op: str) -> tuple[str, int]:
-    """A program making the inputs and calling the op once; (its source, the op's line)."""
-    lines = ["import torch", "dev = 'cuda'", *setup.split("; "), f"out = {op}"]
+def program(setup: str, op: str, warm_up: bool = True) -> tuple[str, int]:
+    """A program making the inputs and calling the op: twice where measure() times a call after warm-up ones
+    (the op's inputs are where its last call left them: pkbsim.world.reuse); (its source, the timed call's
+    line)."""
+    lines = ["import torch", "dev = 'cuda'", *setup.split("; "), *([f"warm_up = {op}"] if warm_up else []),
+             f"out = {op}"]
     return "\n".join(lines) + "\n", len(lines)
 
 
@@ -167,14 +170,15 @@ def measure(out_path: str) -> None:
             json.dump({"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "rows": rows}, f, indent=1)
 
 
-def predicted_us(setup: str, op: str, topology: str, calibration: str) -> float:
-    """pkb's time for the op's call: its compute records on one simulated rank, replayed on `topology`."""
+def predicted_us(setup: str, op: str, topology: str, calibration: str, warm_up: bool = True) -> float:
+    """pkb's time for the op's call (after a warm-up call of it, or not): its compute records on one simulated
+    rank, replayed on `topology`."""
     from pkbsim.timing.replay import Replay
     from pkbsim.timing.topology import load_topology
     from pkbsim.world.check import check_script
     from pkbsim.world.launcher import RunOptions
     from pkbsim.world.trace import records_doc
-    src, line = program(setup, op)
+    src, line = program(setup, op, warm_up)
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "case.py")
         with open(path, "w") as f:

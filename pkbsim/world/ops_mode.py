@@ -23,6 +23,7 @@ from pkbsim.world.plugins import registered
 from pkbsim.world.reuse import ReuseTracker
 from pkbsim.world.sites import user_site
 from pkbsim.world.streams import StreamOrder
+from pkbsim.world.trace import moved_by
 from pkbsim.world.world import SimAbort
 from tasks.api import flat_tensors
 
@@ -209,7 +210,7 @@ class RankOpsMode(TorchDispatchMode):
         if reuse is not None:   # where it is unknown the timing takes the inputs as cold (compute.cold_inputs)
             fields["reuse_bytes"] = reuse
         ctx.trace.record("compute", name, user_site(), stream=ctx.stream_id, **fields)
-        self.reuse.touch(ctx.trace.moved, reads + writes)
+        self.reuse.touch(ctx.trace.moved, reads + writes, moved_by("compute", name, fields))
 
 
 def ensure_ops_mode(ctx) -> RankOpsMode:

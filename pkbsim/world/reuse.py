@@ -1,8 +1,9 @@
 """Reuse distance of a rank's torch ops: the bytes the rank moved (its ops' and collectives' traffic, as its
 trace records them: RankTrace.moved) since an op's inputs were last read or written. The timing engine compares
 it with the GPU's L2 (pkbsim.timing.compute): a small kernel whose inputs were touched a few MB ago waits L2
-round trips, one that reads what a multi-GB kernel has since pushed out waits HBM round trips. On an H200 a gather of one logit a row
-took 4.4 us warm and 9.6 us right after a 512 MiB read (benchmarks/results/small_op_context_h200.json).
+round trips, one that reads what a multi-GB kernel has since pushed out waits HBM round trips. On an H200 a
+gather of one logit a row took 4.4 us warm and 9.6 us right after a 512 MiB read
+(benchmarks/results/small_op_context_h200.json).
 
 Storages are told apart by comms.storage_key (views share it); a device kernel's buffers (Triton, inline CUDA)
 are not tracked, so a torch op reading what one wrote goes by its own last torch touch."""
@@ -13,13 +14,6 @@ from dataclasses import dataclass, field
 from pkbsim.world.comms import storage_key
 
 
-def _storage_bytes(t) -> int:
-    try:
-        return t.untyped_storage().nbytes()
-    except (RuntimeError, NotImplementedError):
-        return 0
-
-
 @dataclass
 class ReuseTracker:
     """Per rank: when (in bytes moved) each storage was last touched."""
@@ -27,19 +21,20 @@ class ReuseTracker:
 
     def distance(self, moved: int, reads) -> int | None:
         """The most bytes moved since any line of `reads` was last touched; None where one never was (an input
-        made outside the traced program: its distance is unknown) and 0 for an op that reads nothing. A touch
-        of a storage passes over all of it, so its first lines are its size older than its last: a column of a
-        4 GB tensor written just before is as cold as the tensor is large (on an H200 the vocab solution's
-        column of its log-softmax output, subtracted right after the log-softmax wrote it, took 4.99 us, 2.26
-        predicted as warm)."""
+        made outside the traced program: its distance is unknown) and 0 for an op that reads nothing."""
         worst = 0
         for t in reads:
             k = storage_key(t)
             if k not in self.last:
                 return None
-            worst = max(worst, moved - self.last[k] + _storage_bytes(t))
+            worst = max(worst, moved - self.last[k])
         return worst
 
-    def touch(self, moved: int, tensors) -> None:
+    def touch(self, moved: int, tensors, op_bytes: int) -> None:
+        """An op that moved `op_bytes` and ended at `moved` touched `tensors`: it streamed its bytes in order, so
+        its first lines are that much older than its last. A column of a 4 GB tensor that a kernel has just
+        written is as cold as that kernel was large (on an H200 the vocab solution's column of its
+        log-softmax output, subtracted right after, took 4.99 us, 2.26 predicted as warm), where a gather
+        that touched a few lines of it leaves them warm."""
         for t in tensors:
-            self.last[storage_key(t)] = moved
+            self.last[storage_key(t)] = moved - op_bytes

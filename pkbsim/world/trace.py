@@ -14,6 +14,8 @@ from typing import Any
 
 import torch
 
+from pkbsim.timing.compute import NO_KERNEL
+
 
 def describe(tensors) -> tuple[list[list[int]], list[str], int]:
     shapes, dtypes, nbytes = [], [], 0
@@ -25,8 +27,11 @@ def describe(tensors) -> tuple[list[list[int]], list[str], int]:
     return shapes, dtypes, nbytes
 
 
-def moved_by(fields: dict) -> int:
-    """The bytes a record moves on its rank: a kernel's reads and writes, a collective's payload."""
+def moved_by(kind: str, op: str, fields: dict) -> int:
+    """The bytes a record moves on its rank: a kernel's reads and writes, a collective's payload; nothing for
+    an op that launches no kernel (an allocation records its output's bytes, but touches none)."""
+    if kind == "compute" and op in NO_KERNEL:
+        return 0
     return sum(int(fields.get(f) or 0) for f in ("bytes_read", "bytes_written", "bytes"))
 
 
@@ -43,7 +48,7 @@ class RankTrace:
         rec = {"i": len(self.records), "t_us": round((time.perf_counter() - self.t0) * 1e6, 1),
                "kind": kind, "op": op, "site": site, "stream": stream, **fields}
         self.records.append(rec)
-        self.moved += moved_by(fields)
+        self.moved += moved_by(kind, op, fields)
         return rec
 
 
