@@ -60,11 +60,14 @@ def test_a_column_of_a_tensor_a_large_kernel_just_wrote_is_cold_and_a_few_lines_
     assert ops["again"]["reuse_bytes"] < 1 << 10
 
 
-def test_an_input_from_outside_the_program_is_taken_as_cold():
+def test_an_input_from_outside_the_program_is_as_far_as_the_program_has_moved():
+    """It was touched before the program began; a record without a distance (an older or hand-written trace)
+    is warm, as the calibrated floor is."""
     import torch
     tracker = ReuseTracker()
     seen, unseen = torch.ones(4), torch.ones(4)
     tracker.touch(100, [seen], 16)
     assert tracker.distance(116, [seen]) == 32
-    assert tracker.distance(116, [seen, unseen]) is None and cold_inputs(TOPO, {"bytes_read": 16})
-    assert tracker.distance(116, []) == 0
+    assert tracker.distance(116, [seen, unseen]) == 116 and tracker.distance(116, []) == 0
+    assert not cold_inputs(TOPO, {"bytes_read": 16})
+    assert cold_inputs(TOPO, {"bytes_read": 16, "reuse_bytes": 10 ** 9})

@@ -69,11 +69,11 @@ def kernel_us(topo: Topology, flops: float, nbytes: float, dtype: str, model: di
 
 def cold_inputs(topo: Topology, op: dict) -> bool:
     """Were the op's inputs pushed out of the L2 before it ran: the rank moved more than the L2 holds since it
-    last touched them (`reuse_bytes`, pkbsim.world.reuse), or that is unknown (an input from outside the
-    program). On an H200, of a [4096] float32 subtract, a gather of one logit a row and a one-element add: 1.38,
-    9.57 and 1.12 us after a 512 MiB read, 0.90, 4.42 and 0.93 warm (benchmarks/results/small_op_context_h200.json)."""
-    reuse = op.get("reuse_bytes")
-    return reuse is None or reuse > topo.gpu.l2_MB * 1e6
+    last touched them (`reuse_bytes`, pkbsim.world.reuse). A record without it (a trace from before the rule, a
+    hand-written one) is warm, as the calibrated kernel floor is. On an H200, of a [4096] float32 subtract, a
+    gather of one logit a row and a one-element add: 1.38, 9.57 and 1.12 us after a 512 MiB read, 0.90, 4.42
+    and 0.93 warm (benchmarks/results/small_op_context_h200.json)."""
+    return op.get("reuse_bytes", 0) > topo.gpu.l2_MB * 1e6
 
 
 def op_us(topo: Topology, op: dict, dtype: str, model: dict, comm_sms: int = 0) -> float:

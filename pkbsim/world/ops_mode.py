@@ -206,9 +206,7 @@ class RankOpsMode(TorchDispatchMode):
         if peer_read or peer_write:
             fields["peer_bytes"] = {"read": peer_read, "write": peer_write}
         # an in-place op (add_, scatter_add_) reads the tensor it updates
-        reuse = self.reuse.distance(ctx.trace.moved, reads + writes if name.endswith("_") else reads)
-        if reuse is not None:   # where it is unknown the timing takes the inputs as cold (compute.cold_inputs)
-            fields["reuse_bytes"] = reuse
+        fields["reuse_bytes"] = self.reuse.distance(ctx.trace.moved, reads + writes if name.endswith("_") else reads)
         ctx.trace.record("compute", name, user_site(), stream=ctx.stream_id, **fields)
         self.reuse.touch(ctx.trace.moved, reads + writes, moved_by("compute", name, fields))
 

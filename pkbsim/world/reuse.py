@@ -19,16 +19,11 @@ class ReuseTracker:
     """Per rank: when (in bytes moved) each storage was last touched."""
     last: dict[int, int] = field(default_factory=dict)
 
-    def distance(self, moved: int, reads) -> int | None:
-        """The most bytes moved since any line of `reads` was last touched; None where one never was (an input
-        made outside the traced program: its distance is unknown) and 0 for an op that reads nothing."""
-        worst = 0
-        for t in reads:
-            k = storage_key(t)
-            if k not in self.last:
-                return None
-            worst = max(worst, moved - self.last[k])
-        return worst
+    def distance(self, moved: int, reads) -> int:
+        """The most bytes moved since any line of `reads` was last touched, 0 for an op that reads nothing. An
+        input the traced program never touched (made outside it) was touched before the program began: at
+        least everything the program moved since."""
+        return max((moved - self.last.get(storage_key(t), 0) for t in reads), default=0)
 
     def touch(self, moved: int, tensors, op_bytes: int) -> None:
         """An op that moved `op_bytes` and ended at `moved` touched `tensors`: it streamed its bytes in order, so
