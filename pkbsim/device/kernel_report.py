@@ -87,10 +87,8 @@ class KernelWork:
         - ready_polls: a flag wait's first read of a word (FlagChains.poll): a round trip even where the flag is
           already set;
         - sys_fences: a system-scope fence (membar.sys, fence.*.sys, or the one a .sys release store or atomic
-          carries) with writes to wait for (KernelWork.fence);
-        - gpu_fences: the same at GPU scope (__threadfence(): membar.gl, fence.*.gpu); a release at GPU scope
-          (Triton's default atomics among them) is not counted: a 1-block Triton two-shot with six took less
-          than the model gave without them."""
+          carries: KernelWork.released) with writes to wait for (KernelWork.fence);
+        - gpu_fences: the same at GPU scope (__threadfence(): membar.gl, fence.*.gpu)."""
         key = (block, step)
         self._chain[key] = self._chain.get(key, 0) + 1
 
@@ -106,6 +104,13 @@ class KernelWork:
         if block in self._unfenced:
             self._unfenced.discard(block)
             self.chain_step(block, step)
+
+    def released(self, block, system: bool) -> None:
+        """A release store or atomic of `block` (PTX: a fence, then the access): at system scope it carries a
+        system fence; at GPU scope (Triton's default atomics among them) it is not counted, a 1-block Triton
+        two-shot with six took less than the model gave without them."""
+        if system:
+            self.fence(block, "sys_fences")
 
     def longest_chain(self, step: str) -> int:
         """The most steps of one kind that one block took, one after another."""

@@ -121,7 +121,7 @@ class KernelObserver:
                 for ev in a.data_events("put", site, where):
                     emit(world, ev, a.region)
         if "release" in quals:
-            _release(work, block, quals)
+            work.released(block, "sys" in quals)
         with world.lock:  # the flag's value and the clock released into it change together
             out = perform()
             sem = "release" if "release" in quals else "relaxed"
@@ -142,7 +142,7 @@ class KernelObserver:
         order = next((q for q in _ORDERS if q in quals), "relaxed")
         work.synchronised(block)
         if order in ("release", "acq_rel"):
-            _release(work, block, quals)
+            work.released(block, "sys" in quals)
         self._hold(accs, site, where)
         with world.lock:
             before = [a.snapshot() for a in accs]
@@ -234,13 +234,6 @@ class KernelObserver:
     def _wrote(self) -> None:
         with self.ctx.world.lock:
             self.ctx.world.changed()
-
-
-def _release(work, block, quals: set) -> None:
-    """A release store or atomic at system scope carries a system-scope fence (PTX: release = a fence, then the
-    access)."""
-    if "sys" in quals:
-        work.fence(block, "sys_fences")
 
 
 _REDUCIBLE = {"add", "min", "max", "and", "or", "xor", "inc", "dec"}

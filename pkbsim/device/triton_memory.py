@@ -136,8 +136,8 @@ def _atomic(ctx, launch, ptr, mask, sem, scope, op: str, run):
         return run()
     launch.work.synchronised(launch.current)
     order = _SEM.get(getattr(sem, "name", ""), "acq_rel")
-    if order in ("release", "acq_rel") and getattr(scope, "name", "") == "SYSTEM":
-        launch.work.fence(launch.current, "sys_fences")   # a system-scope release carries its fence
+    if order in ("release", "acq_rel"):
+        launch.work.released(launch.current, getattr(scope, "name", "") == "SYSTEM")
     acc = _access(ctx, addrs, itemsize)
     site = user_site()
     spin_handoff.before_write(ctx, acc.lo, acc.hi, _owner(acc), site, launch.where)

@@ -55,6 +55,11 @@ def resident_blocks(topo: Topology, dev: dict) -> int:
     return topo.gpu.sms * per_sm
 
 
+def waves(topo: Topology, dev: dict) -> int:
+    """The rounds of resident blocks the grid runs in: a block's chain of latencies is paid once a round."""
+    return math.ceil(max(int(dev.get("blocks", 1)), 1) / resident_blocks(topo, dev))
+
+
 def in_flight_bytes(topo: Topology, dev: dict, blocks: int) -> float:
     """Bytes `blocks` resident blocks keep in flight: one block-level load each (a Triton tl.load, a PTX ld per
     block), the average of the kernel's."""
@@ -76,8 +81,7 @@ def memory_us(topo: Topology, dev: dict, hbm_GBps: float) -> float:
     trip and a system fence (sync_us)."""
     read, write = dev.get("local_read", 0), dev.get("local_write", 0)
     blocks = max(int(dev.get("blocks", 1)), 1)
-    waves = math.ceil(blocks / resident_blocks(topo, dev))
-    awaited = waves * (dev.get("awaited_atomics", 0) + dev.get("broadcast_atomics", 0)) * L2_LATENCY_US
+    awaited = waves(topo, dev) * (dev.get("awaited_atomics", 0) + dev.get("broadcast_atomics", 0)) * L2_LATENCY_US
     if read + write == 0:
         return awaited
     flight = in_flight_bytes(topo, dev, blocks)
@@ -111,10 +115,9 @@ def sync_us(topo: Topology, dev: dict, remote_hop_us: float) -> float:
     set still costs its read: an H100 took 12.0 us for 64 waits that passed at once, 3.7 for 16) and each
     fence, which waits until the block's writes are visible at its scope (on an H100, 64 .sys release stores
     took as long as 64 system fences, 45.4 and 45.7 us; 64 __threadfence() 22.9)."""
-    waves = math.ceil(max(int(dev.get("blocks", 1)), 1) / resident_blocks(topo, dev))
     return (dev.get("local_hops", 0) * FLAG_HOP_US + dev.get("remote_waits", 0) * remote_hop_us
-            + waves * (dev.get("ready_polls", 0) * L2_LATENCY_US + dev.get("sys_fences", 0) * SYS_FENCE_US
-                       + dev.get("gpu_fences", 0) * GPU_FENCE_US))
+            + waves(topo, dev) * (dev.get("ready_polls", 0) * L2_LATENCY_US
+                                  + dev.get("sys_fences", 0) * SYS_FENCE_US + dev.get("gpu_fences", 0) * GPU_FENCE_US))
 
 
 def kernel_time(topo: Topology, dev: dict, model: dict, remote_hop_us: float, comm_sms: int = 0) -> KernelTime:
