@@ -312,3 +312,16 @@ def test_a_wait_on_a_set_flag_costs_its_read_and_a_system_release_its_fence(tmp_
     floor = MODEL["compute"]["min_kernel_us"]   # a chain is not hidden by the floor: it comes on top
     assert (t.bound, t.total_us) == ("flags", pytest.approx(floor + 64 * SYS_FENCE_US))
     assert scale_device(polled, 64.0, 64.0)["ready_polls"] == 4            # a protocol's steps do not scale
+
+
+def test_a_few_warps_issue_at_their_latency_not_the_schedulers_rate():
+    """cub's segmented sort on an H100 (2 blocks of 384 threads, 21972 PTX warp instructions) took 4.96 us:
+    12 warps an SM cannot keep four schedulers busy, each waits on its last instruction. A full grid of the same
+    instruction count issues four a clock an SM (the twin; the old rule charged both at four a clock)."""
+    from pkbsim.timing.device_kernel import CLOCK_GHZ, ISSUE_PER_SM_CLOCK, WARP_ISSUE_CYCLES, issue_us
+    few = {"blocks": 2, "threads": 384, "warp_instructions": 21972}
+    assert issue_us(TOPO, few) == pytest.approx(21972 * WARP_ISSUE_CYCLES / (2 * 12 * CLOCK_GHZ * 1e3))
+    assert issue_us(TOPO, few) > 2.5 * 21972 / (2 * ISSUE_PER_SM_CLOCK * CLOCK_GHZ * 1e3)
+    full = {"blocks": 4 * TOPO.gpu.sms, "threads": 512, "warp_instructions": 21972 * 1000}
+    assert issue_us(TOPO, full) == pytest.approx(21972 * 1000 / (TOPO.gpu.sms * ISSUE_PER_SM_CLOCK * CLOCK_GHZ * 1e3))
+    assert issue_us(TOPO, dict(few, polled=True)) == 0.0   # a spinning kernel's count is the simulator's

@@ -10,7 +10,7 @@ import io
 import pytest
 import torch
 
-from pkbsim.timing.compute import REDUCE_FLOOR_EXTRA_US, op_us
+from pkbsim.timing.compute import PATH_STEP_TRIPS, REDUCE_FLOOR_EXTRA_US, kernel_us, op_us
 from pkbsim.timing.replay import Replay
 from pkbsim.timing.topology import load_topology
 from pkbsim.timing.trace_scale import scale_trace
@@ -191,7 +191,9 @@ def test_a_small_gather_or_scatter_waits_on_round_trips_and_splits_past_2gib():
     gather = launches(aten.gather.default, (logits, 1, idx), [out], (1, 1))
     assert [(k.steps, k.splits) for k in gather] == [(16, 1)]             # 8 elements a thread, 2 trips each
     scatter = launches(aten.scatter_add_.default, (grad, 1, idx, torch.empty(8192, 1, **meta)), [grad], (1, 1))
-    assert [(k.steps, k.splits) for k in scatter] == [(8, 2)]             # 1 trip each, in two kernels
+    assert [(k.steps, k.splits) for k in scatter] == [(16, 2)]            # index, then atomic; two kernels
+    plain = launches(aten.scatter_.src, (grad, 1, idx, torch.empty(8192, 1, **meta)), [grad], (1, 1))
+    assert [(k.steps, k.splits) for k in plain] == [(8, 2)]               # no atomic to wait for: 1 trip each
     few = launches(aten.gather.default, (logits, 1, idx[:256]), [out[:256]], (1, 1))
     assert few[0].steps == 4                                              # 2 elements a thread
     model = Replay(TOPO, records_doc(1, [[]], {})).model
@@ -201,13 +203,35 @@ def test_a_small_gather_or_scatter_waits_on_round_trips_and_splits_past_2gib():
                             "reuse_bytes": reuse}, "fp32", model)
     cold_floor = floor + LOAD_LATENCY_US - L2_LATENCY_US
     assert t(gather[0]) == pytest.approx(cold_floor + 15 * LOAD_LATENCY_US)
-    assert t(scatter[0]) == pytest.approx(2 * (cold_floor + 7 * LOAD_LATENCY_US))
+    assert t(scatter[0]) == pytest.approx(2 * (cold_floor + 15 * LOAD_LATENCY_US))
+    assert t(plain[0]) == pytest.approx(2 * (cold_floor + 7 * LOAD_LATENCY_US))
     assert t(gather[0], reuse=0) == pytest.approx(floor + 15 * L2_LATENCY_US)   # warm: L2 hits
     # the buggy twin, one pass over the bytes, was the floor (9.9 us measured for the gather, 12.3 the scatter)
     assert t(gather[0]) > 5 * floor and t(scatter[0]) > 5 * floor
-    # one element a thread, one kernel: one pass, no launch of its own
-    assert launches(aten.scatter_add_.default, (grad[:4], 1, idx[:4], torch.empty(4, 1, **meta)), [grad[:4]],
+    # one element a thread, one kernel: a plain scatter is one pass, no launch of its own; an accumulating one
+    # still waits for its atomic
+    assert launches(aten.scatter_.src, (grad[:4], 1, idx[:4], torch.empty(4, 1, **meta)), [grad[:4]],
                     (1, 1)) is None
+    assert [k.steps for k in launches(aten.scatter_add_.default, (grad[:4], 1, idx[:4], torch.empty(4, 1, **meta)),
+                                      [grad[:4]], (1, 1))] == [2]
+
+
+def test_a_slow_paths_step_takes_longer_than_a_bare_round_trip():
+    """A step of a cast or strided thread (its load through a dtype switch or computed offset, the store that
+    ends it): 0.353 us warm on an H100 where a chain of bare loads waits 0.2 a step (a 4096-element bf16 ->
+    float32 copy, 2.21 us against 1.15 for a one-element add), twice that cold. The twin, a gather's steps,
+    are bare round trips."""
+    model = Replay(TOPO, records_doc(1, [[]], {})).model
+    floor = model["compute"]["min_kernel_us"]
+    cast = path_launch("cast", [torch.empty(4096, dtype=torch.bfloat16, device="meta")],
+                       [torch.empty(4096, device="meta")])
+    assert cast["steps"] == 4
+    assert kernel_us(TOPO, 0, 0, "fp32", model, launch=cast) == pytest.approx(
+        floor + 3 * PATH_STEP_TRIPS * L2_LATENCY_US)
+    assert kernel_us(TOPO, 0, 0, "fp32", model, launch=cast, cold=True) == pytest.approx(
+        floor + LOAD_LATENCY_US - L2_LATENCY_US + 3 * PATH_STEP_TRIPS * LOAD_LATENCY_US)
+    assert PATH_STEP_TRIPS * L2_LATENCY_US == pytest.approx((2.21 - 1.15) / 3)
+    assert kernel_us(TOPO, 0, 0, "fp32", model, launch={"steps": 4}) == pytest.approx(floor + 3 * L2_LATENCY_US)
 
 
 def test_a_column_of_a_huge_tensor_and_a_triangle():

@@ -42,6 +42,12 @@ PATH_ELEMENTS_PER_SM_US = 67_108_864 / 191.7 / 132
 # one-element add (the two rows this is fitted on; retaken 2026-12-05 with four more ops: 2.08, 2.18 and 1.15,
 # benchmarks/results/small_op_context_h100.json)
 REDUCE_FLOOR_EXTRA_US = 1.0
+# A thread's step on a slow path (a load through a computed offset or a dtype switch, its conversion, the
+# store that ends the step) takes longer than the bare round trip of a chain of dependent loads: on an H100,
+# warm, a 4096-element bf16 -> float32 copy (4 steps) took 2.21 us against 1.15 for a one-element add, 0.353 us
+# a later step where an L2 round trip is 0.2 (the one row this is fitted on, small_op_context_h100.json). It
+# scales with the round trip: the same copy after a 512 MiB read, 0.73 us a step where an HBM one is 0.426.
+PATH_STEP_TRIPS = (2.21 - 1.15) / 3 / L2_LATENCY_US
 
 
 def kernel_us(topo: Topology, flops: float, nbytes: float, dtype: str, model: dict, comm_sms: int = 0,
@@ -51,14 +57,15 @@ def kernel_us(topo: Topology, flops: float, nbytes: float, dtype: str, model: di
     (an op's or a kernel's record) may say more: an elementwise op's slower CUDA `path`, where its `elements`
     go at PATH_ELEMENTS_PER_SM_US if that is slower; a thread's `steps` in sequence, each a memory round trip
     (a few elements, or a gather's index then its value: a kernel of few blocks waits on them, not on
-    bandwidth); the `splits` torch launches it as (an operand past 2 GiB of offsets), each its own
+    bandwidth; a slow path's step is PATH_STEP_TRIPS of them); the `splits` torch launches it as (an operand past 2 GiB of offsets), each its own
     floor and steps; and its `kernel` family where the floor is not the elementwise one (REDUCE_FLOOR_EXTRA_US).
     The floor is a warm kernel's (its inputs in the L2); a `cold` kernel's round trips, the floor's one among
     them, go to HBM (LOAD_LATENCY_US against L2_LATENCY_US; cold_inputs says which)."""
     c, launch = model["compute"], launch or {}
     floor = c["min_kernel_us"] + (REDUCE_FLOOR_EXTRA_US if launch.get("kernel") == "reduce" else 0.0)
     trip = LOAD_LATENCY_US if cold else L2_LATENCY_US
-    chain = floor + (trip - L2_LATENCY_US) + (launch.get("steps", 1) - 1) * trip
+    step = trip * (PATH_STEP_TRIPS if launch.get("path") else 1.0)
+    chain = floor + (trip - L2_LATENCY_US) + (launch.get("steps", 1) - 1) * step
     t = max(flops / (peak_flops(topo, dtype) * c["matmul_efficiency"]) * 1e6,
             nbytes / (topo.gpu.hbm_GBps * 1e9 * c["memory_efficiency"]) * 1e6,
             launch.get("elements", 0) / (topo.gpu.sms * PATH_ELEMENTS_PER_SM_US) if launch.get("path") else 0.0,

@@ -36,6 +36,11 @@ SYS_FENCE_US = 0.6965       # a system-scope fence on a block's chain (membar.sy
 GPU_FENCE_US = 0.3395       # a GPU-scope one (__threadfence(); c_fence_gpu, 64: 22.9 us)
 FLAG_HOP_US = 0.2216        # a flag one SM writes, seen by another spinning on it (c_pingpong, 200 rounds of
                             # two hops and one __threadfence() a block: 157.7 us)
+# Fitted on one H100 row (benchmarks/results/device_program_kernels_model_check_h100.json): cub's segmented
+# radix sort, 2 blocks of 12 warps, 21972 PTX warp instructions in 4.96 us, 1.12 an SM a clock where four
+# schedulers could issue 4: a warp waits on its last instruction's result before the next (shared-memory
+# loads, barriers, dependent arithmetic), so few warps cannot fill the schedulers.
+WARP_ISSUE_CYCLES = 12 * 2 * CLOCK_GHZ * 1e3 * 4.96 / 21972   # cycles between one warp's instructions
 
 
 @dataclass(frozen=True)
@@ -94,12 +99,18 @@ def memory_us(topo: Topology, dev: dict, hbm_GBps: float) -> float:
 
 
 def issue_us(topo: Topology, dev: dict) -> float:
-    """Instruction issue time on the SMs the grid occupies; left out for a kernel that spun (its count holds
-    the simulator's spin iterations, which depend on the simulated schedule)."""
+    """Instruction issue time on the SMs the grid occupies, each issuing four warp instructions a clock where
+    it holds warps enough, else one a warp every WARP_ISSUE_CYCLES (a kernel of one or two small blocks is
+    bound by its warps' latency, not the schedulers); left out for a kernel that spun (its count holds the
+    simulator's spin iterations, which depend on the simulated schedule)."""
     if dev.get("polled"):
         return 0.0
-    sms = min(topo.gpu.sms, max(int(dev.get("blocks", 1)), 1))
-    return dev.get("warp_instructions", 0) / (sms * ISSUE_PER_SM_CLOCK * CLOCK_GHZ * 1e3)
+    blocks = max(int(dev.get("blocks", 1)), 1)
+    sms = min(topo.gpu.sms, blocks)
+    per_sm = min(math.ceil(blocks / sms), resident_blocks(topo, dev) // topo.gpu.sms)
+    warps = per_sm * math.ceil(max(int(dev.get("threads", 128)), 1) / 32)
+    rate = min(ISSUE_PER_SM_CLOCK, warps / WARP_ISSUE_CYCLES)
+    return dev.get("warp_instructions", 0) / (sms * rate * CLOCK_GHZ * 1e3)
 
 
 def atomic_us(dev: dict) -> float:

@@ -47,7 +47,11 @@ _LOWP = {torch.float16, torch.bfloat16}
 _SOFTMAXES = {_aten._softmax, _aten._log_softmax}
 # gather and scatter -> the round trips an element waits: a gather loads its index, then the value it points
 # at; a scatter loads index and value at once, and its store or atomic does not wait
-_SCATTER_GATHER = {_aten.gather: 2, _aten.scatter: 1, _aten.scatter_: 1, _aten.scatter_add: 1, _aten.scatter_add_: 1}
+# round trips an element of _scatter_gather_elementwise_kernel waits: a gather's index, then its value; a
+# scatter's index and value at once; an accumulating scatter's also its atomic add, which the next element's
+# loads wait for (on an H100, T = 4096 rows of one value: 4.13 us warm, 0.43 us a later element where an L2
+# round trip is 0.2; 8.29 after a 512 MiB read, 0.99 where an HBM one is 0.426: small_op_context_h100.json)
+_SCATTER_GATHER = {_aten.gather: 2, _aten.scatter: 1, _aten.scatter_: 1, _aten.scatter_add: 2, _aten.scatter_add_: 2}
 SCATTER_GATHER_VT = 8   # thread_work_size(): elements a thread of _scatter_gather_elementwise_kernel<128, 8> takes
 _TRIANGLES = {_aten.triu, _aten.tril}
 # ops CUDA runs as torch's reduce_kernel (Reduce.cuh), whose floor is its own (pkbsim.timing.compute)
@@ -112,7 +116,7 @@ def launches(func, args, written: list, moved: tuple[int, int]) -> list[Launch] 
     if packet not in _RULED or not written or not args:
         return None
     if packet in _SCATTER_GATHER:
-        return _scatter_gather(args, written, _SCATTER_GATHER[packet], moved)
+        return _scatter_gather(args, written, packet is _aten.gather, _SCATTER_GATHER[packet], moved)
     if packet in _TRIANGLES:   # triu_tril_kernel: each element's row and column by 64-bit division
         return [Launch(*moved, **path_launch("strided", [args[0]], written))]
     if packet is _aten.cat:
@@ -159,7 +163,7 @@ def fused_launches(name: str, args: list, reads: list, out: list) -> list[Launch
     return _norm(x, args[1], (sum(tensor_bytes(t) for t in reads), sum(tensor_bytes(t) for t in out)))
 
 
-def _scatter_gather(args, written: list, trips: int, moved: tuple[int, int]) -> list[Launch] | None:
+def _scatter_gather(args, written: list, gather: bool, trips: int, moved: tuple[int, int]) -> list[Launch] | None:
     """_scatter_gather_elementwise_kernel: 128 threads a block, each taking up to 8 of the index's elements
     one after another (the store through a computed address ends each), every element `trips` round trips.
     Its iteration has the index's shape over the operands' strides, the indexed tensor's (a scatter's self,
@@ -167,7 +171,7 @@ def _scatter_gather(args, written: list, trips: int, moved: tuple[int, int]) -> 
     x, dim, index = args[0], args[1], args[2]
     if not isinstance(index, torch.Tensor) or not index.numel() or not index.dim():
         return None
-    other = written[0] if trips == 2 else args[3] if len(args) > 3 and isinstance(args[3], torch.Tensor) else None
+    other = written[0] if gather else args[3] if len(args) > 3 and isinstance(args[3], torch.Tensor) else None
     indexed = list(x.stride())
     indexed[dim % index.dim()] = 0
     spans = [byte_span(index.shape, indexed, x.element_size()),
