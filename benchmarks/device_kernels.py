@@ -132,6 +132,24 @@ __global__ void c_cas_sys(unsigned* flags, int n) {
   }
 }
 
+// A few warps bound by their own latency, not the schedulers (held out for device_kernel.WARP_ISSUE_CYCLES):
+// `rounds` shared-memory tree sums of the block's values, a barrier after each level.
+__global__ void c_smem_tree(float* out, int rounds) {
+  __shared__ float s[1024];
+  float v = (float)threadIdx.x;
+  for (int r = 0; r < rounds; ++r) {
+    s[threadIdx.x] = v;
+    __syncthreads();
+    for (int k = blockDim.x / 2; k > 0; k >>= 1) {
+      if (threadIdx.x < k) s[threadIdx.x] += s[threadIdx.x + k];
+      __syncthreads();
+    }
+    v = 0.5f * s[0] + v;
+    __syncthreads();
+  }
+  out[blockIdx.x * blockDim.x + threadIdx.x] = v;
+}
+
 static unsigned blocks_for(long n, int threads) { return (unsigned)((n + threads - 1) / threads); }
 
 void copy(torch::Tensor src, torch::Tensor dst) {
@@ -156,6 +174,9 @@ void atomic(torch::Tensor cnt, int64_t n) {
 void pingpong(torch::Tensor flags, int64_t iters) {
   c_pingpong<<<2, 32>>>((volatile int*)flags.data_ptr<int>(), (int)iters);
 }
+void smem_tree(torch::Tensor out, int64_t rounds, int64_t blocks, int64_t threads) {
+  c_smem_tree<<<(unsigned)blocks, (unsigned)threads>>>(out.data_ptr<float>(), (int)rounds);
+}
 void sync_chain(torch::Tensor flags, int64_t n, int64_t kind) {
   unsigned* f = (unsigned*)flags.data_ptr<int>();
   switch (kind) {
@@ -176,6 +197,7 @@ void reduce(torch::Tensor bufs, torch::Tensor dst);
 void atomic(torch::Tensor cnt, int64_t n);
 void pingpong(torch::Tensor flags, int64_t iters);
 void sync_chain(torch::Tensor flags, int64_t n, int64_t kind);
+void smem_tree(torch::Tensor out, int64_t rounds, int64_t blocks, int64_t threads);
 """
 _ext = None
 
@@ -190,7 +212,7 @@ def cuda_ext():
         try:
             _ext = load_inline("pkb_device_kernels", CPP_SRC, cuda_sources=CUDA_SRC,
                                functions=["copy", "copy4_loop", "strided", "reduce", "atomic", "pingpong",
-                                          "sync_chain"],
+                                          "sync_chain", "smem_tree"],
                                extra_cuda_cflags=["-O3", "-gencode=arch=compute_90,code=sm_90"])
         except Exception as e:
             _ext = e
@@ -266,6 +288,11 @@ def setup(name: str, n: int, dev) -> tuple:
             flags.zero_()
             ext.pingpong(flags, n)
         return run, 0
+    if name.startswith("c_smem_tree"):   # n: rounds; c_smem_tree<blocks>x<threads>
+        blocks, threads = map(int, name.removeprefix("c_smem_tree").split("x"))
+        out = torch.empty(blocks * threads, device=dev)
+        ext = cuda_ext()
+        return (lambda: ext.smem_tree(out, n, blocks, threads)), 0
     if name == "t_cas_sys":
         flags = torch.zeros(32 * n, dtype=torch.int32, device=dev)
 
@@ -290,7 +317,7 @@ def kernel_name(case: str) -> str:
     """The kernel function a case launches (its name in a profile)."""
     backend, _, kind = case.partition("_")
     for prefix, fn in (("copy_grid", "copy_loop"), ("copy4_grid", "copy4_loop"), ("strided", "strided"),
-                       ("reduce", "reduce"), ("atomic", "atomic")):
+                       ("reduce", "reduce"), ("atomic", "atomic"), ("smem_tree", "smem_tree")):
         if kind.startswith(prefix):
             return f"{backend}_{fn}"
     return case.removesuffix("_symm")
@@ -343,4 +370,8 @@ CASES = [
     (name + "_symm", n, n, "fixed") for name in ("c_poll_acquire", "c_fence_sys") for n in (64, 16)] + [
     # and a Triton program's chain of system-scope acq_rel CASes, each taking a set flag (the corpora's Triton
     # barriers are such CASes: are they a CUDA .sys CAS each, an L2 round trip and a system fence?)
-    ("t_cas_sys", n, n, "fixed") for n in (64, 16)]
+    ("t_cas_sys", n, n, "fixed") for n in (64, 16)] + [
+    # added 2026-12-05 (sixth session) after the few-warp issue rule was fitted on cub's sort, before any was
+    # measured: shared-memory tree sums in one block of 4 warps, two of 16, and 32 blocks of 4
+    ("c_smem_tree1x128", 200, 200, "fixed"), ("c_smem_tree2x512", 100, 100, "fixed"),
+    ("c_smem_tree32x128", 100, 100, "fixed")]

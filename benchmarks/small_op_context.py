@@ -49,6 +49,15 @@ OPS = [
     ("a column of f32 [T, V] times two", "g = torch.randn(T, V, device=dev)", "g[:, 5] * 2.0"),
     ("int64 [T] to float32", "k = torch.randint(0, V, (T,), device=dev)", "k.float()"),
     ("cat of two f32 [T]", "a = torch.randn(T, device=dev); b = torch.randn(T, device=dev)", "torch.cat([a, b])"),
+    # added 2026-12-05 (sixth session) after the slow path's step and the scatter's atomic were fitted on the
+    # rows above and before any of these was measured (held out)
+    ("f16 [T] to float32", "h = torch.randn(T, device=dev, dtype=torch.float16)", "h.float()"),
+    ("bf16 [256] to float32", "y = torch.randn(256, device=dev, dtype=torch.bfloat16)", "y.float()"),
+    ("a column of bf16 [T, V] times two", "x = torch.randn(T, V, device=dev, dtype=torch.bfloat16)", "x[:, 3] * 2"),
+    ("scatter_add_ two values a row, f32 [T, V]", "g = torch.randn(T, V, device=dev); "
+     "i = torch.randint(0, V, (T, 2), device=dev); s = torch.ones(T, 2, device=dev)", "g.scatter_add_(1, i, s)"),
+    ("scatter_ one value a row, f32 [T, V]", "g = torch.randn(T, V, device=dev); "
+     "i = torch.randint(0, V, (T, 1), device=dev); s = torch.ones(T, 1, device=dev)", "g.scatter_(1, i, s)"),
 ]
 FLUSH_BYTES = 512 << 20
 

@@ -125,6 +125,17 @@ CASES = [
     ("float32 [128, 64] summed over rows", "rule", "r = torch.randn(128, 64, device=dev)", "r.sum(-1)"),
     ("float32 [1, 8192] summed over dim 0", "rule", "p = torch.randn(1, 8192, device=dev)", "p.sum(0)"),
     ("int64 [1] floor-divided by 16", "known miss", "k = torch.tensor([1000], device=dev)", "k // 16"),
+    # added 2026-12-05 (sixth session), after the rule for reads a cache line each (kernel_path.scattered_reads)
+    # was written from the float32 transpose above and before any of these was measured (held out)
+    ("a transposed bf16 matrix made contiguous", "path",
+     "x = torch.randn(8192, 8192, device=dev, dtype=torch.bfloat16)", "x.t().contiguous()"),
+    ("a transposed float32 [4096, 16384] made contiguous", "path", "x = torch.randn(4096, 16384, device=dev)",
+     "x.t().contiguous()"),
+    ("bf16 [4, 4096, 32, 128] heads moved before the sequence", "path",
+     "q = torch.randn(4, 4096, 32, 128, device=dev, dtype=torch.bfloat16)", "q.transpose(1, 2).contiguous()"),
+    ("every other column of a float32 matrix", "path", "x = torch.randn(8192, 16384, device=dev)",
+     "x[:, ::2].contiguous()"),
+    ("a transposed float32 matrix plus itself", "path", "x = torch.randn(8192, 8192, device=dev)", "x + x.t()"),
 ]
 
 

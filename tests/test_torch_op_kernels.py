@@ -18,7 +18,7 @@ from pkbsim.world import ops_mode
 from pkbsim.world.check import check_script
 from pkbsim.world.launcher import RunOptions
 from pkbsim.timing.device_kernel import L2_LATENCY_US, LOAD_LATENCY_US
-from pkbsim.world.kernel_path import byte_span, kernel_path, path_launch, splits
+from pkbsim.world.kernel_path import byte_span, kernel_path, path_launch, scattered_reads, splits
 from pkbsim.world.op_kernels import Launch, _softmax_rereads, _softmax_row, launches
 from pkbsim.world.trace import records_doc
 
@@ -234,15 +234,37 @@ def test_a_slow_paths_step_takes_longer_than_a_bare_round_trip():
     assert kernel_us(TOPO, 0, 0, "fp32", model, launch={"steps": 4}) == pytest.approx(floor + 3 * L2_LATENCY_US)
 
 
+def test_a_transposed_source_reads_a_cache_line_an_element():
+    """x.t().contiguous(): a warp's 32 elements lie in 32 lines, 32 clocks of its SM's L1 (H200: a float32
+    8192 x 8192 transpose 459 us, 191.7 on the path's rate alone). The twins: a head transpose keeps its last
+    dim (a warp reads 128 contiguous bytes), every other column steps 8 bytes, a broadcast row steps 0."""
+    meta = dict(device="meta")
+    x = torch.empty(8192, 8192, **meta)
+    out = torch.empty(8192, 8192, **meta)
+    assert path_launch("strided", [x.t()], [out])["lines"] == 8192 * 8192
+    assert scattered_reads([x.t(), x], out) == 8192 * 8192           # x + x.t(): the transposed operand
+    q = torch.empty(4, 4096, 32, 128, dtype=torch.bfloat16, **meta)
+    heads = torch.empty(4, 32, 4096, 128, dtype=torch.bfloat16, **meta)
+    assert scattered_reads([q.transpose(1, 2)], heads) == 0
+    assert scattered_reads([torch.empty(8192, 16384, **meta)[:, ::2]], out) == 0
+    assert scattered_reads([torch.empty(8192, **meta)], out) == 0     # broadcast along the rows
+    assert "lines" not in path_launch("strided", [q.transpose(1, 2)], [heads])
+    model = Replay(TOPO, records_doc(1, [[]], {})).model
+    rec = path_launch("strided", [x.t()], [out])
+    from pkbsim.timing.device_kernel import CLOCK_GHZ
+    assert kernel_us(TOPO, 0, 0, "fp32", model, launch=rec) == pytest.approx(
+        kernel_us(TOPO, 0, 0, "fp32", model, launch=dict(rec, lines=0)) + 8192 * 8192 / (TOPO.gpu.sms * CLOCK_GHZ * 1e3))
+
+
 def test_a_column_of_a_huge_tensor_and_a_triangle():
     meta = dict(device="meta")
     grad = torch.empty(8192, 128256, **meta)
     col = torch.empty(8192, **meta)
     assert path_launch("strided", [grad[:, 0], grad[:, 1]], [col]) == {"path": "strided", "elements": 8192,
-                                                                      "steps": 2, "splits": 2}
+                                                                      "lines": 2 * 8192, "steps": 2, "splits": 2}
     half = torch.empty(8192, 128256, dtype=torch.bfloat16, **meta)
     assert path_launch("cast+strided", [half[:, 0]], [col]) == {"path": "cast+strided", "elements": 8192,
-                                                              "steps": 4}
+                                                              "lines": 8192, "steps": 4}
     assert path_launch("cast", [torch.empty(8192, dtype=torch.bfloat16, **meta)], [col]) == \
         {"path": "cast", "elements": 8192, "steps": 4}                    # 4 elements a thread, one by one
     assert path_launch("cast", [torch.empty(256, dtype=torch.bfloat16, **meta)], [col[:256]]) == \

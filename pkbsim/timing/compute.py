@@ -2,7 +2,7 @@
 communication kernels hold some of the GPU's SMs."""
 from __future__ import annotations
 
-from pkbsim.timing.device_kernel import L2_LATENCY_US, LOAD_LATENCY_US
+from pkbsim.timing.device_kernel import CLOCK_GHZ, L2_LATENCY_US, LOAD_LATENCY_US
 from pkbsim.timing.topology import Topology
 
 # Ops that launch no kernel: views, allocations and metadata (the world records them like any other op).
@@ -55,7 +55,8 @@ def kernel_us(topo: Topology, flops: float, nbytes: float, dtype: str, model: di
     """max(FLOPs / (peak x efficiency), bytes / (HBM x efficiency), floor), stretched by sms/(sms - comm_sms):
     a kernel that overlaps communication gets only the SMs the communication kernels leave free. `launch`
     (an op's or a kernel's record) may say more: an elementwise op's slower CUDA `path`, where its `elements`
-    go at PATH_ELEMENTS_PER_SM_US if that is slower; a thread's `steps` in sequence, each a memory round trip
+    go at PATH_ELEMENTS_PER_SM_US if that is slower, plus a clock of an SM for each element read a cache line
+    each (`lines`); a thread's `steps` in sequence, each a memory round trip
     (a few elements, or a gather's index then its value: a kernel of few blocks waits on them, not on
     bandwidth; a slow path's step is PATH_STEP_TRIPS of them); the `splits` torch launches it as (an operand past 2 GiB of offsets), each its own
     floor and steps; and its `kernel` family where the floor is not the elementwise one (REDUCE_FLOOR_EXTRA_US).
@@ -64,11 +65,16 @@ def kernel_us(topo: Topology, flops: float, nbytes: float, dtype: str, model: di
     c, launch = model["compute"], launch or {}
     floor = c["min_kernel_us"] + (REDUCE_FLOOR_EXTRA_US if launch.get("kernel") == "reduce" else 0.0)
     trip = LOAD_LATENCY_US if cold else L2_LATENCY_US
+    # a warp's load touching 32 lines takes 32 clocks of its SM's L1 (one tag lookup a line a clock), on top of
+    # the path's rate: a transposed copy's threads read a line each
+    lines_us = launch.get("lines", 0) / (topo.gpu.sms * CLOCK_GHZ * 1e3)
+    path_us = launch.get("elements", 0) / (topo.gpu.sms * PATH_ELEMENTS_PER_SM_US) + lines_us \
+        if launch.get("path") else 0.0
     step = trip * (PATH_STEP_TRIPS if launch.get("path") else 1.0)
     chain = floor + (trip - L2_LATENCY_US) + (launch.get("steps", 1) - 1) * step
     t = max(flops / (peak_flops(topo, dtype) * c["matmul_efficiency"]) * 1e6,
             nbytes / (topo.gpu.hbm_GBps * 1e9 * c["memory_efficiency"]) * 1e6,
-            launch.get("elements", 0) / (topo.gpu.sms * PATH_ELEMENTS_PER_SM_US) if launch.get("path") else 0.0,
+            path_us,
             launch.get("splits", 1) * chain)
     free = max(topo.gpu.sms - comm_sms, 1)
     return t * topo.gpu.sms / free

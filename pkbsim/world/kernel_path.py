@@ -101,20 +101,45 @@ def splits(spans) -> int:
     return 1 << math.ceil(math.log2(span / _INT32_MAX)) if span > _INT32_MAX else 1
 
 
+def scattered_reads(reads, out) -> int:
+    """Elements the kernel reads one cache line each: those of an operand that steps 32 bytes or more (a
+    sector) along the output's fastest dim, the one TensorIterator walks threads along (a transpose's
+    source, a column); a broadcast operand (stride 0) and a dense one share their lines across a warp."""
+    dims = [d for d in range(out.dim()) if out.shape[d] > 1]
+    if not dims:
+        return 0
+    inner = min(dims, key=lambda d: abs(out.stride(d)))
+    count = 0
+    for t in reads:
+        if t is out or t.numel() <= 1:
+            continue
+        try:
+            stride = t.expand(out.shape).stride(inner)
+        except RuntimeError:   # not broadcastable to the output (an index, a mask of its own shape): left out
+            continue
+        if abs(stride) * t.element_size() >= 32:
+            count += out.numel()
+    return count
+
+
 def path_launch(path: str, reads, written) -> dict:
     """How the kernel of an op on a slow `path` runs: the elements it writes, the steps a thread takes in
     sequence (elementwise_kernel<128, vt>: vt elements a thread, 2 for a 4-byte or wider output, else 4, 4
     with a cast; each step's store ends it, so its loads wait a round trip; the contiguous cast kernel,
     unrolled_elementwise_kernel, takes 4 elements a thread, each loaded and converted through a switch on its
     dtype before the next is loaded: on an H100 a warm 4096-element bf16 -> float32 copy took 2.21 us against
-    1.15 for a one-element add; they bound a kernel of few blocks, the elements' rate a large one), and its
-    splits. Fields of a trace record and of op_kernels.Launch (pkbsim.timing.compute.kernel_us)."""
+    1.15 for a one-element add; they bound a kernel of few blocks, the elements' rate a large one), the
+    elements it reads a cache line each (scattered_reads), and its splits. Fields of a trace record and of
+    op_kernels.Launch (pkbsim.timing.compute.kernel_us)."""
     out = written[0]
     n = out.numel()
     k = splits(byte_span(t.shape, t.stride(), t.element_size()) for t in [*reads, *written])
     vt = 4 if "cast" in path or out.element_size() < 4 else 2
     steps = min(vt, math.ceil(n / k / THREADS))
     rec = {"path": path, "elements": n}
+    lines = scattered_reads(reads, out)
+    if lines:
+        rec["lines"] = lines
     if steps > 1:
         rec["steps"] = steps
     if k > 1:

@@ -68,7 +68,8 @@ class Launch:
     `span` bytes while each SM keeps `resident` bytes of them live between the reads (from the L2 while the
     live rows, all SMs', at most all rows, fit it, else from HBM); the memory round trips a thread makes one
     after another (`steps`) and the kernels torch splits it into (`splits`); the kernel's family where its
-    floor is not the elementwise one (`kernel`: "reduce"). pkbsim.timing.compute times it, per GPU."""
+    floor is not the elementwise one (`kernel`: "reduce"); the elements it reads a cache line each (`lines`,
+    kernel_path.scattered_reads). pkbsim.timing.compute times it, per GPU."""
     read: int
     written: int
     path: str | None = None
@@ -79,6 +80,7 @@ class Launch:
     steps: int = 1
     splits: int = 1
     kernel: str | None = None
+    lines: int = 0
 
     def record(self) -> dict:
         out = {"read": self.read, "written": self.written}
@@ -86,6 +88,8 @@ class Launch:
             out["kernel"] = self.kernel
         if self.path:
             out.update(path=self.path, elements=self.elements)
+        if self.lines:
+            out["lines"] = self.lines
         if self.steps > 1:
             out["steps"] = self.steps
         if self.splits > 1:
