@@ -191,9 +191,7 @@ def test_a_small_gather_or_scatter_waits_on_round_trips_and_splits_past_2gib():
     gather = launches(aten.gather.default, (logits, 1, idx), [out], (1, 1))
     assert [(k.steps, k.splits) for k in gather] == [(16, 1)]             # 8 elements a thread, 2 trips each
     scatter = launches(aten.scatter_add_.default, (grad, 1, idx, torch.empty(8192, 1, **meta)), [grad], (1, 1))
-    assert [(k.steps, k.splits) for k in scatter] == [(16, 2)]            # index, then atomic; two kernels
-    plain = launches(aten.scatter_.src, (grad, 1, idx, torch.empty(8192, 1, **meta)), [grad], (1, 1))
-    assert [(k.steps, k.splits) for k in plain] == [(8, 2)]               # no atomic to wait for: 1 trip each
+    assert [(k.steps, k.splits) for k in scatter] == [(16, 2)]            # index, then source; two kernels
     few = launches(aten.gather.default, (logits, 1, idx[:256]), [out[:256]], (1, 1))
     assert few[0].steps == 4                                              # 2 elements a thread
     model = Replay(TOPO, records_doc(1, [[]], {})).model
@@ -204,15 +202,11 @@ def test_a_small_gather_or_scatter_waits_on_round_trips_and_splits_past_2gib():
     cold_floor = floor + LOAD_LATENCY_US - L2_LATENCY_US
     assert t(gather[0]) == pytest.approx(cold_floor + 15 * LOAD_LATENCY_US)
     assert t(scatter[0]) == pytest.approx(2 * (cold_floor + 15 * LOAD_LATENCY_US))
-    assert t(plain[0]) == pytest.approx(2 * (cold_floor + 7 * LOAD_LATENCY_US))
     assert t(gather[0], reuse=0) == pytest.approx(floor + 15 * L2_LATENCY_US)   # warm: L2 hits
     # the buggy twin, one pass over the bytes, was the floor (9.9 us measured for the gather, 12.3 the scatter)
     assert t(gather[0]) > 5 * floor and t(scatter[0]) > 5 * floor
-    # one element a thread, one kernel: a plain scatter is one pass, no launch of its own; an accumulating one
-    # still waits for its atomic
-    assert launches(aten.scatter_.src, (grad[:4], 1, idx[:4], torch.empty(4, 1, **meta)), [grad[:4]],
-                    (1, 1)) is None
-    assert [k.steps for k in launches(aten.scatter_add_.default, (grad[:4], 1, idx[:4], torch.empty(4, 1, **meta)),
+    # one element a thread still waits for its index, then its source
+    assert [k.steps for k in launches(aten.scatter_.src, (grad[:4], 1, idx[:4], torch.empty(4, 1, **meta)),
                                       [grad[:4]], (1, 1))] == [2]
 
 

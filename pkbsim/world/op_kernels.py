@@ -19,7 +19,8 @@ benchmarks/results/device_program_kernels_measured_h200.json), where one pass wa
   charged as an elementwise op on the strided path;
 - softmax and the norms take a contiguous input (`input.contiguous()`): a strided one is copied first;
 - gather and scatter (_scatter_gather_elementwise_kernel) take up to 8 elements a thread one after another,
-  a gather's index then its value a round trip each: a small one waits on round trips (vocab's gather of
+  its index then its value (a scatter's source, loaded once the index is checked) a round trip each: a small
+  one waits on round trips (vocab's gather of
   one logit a row: 9.9 us; scatter_add_: 12.3 us in two kernels, its grad past 2 GiB of offsets);
 - triu and tril compute each element's row and column (triu_tril_kernel): charged as the strided path
   (ring_attention_causal's causal mask: 623.9 us; 126.8 as one pass);
@@ -45,13 +46,12 @@ _aten = torch.ops.aten
 _CASTING_REDUCTIONS = {_aten.sum, _aten.nansum, _aten.prod, _aten.mean}
 _LOWP = {torch.float16, torch.bfloat16}
 _SOFTMAXES = {_aten._softmax, _aten._log_softmax}
-# gather and scatter -> the round trips an element waits: a gather loads its index, then the value it points
-# at; a scatter loads index and value at once, and its store or atomic does not wait
-# round trips an element of _scatter_gather_elementwise_kernel waits: a gather's index, then its value; a
-# scatter's index and value at once; an accumulating scatter's also its atomic add, which the next element's
-# loads wait for (on an H100, T = 4096 rows of one value: 4.13 us warm, 0.43 us a later element where an L2
-# round trip is 0.2; 8.29 after a 512 MiB read, 0.99 where an HBM one is 0.426: small_op_context_h100.json)
-_SCATTER_GATHER = {_aten.gather: 2, _aten.scatter: 1, _aten.scatter_: 1, _aten.scatter_add: 2, _aten.scatter_add_: 2}
+# ops CUDA runs as _scatter_gather_elementwise_kernel, each element two round trips one after the other: its
+# index, then (the index checked against the dim's size first) a gather's value or a scatter's source. On an
+# H100, T = 4096 rows of one value: a gather 4.48 us warm, scatter_add_ 4.13 and scatter_ 4.67 (0.43-0.5 us a
+# later element where an L2 round trip is 0.2); after a 512 MiB read 9.7, 8.3 and 8.6
+# (small_op_context_h100.json; scatter_ was measured to hold out an atomic-only rule, and refuted it)
+_SCATTER_GATHER = {_aten.gather, _aten.scatter, _aten.scatter_, _aten.scatter_add, _aten.scatter_add_}
 SCATTER_GATHER_VT = 8   # thread_work_size(): elements a thread of _scatter_gather_elementwise_kernel<128, 8> takes
 _TRIANGLES = {_aten.triu, _aten.tril}
 # ops CUDA runs as torch's reduce_kernel (Reduce.cuh), whose floor is its own (pkbsim.timing.compute)
@@ -120,7 +120,7 @@ def launches(func, args, written: list, moved: tuple[int, int]) -> list[Launch] 
     if packet not in _RULED or not written or not args:
         return None
     if packet in _SCATTER_GATHER:
-        return _scatter_gather(args, written, packet is _aten.gather, _SCATTER_GATHER[packet], moved)
+        return _scatter_gather(args, written, packet is _aten.gather, moved)
     if packet in _TRIANGLES:   # triu_tril_kernel: each element's row and column by 64-bit division
         return [Launch(*moved, **path_launch("strided", [args[0]], written))]
     if packet is _aten.cat:
@@ -167,9 +167,9 @@ def fused_launches(name: str, args: list, reads: list, out: list) -> list[Launch
     return _norm(x, args[1], (sum(tensor_bytes(t) for t in reads), sum(tensor_bytes(t) for t in out)))
 
 
-def _scatter_gather(args, written: list, gather: bool, trips: int, moved: tuple[int, int]) -> list[Launch] | None:
+def _scatter_gather(args, written: list, gather: bool, moved: tuple[int, int]) -> list[Launch] | None:
     """_scatter_gather_elementwise_kernel: 128 threads a block, each taking up to 8 of the index's elements
-    one after another (the store through a computed address ends each), every element `trips` round trips.
+    one after another (the store through a computed address ends each), every element two round trips.
     Its iteration has the index's shape over the operands' strides, the indexed tensor's (a scatter's self,
     a gather's input) with the indexed dim's stride zeroed (ScatterGatherKernel.cu)."""
     x, dim, index = args[0], args[1], args[2]
@@ -184,9 +184,7 @@ def _scatter_gather(args, written: list, gather: bool, trips: int, moved: tuple[
         spans.append(byte_span(index.shape, other.stride(), other.element_size()))
     k = splits(spans)
     per_thread = min(SCATTER_GATHER_VT, math.ceil(index.numel() / k / THREADS))
-    if per_thread * trips == 1 and k == 1:
-        return None
-    return [Launch(*moved, steps=per_thread * trips, splits=k)]
+    return [Launch(*moved, steps=2 * per_thread, splits=k)]
 
 
 def _reduce(inputs: int, outputs: int, read: int, written: int) -> Launch:
