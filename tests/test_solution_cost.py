@@ -86,3 +86,21 @@ def test_fused_gemm_pairs_whichever_is_recorded_first():
     second = Replay(TOPO, _fused(name, 24 * MIB, gemm_first=False)).run().makespan_us
     assert first == pytest.approx(second, rel=1e-9)
 
+
+
+def test_torchs_one_shot_op_pays_its_barriers():
+    """torch.ops.symm_mem.one_shot_all_reduce in a trace runs the one-shot plan with torch's kernel (plain peer
+    loads between two barriers: proto Simple, symm_one_shot_base_us), not NCCL's LL one-shot (the old plan, the
+    twin): at 8 KiB the difference is the two bases'."""
+    from pkbsim.timing.predict import predict
+
+    def ops(r: int) -> list[dict]:
+        return [{"kind": "symm", "op": "one_shot_all_reduce", "site": "a.py:1", "group": "0", "seq": 0,
+                 "group_ranks": list(range(N)), "bytes": 8192}]
+    res = Replay(TOPO, _trace(ops)).run()
+    kernel = next(k for k in res.critical_path if k["name"] == "one_shot_all_reduce")
+    assert kernel["protocol"] == "Simple"
+    ll = predict(TOPO, "all_reduce", 8192, N, algo="one_shot", proto="LL").time_us
+    simple = predict(TOPO, "all_reduce", 8192, N, algo="one_shot", proto="Simple").time_us
+    assert simple - ll == pytest.approx(TOPO.nccl["symm_one_shot_base_us"] - TOPO.nccl["sym_base_latency_us"][0])
+    assert kernel["end_us"] - kernel["start_us"] == pytest.approx(simple, rel=0.01)

@@ -107,7 +107,7 @@ def evaluate(engine: str = "closed") -> list[Row]:
         topo = load_topology(p["topology"])
         nbytes = parse_size(p["size"])
         ranks = p.get("ranks", p.get("nranks"))
-        pred = predict(topo, p["op"], nbytes, ranks, algo=p.get("algo"), engine=engine)
+        pred = predict(topo, p["op"], nbytes, ranks, algo=p.get("algo"), proto=p.get("proto"), engine=engine)
         t = max(pred.time_us + harness_us(topo, model, p["harness"], nbytes), host_floor_us(model, p))
         n = pred.nranks
         value = t if p["metric"] == "time_us" else nbytes / t / 1e3 * bus_factor(p["op"], n)

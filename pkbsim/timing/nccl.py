@@ -68,7 +68,7 @@ def applicable(topo: Topology, op: str, algo: str, lay: Layout) -> str | None:
 def protocols_for(algo: str, op: str = "all_reduce") -> tuple[str, ...]:
     if algo in ("ring", "tree"):
         return PROTOCOLS
-    return ("LL",) if (algo, op) == ("one_shot", "all_reduce") else ("Simple",)
+    return ("LL", "Simple") if (algo, op) == ("one_shot", "all_reduce") else ("Simple",)
 
 
 def channels(topo: Topology, algo: str, proto: str, nbytes: int, lay: Layout) -> int:
@@ -98,6 +98,8 @@ def latency_us(topo: Topology, op: str, algo: str, proto: str, lay: Layout, nbyt
         hop = "net" if lay.nodes > 1 else topo.intra_link
         return k["p2p"]["base_us"] + lat["hop"][hop]["ring"][2]
     if algo in PEER_KERNELS:   # LL base for the LL one-shot all-reduce; the others (loads/stores + barrier) as NCCL's ST
+        if (algo, proto) == ("one_shot", "Simple") and "symm_one_shot_base_us" in topo.nccl:
+            return topo.nccl["symm_one_shot_base_us"]   # torch's: plain loads between two barriers, measured
         return topo.nccl["sym_base_latency_us"][0 if proto == "LL" else 1]
     p = PROTOCOLS.index(proto)
     base = lat["base"][algo][p]

@@ -226,7 +226,7 @@ class Replay:
         return max(lat[h]["ring"][0] for h in hops)
 
     def _collective(self, k: Kernel, a):
-        coll, size, algo, group = a.coll
+        coll, size, algo, group, proto = a.coll
         fused = None
         if a.matmul is not None:   # symm_mem's fused GEMM: its chunks overlap the communication
             fused = pipeline(self.topo, self.model, a.name, a.matmul, size, len(group), self.dtype,
@@ -240,7 +240,7 @@ class Replay:
         rv.arrived.append(k)
         k.args.update(op=coll, bytes=size, group=list(group))
         if len(rv.arrived) == rv.size:
-            self.env.process(self._run_collective(rv, coll, size, algo, group, a.name in IN_PLACE))
+            self.env.process(self._run_collective(rv, coll, size, (algo, proto), group, a.name in IN_PLACE))
         yield rv.done
         last = max(rv.arrived, key=lambda x: x.start)
         if last is not k:
@@ -249,11 +249,11 @@ class Replay:
             k.args["bound"] = "compute" if fused.gemm_bound(k.start, self.env.now) else "link"
             yield self.env.timeout(fused.end(k.start, self.env.now) - self.env.now)
 
-    def _run_collective(self, rv: Rendezvous, coll: str, size: int, algo, group, in_place: bool):
+    def _run_collective(self, rv: Rendezvous, coll: str, size: int, kernel: tuple, group, in_place: bool):
         if len(group) == 1:   # one rank: an in-place op moves nothing, an out-of-place one copies
             yield self.env.timeout(0.0 if in_place else local_copy_us(self.topo, size))
         else:
-            plan = self._plan(coll, size, tuple(group), algo)
+            plan = self._plan(coll, size, tuple(group), *kernel)
             for g in group:
                 self.comm_sms[g] += plan.channels
             for kk in rv.arrived:
@@ -263,11 +263,11 @@ class Replay:
                 self.comm_sms[g] -= plan.channels
         rv.done.succeed()
 
-    def _plan(self, coll: str, size: int, group: tuple, algo):
-        key = (coll, size, group, algo)
+    def _plan(self, coll: str, size: int, group: tuple, algo, proto=None):
+        key = (coll, size, group, algo, proto)
         if key not in self._plans:
             try:
-                self._plans[key] = choose(self.topo, self.router, coll, size, list(group), algo).plan
+                self._plans[key] = choose(self.topo, self.router, coll, size, list(group), algo, proto).plan
             except ValueError as e:   # a peer-memory kernel this machine cannot run: fall back to NCCL's choice
                 self.notes.add(f"{algo} {coll} on ranks {list(group)[:4]}...: {e}; used NCCL's choice instead")
                 self._plans[key] = choose(self.topo, self.router, coll, size, list(group)).plan

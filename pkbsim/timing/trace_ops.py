@@ -25,13 +25,14 @@ IN_PLACE = frozenset({"all_reduce", "all_reduce_coalesced", "broadcast", "reduce
 APPROXIMATE = {  # modelled by a collective with the same bottleneck traffic; listed in the replay's notes
     "gather": ("all_gather", "n"), "scatter": ("all_gather", "n"),
 }
-# symmetric-memory ops -> (op, factor, algorithm: a peer-memory kernel, or None for NCCL's choice)
+# symmetric-memory ops -> (op, factor, algorithm: a peer-memory kernel, or None for NCCL's choice, protocol:
+# torch's one-shot is plain peer loads between two barriers, "Simple", not NCCL's LL one-shot)
 SYMM = {
-    "one_shot_all_reduce": ("all_reduce", 1, "one_shot"),
-    "two_shot_all_reduce_": ("all_reduce", 1, "two_shot"),
-    "multimem_all_reduce_": ("all_reduce", 1, "nvls_custom"),
-    "fused_all_gather_matmul": ("all_gather", "n", None),
-    "fused_matmul_reduce_scatter": ("reduce_scatter", 1, None),
+    "one_shot_all_reduce": ("all_reduce", 1, "one_shot", "Simple"),
+    "two_shot_all_reduce_": ("all_reduce", 1, "two_shot", None),
+    "multimem_all_reduce_": ("all_reduce", 1, "nvls_custom", None),
+    "fused_all_gather_matmul": ("all_gather", "n", None, None),
+    "fused_matmul_reduce_scatter": ("reduce_scatter", 1, None, None),
 }
 BARRIER_BYTES = 4   # NCCL implements barrier as an all_reduce of one element
 
@@ -43,7 +44,7 @@ class Action:
     op: dict                  # the trace record
     stream: int
     name: str
-    coll: tuple | None = None  # (nccl-tests op, size, algorithm or None, group ranks) for collectives
+    coll: tuple | None = None  # (nccl-tests op, size, algorithm or None, group ranks, protocol or None)
     p2p: list = field(default_factory=list)   # the ops of one p2p kernel (a batch is one kernel)
     matmul: dict | None = None  # a fused GEMM's compute record, overlapping this collective (fused_matmul.py)
 
@@ -90,8 +91,8 @@ def actions(ops: list[dict], notes: set[str]) -> list[Action]:
             elif name == "wait_signal":
                 out.append(Action("signal_wait", op, stream, name))
             elif name in SYMM:
-                coll, factor, algo = SYMM[name]
-                out.append(Action("collective", op, stream, name, coll=_sized(op, coll, factor, algo)))
+                coll, factor, algo, proto = SYMM[name]
+                out.append(Action("collective", op, stream, name, coll=_sized(op, coll, factor, algo, proto)))
                 if name in FUSED:
                     notes.add(f"{name}: its GEMM overlaps its {coll} chunk by chunk, as PyTorch's pipeline runs "
                               f"them: max(GEMM, one chunk's GEMM + communication)")
@@ -144,9 +145,9 @@ def _collective(op: dict, notes: set[str]) -> tuple:
     return _sized(op, coll, factor, None)
 
 
-def _sized(op: dict, coll: str, factor, algo: str | None) -> tuple:
+def _sized(op: dict, coll: str, factor, algo: str | None, proto: str | None = None) -> tuple:
     group = tuple(op.get("group_ranks") or ())
     if not group:
         raise TraceError(f"{op['op']} at {op.get('site')} has no group_ranks; re-record with the current pkb")
     n = len(group) if factor == "n" else factor
-    return (coll, int(op.get("bytes", 0)) * n, algo, group)
+    return (coll, int(op.get("bytes", 0)) * n, algo, group, proto)
