@@ -18,7 +18,7 @@ from pkbsim.world import ops_mode
 from pkbsim.world.check import check_script
 from pkbsim.world.launcher import RunOptions
 from pkbsim.timing.device_kernel import L2_LATENCY_US, LOAD_LATENCY_US
-from pkbsim.world.kernel_path import byte_span, kernel_path, path_launch, scattered_reads, splits
+from pkbsim.world.kernel_path import byte_span, kernel_path, overfetch, path_launch, scattered_reads, splits
 from pkbsim.world.op_kernels import Launch, _softmax_rereads, _softmax_row, launches
 from pkbsim.world.trace import records_doc
 
@@ -250,15 +250,39 @@ def test_a_transposed_source_reads_a_cache_line_an_element():
         kernel_us(TOPO, 0, 0, "fp32", model, launch=dict(rec, lines=0)) + 8192 * 8192 / (TOPO.gpu.sms * CLOCK_GHZ * 1e3))
 
 
+def test_a_gapped_operand_fetches_its_sectors_whole():
+    """Every other column of a float32 matrix: a 32-byte sector holds 4 of its elements and 4 it skips, so HBM
+    moves twice its bytes (H100: 280.8 us, 191.7 predicted on the path's rate alone, 267.8 with the sectors). The
+    twins: a transpose's source is dense (its sectors are used whole, by other warps), a broadcast row reads
+    less than its elements, a contiguous operand nothing more."""
+    meta = dict(device="meta")
+    x = torch.empty(8192, 16384, **meta)
+    out = torch.empty(8192, 8192, **meta)
+    half = 8192 * 8192 * 4
+    assert overfetch([x[:, ::2]], out) == pytest.approx(half, rel=1e-3)
+    assert path_launch("strided", [x[:, ::2]], [out])["overfetch"] == overfetch([x[:, ::2]], out)
+    assert overfetch([torch.empty(8192, 8192, **meta).t()], out) == 0
+    assert overfetch([torch.empty(8192, **meta).expand(8192, 8192)], out) == 0
+    assert overfetch([torch.empty(8192, 8192, **meta)], out) == 0
+    assert overfetch([x[:, 0]], torch.empty(8192, **meta)) == 8192 * (32 - 4)       # a column: a sector each
+    model = Replay(TOPO, records_doc(1, [[]], {})).model
+    rec = path_launch("strided", [x[:, ::2]], [out])
+    hbm = TOPO.gpu.hbm_GBps * 1e3 * model["compute"]["memory_efficiency"]
+    assert kernel_us(TOPO, 0, 2 * half, "fp32", model, launch=rec) == pytest.approx(
+        max((2 * half + rec["overfetch"]) / hbm, kernel_us(TOPO, 0, 0, "fp32", model, launch=rec)))
+
+
 def test_a_column_of_a_huge_tensor_and_a_triangle():
     meta = dict(device="meta")
     grad = torch.empty(8192, 128256, **meta)
     col = torch.empty(8192, **meta)
     assert path_launch("strided", [grad[:, 0], grad[:, 1]], [col]) == {"path": "strided", "elements": 8192,
-                                                                      "lines": 2 * 8192, "steps": 2, "splits": 2}
+                                                                      "lines": 2 * 8192, "overfetch": 2 * 8192 * 28,
+                                                                      "steps": 2, "splits": 2}
     half = torch.empty(8192, 128256, dtype=torch.bfloat16, **meta)
     assert path_launch("cast+strided", [half[:, 0]], [col]) == {"path": "cast+strided", "elements": 8192,
-                                                              "lines": 8192, "steps": 4}
+                                                              "lines": 8192, "overfetch": 8192 * 30,
+                                                              "steps": 4}
     assert path_launch("cast", [torch.empty(8192, dtype=torch.bfloat16, **meta)], [col]) == \
         {"path": "cast", "elements": 8192, "steps": 4}                    # 4 elements a thread, one by one
     assert path_launch("cast", [torch.empty(256, dtype=torch.bfloat16, **meta)], [col[:256]]) == \

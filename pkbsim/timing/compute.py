@@ -56,7 +56,7 @@ def kernel_us(topo: Topology, flops: float, nbytes: float, dtype: str, model: di
     a kernel that overlaps communication gets only the SMs the communication kernels leave free. `launch`
     (an op's or a kernel's record) may say more: an elementwise op's slower CUDA `path`, where its `elements`
     go at PATH_ELEMENTS_PER_SM_US if that is slower, plus a clock of an SM for each element read a cache line
-    each (`lines`); a thread's `steps` in sequence, each a memory round trip
+    each (`lines`), and the bytes its sectors fetch unused (`overfetch`) pass HBM with its own; a thread's `steps` in sequence, each a memory round trip
     (a few elements, or a gather's index then its value: a kernel of few blocks waits on them, not on
     bandwidth; a slow path's step is PATH_STEP_TRIPS of them); the `splits` torch launches it as (an operand past 2 GiB of offsets), each its own
     floor and steps; and its `kernel` family where the floor is not the elementwise one (REDUCE_FLOOR_EXTRA_US).
@@ -73,7 +73,7 @@ def kernel_us(topo: Topology, flops: float, nbytes: float, dtype: str, model: di
     step = trip * (PATH_STEP_TRIPS if launch.get("path") else 1.0)
     chain = floor + (trip - L2_LATENCY_US) + (launch.get("steps", 1) - 1) * step
     t = max(flops / (peak_flops(topo, dtype) * c["matmul_efficiency"]) * 1e6,
-            nbytes / (topo.gpu.hbm_GBps * 1e9 * c["memory_efficiency"]) * 1e6,
+            (nbytes + launch.get("overfetch", 0)) / (topo.gpu.hbm_GBps * 1e9 * c["memory_efficiency"]) * 1e6,
             path_us,
             launch.get("splits", 1) * chain)
     free = max(topo.gpu.sms - comm_sms, 1)

@@ -122,6 +122,19 @@ def scattered_reads(reads, out) -> int:
     return count
 
 
+def overfetch(reads, out) -> int:
+    """Bytes the sectors of gapped operands bring from memory besides their elements' (every other column of a
+    matrix moves whole 32-byte sectors, half of them unused): min(the view's span, 32 bytes an element) less
+    its elements' bytes. A dense operand, a transpose's source among them, uses its sectors whole, if later."""
+    extra = 0
+    for t in reads:
+        if t is out or t.numel() <= 1 or _dense(t):
+            continue
+        own = t.numel() * t.element_size()
+        extra += max(0, min(byte_span(t.shape, t.stride(), t.element_size()), 32 * t.numel()) - own)
+    return extra
+
+
 def path_launch(path: str, reads, written) -> dict:
     """How the kernel of an op on a slow `path` runs: the elements it writes, the steps a thread takes in
     sequence (elementwise_kernel<128, vt>: vt elements a thread, 2 for a 4-byte or wider output, else 4, 4
@@ -129,7 +142,8 @@ def path_launch(path: str, reads, written) -> dict:
     unrolled_elementwise_kernel, takes 4 elements a thread, each loaded and converted through a switch on its
     dtype before the next is loaded: on an H100 a warm 4096-element bf16 -> float32 copy took 2.21 us against
     1.15 for a one-element add; they bound a kernel of few blocks, the elements' rate a large one), the
-    elements it reads a cache line each (scattered_reads), and its splits. Fields of a trace record and of
+    elements it reads a cache line each (scattered_reads), the bytes its sectors fetch unused (overfetch), and
+    its splits. Fields of a trace record and of
     op_kernels.Launch (pkbsim.timing.compute.kernel_us)."""
     out = written[0]
     n = out.numel()
@@ -140,6 +154,9 @@ def path_launch(path: str, reads, written) -> dict:
     lines = scattered_reads(reads, out)
     if lines:
         rec["lines"] = lines
+    unused = overfetch(reads, out)
+    if unused:
+        rec["overfetch"] = unused
     if steps > 1:
         rec["steps"] = steps
     if k > 1:

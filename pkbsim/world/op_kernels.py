@@ -69,7 +69,8 @@ class Launch:
     live rows, all SMs', at most all rows, fit it, else from HBM); the memory round trips a thread makes one
     after another (`steps`) and the kernels torch splits it into (`splits`); the kernel's family where its
     floor is not the elementwise one (`kernel`: "reduce"); the elements it reads a cache line each (`lines`,
-    kernel_path.scattered_reads). pkbsim.timing.compute times it, per GPU."""
+    kernel_path.scattered_reads) and the bytes its sectors fetch unused (`overfetch`). pkbsim.timing.compute times
+    it, per GPU."""
     read: int
     written: int
     path: str | None = None
@@ -81,6 +82,7 @@ class Launch:
     splits: int = 1
     kernel: str | None = None
     lines: int = 0
+    overfetch: int = 0
 
     def record(self) -> dict:
         out = {"read": self.read, "written": self.written}
@@ -90,6 +92,8 @@ class Launch:
             out.update(path=self.path, elements=self.elements)
         if self.lines:
             out["lines"] = self.lines
+        if self.overfetch:
+            out["overfetch"] = self.overfetch
         if self.steps > 1:
             out["steps"] = self.steps
         if self.splits > 1:
