@@ -93,7 +93,8 @@ def kernel_us(launch, name: str) -> float:
 
 # the cases pkbsim.timing.device_kernel's constants were fitted on, one constant each, by the GPU that ran them
 FITTED = {"H200": {("t_copy_grid16", 16 << 20), ("t_atomic_spread", 16 << 20), ("c_atomic_spread", 16 << 20),
-                   ("t_atomic_hot", 4 << 20), ("c_atomic_hot", 4 << 20)},
+                   ("t_atomic_hot", 4 << 20), ("c_atomic_hot", 4 << 20),
+                   ("c_fence_sys", 64), ("c_fence_gpu", 64), ("c_pingpong", 200)},   # topologies/hgx-h200.toml sync_us
           "H100": {("c_fence_sys", 64), ("c_fence_gpu", 64), ("c_pingpong", 200)}}
 
 DRIVER = """

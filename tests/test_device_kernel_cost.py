@@ -7,7 +7,7 @@ import pathlib
 import pytest
 
 from pkbsim.device.kernel_report import FlagChains, KernelWork, sector_bytes
-from pkbsim.timing.device_kernel import FLAG_HOP_US, L2_LATENCY_US, kernel_time, memory_us
+from pkbsim.timing.device_kernel import L2_LATENCY_US, kernel_time, memory_us, sync_cost
 from pkbsim.timing.host_model import host_model
 from pkbsim.timing.replay import Replay
 from pkbsim.timing.topology import load_topology
@@ -75,7 +75,7 @@ def test_a_chain_of_waits_is_flag_hops_not_polled_bytes(tmp_path, n):
     assert rec["bytes_read"] == 0 and dev["local_read"] == 0
     t = kernel_time(TOPO, dev, MODEL, remote_hop_us=0.0)
     assert dev["ready_polls"] == 1   # each program's first read of its flag: a round trip, set or not
-    assert t.bound == "flags" and t.flags_us == pytest.approx((n - 1) * FLAG_HOP_US + L2_LATENCY_US)
+    assert t.bound == "flags" and t.flags_us == pytest.approx((n - 1) * sync_cost(TOPO, "flag_hop") + L2_LATENCY_US)
 
 
 def test_flag_chains_barrier_is_one_hop_and_peer_writes_are_remote_waits():
@@ -314,7 +314,8 @@ def test_a_wait_on_a_set_flag_costs_its_read_and_a_system_release_its_fence(tmp_
     data; a release CAS at system scope after a store carries a system fence that waits for it (64 .sys
     release stores took as long as 64 system fences, 45.4 and 45.7 us); one with nothing written before it
     (a barrier's entry) or at GPU scope, none."""
-    from pkbsim.timing.device_kernel import GPU_FENCE_US, SYS_FENCE_US, sync_us
+    from pkbsim.timing.device_kernel import sync_us
+    SYS_FENCE_US, GPU_FENCE_US = sync_cost(TOPO, "sys_fence"), sync_cost(TOPO, "gpu_fence")
     polled = _device_record(tmp_path, SYNC_CHAIN.format(poll=True, scope="sys", write=True))["device"]
     plain = _device_record(tmp_path, SYNC_CHAIN.format(poll=False, scope="gpu", write=True))["device"]
     entry = _device_record(tmp_path, SYNC_CHAIN.format(poll=True, scope="sys", write=False))["device"]
@@ -341,3 +342,16 @@ def test_a_few_warps_issue_at_their_latency_not_the_schedulers_rate():
     full = {"blocks": 4 * TOPO.gpu.sms, "threads": 512, "warp_instructions": 21972 * 1000}
     assert issue_us(TOPO, full) == pytest.approx(21972 * 1000 / (TOPO.gpu.sms * ISSUE_PER_SM_CLOCK * CLOCK_GHZ * 1e3))
     assert issue_us(TOPO, dict(few, polled=True)) == 0.0   # a spinning kernel's count is the simulator's
+
+
+def test_each_gpu_pays_its_own_measured_fences():
+    """The H200 ran 64 system fences in 33.76 us and 64 GPU fences in 16.22, where the H100 took 45.7 and 22.9:
+    its topology carries its own figures (`[gpu] sync_us`); a GPU without them (the H100, the constants'
+    source, and unmeasured ones) takes the H100's. The twin: one figure for every GPU, 36-62% high on the
+    H200's chains."""
+    from pkbsim.timing.device_kernel import GPU_FENCE_US, SYS_FENCE_US, sync_us
+    h100, h200 = load_topology("hgx-h100"), load_topology("hgx-h200")
+    fences = {"blocks": 1, "threads": 32, "sys_fences": 64, "gpu_fences": 64}
+    assert sync_us(h100, fences, 0.0) == pytest.approx(64 * (SYS_FENCE_US + GPU_FENCE_US))
+    assert sync_us(h200, fences, 0.0) == pytest.approx(64 * (0.5042 + 0.2302))
+    assert sync_cost(load_topology("hgx-b200"), "sys_fence") == SYS_FENCE_US

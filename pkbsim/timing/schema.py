@@ -40,6 +40,8 @@ GPU = {
     "hbm_GBps": Field("num", "3350", positive=True),
     "l2_MB": Field("num", "50", positive=True),
     "peak_tflops": Field("num_table", "{ bf16 = 989.4, fp32 = 67.0 }", positive=True),
+    "sync_us": Field("num_table", "{ sys_fence = 0.504, gpu_fence = 0.230, flag_hop = 0.2128 }", required=False,
+                     positive=True),
 }
 NVLINK = {
     "generation": Field("int", "4", positive=True),

@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 import re
 import tomllib
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 
@@ -27,6 +27,7 @@ class GpuSpec:
     hbm_GBps: float
     l2_MB: float
     peak_tflops: dict
+    sync_us: dict = field(default_factory=dict)   # this GPU's measured fence and flag-hop costs (device_kernel)
 
 
 @dataclass(frozen=True)
@@ -202,7 +203,8 @@ def _read(path: str) -> dict:
 
 def _node(doc: dict, path: str) -> Topology:
     g = doc["gpu"]
-    gpu = GpuSpec(g["model"], g["arch"], g["sms"], g["hbm_GB"], g["hbm_GBps"], g["l2_MB"], dict(g["peak_tflops"]))
+    gpu = GpuSpec(g["model"], g["arch"], g["sms"], g["hbm_GB"], g["hbm_GBps"], g["l2_MB"], dict(g["peak_tflops"]),
+                  dict(g.get("sync_us", {})))
     nccl = _merge_nccl(nccl_constants()["arch"][g["arch"]], doc.get("nccl", {}), path)
     sw = doc.get("nvswitch")
     if sw and "nvls_efficiency" in sw:
