@@ -91,22 +91,6 @@ def test_flag_chains_barrier_is_one_hop_and_peer_writes_are_remote_waits():
     assert work.remote_waits == 1 and work.waits_on == {3}
 
 
-def test_a_poll_of_a_flag_the_block_set_itself_still_reads_it():
-    """A barrier's own slot: the block releases it, then polls it; the load goes to the L2 like any first read
-    of a wait (on an H100 the one-round barrier kernel at world size 1 took 2.08 us against a 1.15 floor; the
-    old rule, which took the block's own write for a read, charged the poll nothing). Its spins stay free."""
-    work, chains = KernelWork(), FlagChains()
-    chains.wrote(0, 100, b"\1")
-    chains.poll(work, 0, [100])
-    chains.read(work, 0, 100, b"\1", set())
-    chains.poll(work, 0, [100])                  # the simulator's spin on it: no second round trip
-    assert work.record(1)["ready_polls"] == 1
-    other = KernelWork()
-    chains.poll(other, 1, [200])
-    chains.poll(other, 1, [200, 300])            # a fresh word in the same poll: one more round trip
-    assert other.record(1)["ready_polls"] == 2
-
-
 def test_a_small_grid_cannot_fill_hbm():
     """The same bytes through 16 blocks take far longer than through a full grid (the old roofline: equal)."""
     full = {"blocks": 65536, "threads": 128, "local_read": 256 << 20, "local_write": 256 << 20, "load_ops": 65536}

@@ -158,17 +158,13 @@ class FlagChains:
     stamp: dict = field(default_factory=dict)   # address -> (block, value, its chain depth) of the last write
     depth: dict = field(default_factory=dict)   # block -> its chain depth
     remote: dict = field(default_factory=dict)  # block -> peer writes it waited for
-    polled: set = field(default_factory=set)    # (block, address) a poll of the block has read
 
     def poll(self, work: KernelWork, block, addrs: list[int]) -> None:
         """One poll instruction of `block` over the flag words `addrs`, before FlagChains.read sees its values:
         its first read of any of them is a round trip on the block's chain, even where the flag is already set
-        and the wait passes at once, or the block wrote it itself (a barrier's own slot: the store does not
-        answer the load); its later reads there are the simulator's spinning, not the kernel's."""
-        fresh = [a for a in addrs if (block, a) not in self.polled]
-        if fresh:
+        and the wait passes at once; its later reads there are the simulator's spinning, not the kernel's."""
+        if any((block, a) not in self.seen for a in addrs):
             work.chain_step(block, "ready_polls")
-            self.polled.update((block, a) for a in fresh)
 
     def read(self, work: KernelWork, block, addr: int, value: bytes, peers: set[int]) -> None:
         """A poll (or the read half of an atomic) by `block` saw `value` at `addr`: if that changed since its last
