@@ -104,3 +104,14 @@ def test_torchs_one_shot_op_pays_its_barriers():
     simple = predict(TOPO, "all_reduce", 8192, N, algo="one_shot", proto="Simple").time_us
     assert simple - ll == pytest.approx(TOPO.nccl["symm_one_shot_base_us"] - TOPO.nccl["sym_base_latency_us"][0])
     assert kernel["end_us"] - kernel["start_us"] == pytest.approx(simple, rel=0.01)
+
+
+def test_a_barrier_replays_as_a_one_element_all_reduce():
+    """dist.barrier() in a trace: NCCL's one-element all_reduce (the replay read its record as four fields
+    after the collectives' records grew a protocol, and every trace with a barrier failed to replay)."""
+    def ops(r: int) -> list[dict]:
+        return [{"kind": "collective", "op": "barrier", "site": "b.py:1", "group": "0", "seq": 0,
+                 "group_ranks": list(range(N)), "bytes": 0}]
+    res = Replay(TOPO, _trace(ops)).run()
+    kernel = next(k for k in res.critical_path if k["name"] == "barrier")
+    assert kernel["op"] == "all_reduce" and kernel["bytes"] == 4 and res.makespan_us > 0

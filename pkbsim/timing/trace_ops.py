@@ -133,7 +133,7 @@ def _fuse_matmuls(acts: list[Action]) -> list[Action]:
 def _collective(op: dict, notes: set[str]) -> tuple:
     name = op["op"]
     if name == "barrier":
-        return ("all_reduce", BARRIER_BYTES, None, tuple(op.get("group_ranks") or ()))
+        return ("all_reduce", BARRIER_BYTES, None, tuple(op.get("group_ranks") or ()), None)
     if name in COLLECTIVES:
         coll, factor = COLLECTIVES[name]
     elif name in APPROXIMATE:
