@@ -75,12 +75,16 @@ class _Handler(BaseHTTPRequestHandler):
             self.server.in_flight += 1
             self.server.most_in_flight = max(self.server.most_in_flight, self.server.in_flight)
         try:
-            self._answer(body)
+            reply = self._answer(body)
         finally:
+            # the request leaves the count before its reply is sent: once the client has the reply it may send
+            # the next, which must not find this one still counted (a loaded machine delays this thread)
             with self.server.lock:
                 self.server.in_flight -= 1
+        self._send(*reply)
 
-    def _answer(self, body: dict):
+    def _answer(self, body: dict) -> tuple:
+        """(status, body, headers) of the reply."""
         time.sleep(self.server.delay)  # a model takes a while: lets concurrent requests overlap
         with self.server.lock:
             fault = self.server.faults.pop(0) if self.server.faults else None
@@ -88,14 +92,13 @@ class _Handler(BaseHTTPRequestHandler):
             status = fault or (200 if self.path.endswith("/chat/completions") else 404)
             self.server.requests.append({"headers": dict(self.headers), "body": body, "status": status})
         if status != 200:
-            self._send(status, {"error": {"message": f"scripted {status}"}}, {"Retry-After": "0"})
-            return
+            return status, {"error": {"message": f"scripted {status}"}}, {"Retry-After": "0"}
         text = self.server.replies[min(turn, len(self.server.replies) - 1)]
-        self._send(200, {"id": f"standin-{turn}", "object": "chat.completion", "model": body.get("model"),
-                         "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
-                                      "finish_reason": "stop"}],
-                         "usage": {"prompt_tokens": sum(len(m["content"].split()) for m in body["messages"]),
-                                   "completion_tokens": len(text.split())}})
+        return 200, {"id": f"standin-{turn}", "object": "chat.completion", "model": body.get("model"),
+                     "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                                  "finish_reason": "stop"}],
+                     "usage": {"prompt_tokens": sum(len(m["content"].split()) for m in body["messages"]),
+                               "completion_tokens": len(text.split())}}, None
 
     def _send(self, status: int, doc: dict, headers: dict | None = None):
         data = json.dumps(doc).encode()
