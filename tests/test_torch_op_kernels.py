@@ -247,7 +247,8 @@ def test_a_transposed_source_reads_a_cache_line_an_element():
     rec = path_launch("strided", [x.t()], [out])
     from pkbsim.timing.device_kernel import CLOCK_GHZ
     assert kernel_us(TOPO, 0, 0, "fp32", model, launch=rec) == pytest.approx(
-        kernel_us(TOPO, 0, 0, "fp32", model, launch=dict(rec, lines=0)) + 8192 * 8192 / (TOPO.gpu.sms * CLOCK_GHZ * 1e3))
+        kernel_us(TOPO, 0, 0, "fp32", model, launch=dict(rec, lines=0))
+        + 8192 * 8192 / (TOPO.gpu.sms * CLOCK_GHZ * 1e3))
 
 
 def test_a_gapped_operand_fetches_its_sectors_whole():

@@ -56,10 +56,11 @@ def kernel_us(topo: Topology, flops: float, nbytes: float, dtype: str, model: di
     a kernel that overlaps communication gets only the SMs the communication kernels leave free. `launch`
     (an op's or a kernel's record) may say more: an elementwise op's slower CUDA `path`, where its `elements`
     go at PATH_ELEMENTS_PER_SM_US if that is slower, plus a clock of an SM for each element read a cache line
-    each (`lines`), and the bytes its sectors fetch unused (`overfetch`) pass HBM with its own; a thread's `steps` in sequence, each a memory round trip
-    (a few elements, or a gather's index then its value: a kernel of few blocks waits on them, not on
-    bandwidth; a slow path's step is PATH_STEP_TRIPS of them); the `splits` torch launches it as (an operand past 2 GiB of offsets), each its own
-    floor and steps; and its `kernel` family where the floor is not the elementwise one (REDUCE_FLOOR_EXTRA_US).
+    each (`lines`), and the bytes its sectors fetch unused (`overfetch`) pass HBM with its own; a thread's
+    `steps` in sequence, each a memory round trip (a few elements, or a gather's index then its value: a kernel
+    of few blocks waits on them, not on bandwidth; a slow path's step is PATH_STEP_TRIPS of them); the
+    `splits` torch launches it as (an operand past 2 GiB of offsets), each its own floor and steps; and its
+    `kernel` family where the floor is not the elementwise one (REDUCE_FLOOR_EXTRA_US).
     The floor is a warm kernel's (its inputs in the L2); a `cold` kernel's round trips, the floor's one among
     them, go to HBM (LOAD_LATENCY_US against L2_LATENCY_US; cold_inputs says which)."""
     c, launch = model["compute"], launch or {}

@@ -143,8 +143,7 @@ def path_launch(path: str, reads, written) -> dict:
     dtype before the next is loaded: on an H100 a warm 4096-element bf16 -> float32 copy took 2.21 us against
     1.15 for a one-element add; they bound a kernel of few blocks, the elements' rate a large one), the
     elements it reads a cache line each (scattered_reads), the bytes its sectors fetch unused (overfetch), and
-    its splits. Fields of a trace record and of
-    op_kernels.Launch (pkbsim.timing.compute.kernel_us)."""
+    its splits. Fields of a trace record and of op_kernels.Launch (pkbsim.timing.compute.kernel_us)."""
     out = written[0]
     n = out.numel()
     k = splits(byte_span(t.shape, t.stride(), t.element_size()) for t in [*reads, *written])
