@@ -265,6 +265,8 @@ def test_a_gapped_operand_fetches_its_sectors_whole():
     assert overfetch([torch.empty(8192, 8192, **meta).t()], out) == 0
     assert overfetch([torch.empty(8192, **meta).expand(8192, 8192)], out) == 0
     assert overfetch([torch.empty(8192, 8192, **meta)], out) == 0
+    qkv = torch.empty(4, 4096, 32, 384, dtype=torch.bfloat16, **meta)    # a head's 128 values: a contiguous run
+    assert overfetch([qkv[..., :128]], torch.empty(4, 4096, 32, 128, dtype=torch.bfloat16, **meta)) == 0
     assert overfetch([x[:, 0]], torch.empty(8192, **meta)) == 8192 * (32 - 4)       # a column: a sector each
     model = Replay(TOPO, records_doc(1, [[]], {})).model
     rec = path_launch("strided", [x[:, ::2]], [out])

@@ -101,37 +101,39 @@ def splits(spans) -> int:
     return 1 << math.ceil(math.log2(span / _INT32_MAX)) if span > _INT32_MAX else 1
 
 
-def scattered_reads(reads, out) -> int:
-    """Elements the kernel reads one cache line each: those of an operand that steps 32 bytes or more (a
-    sector) along the output's fastest dim, the one TensorIterator walks threads along (a transpose's
-    source, a column); a broadcast operand (stride 0) and a dense one share their lines across a warp."""
+def _inner_steps(reads, out):
+    """(operand, its step in elements) along the output's fastest dim, the one TensorIterator walks a warp's
+    threads along, for each read operand the output's shape can be walked over (broadcast: step 0)."""
     dims = [d for d in range(out.dim()) if out.shape[d] > 1]
     if not dims:
-        return 0
+        return
     inner = min(dims, key=lambda d: abs(out.stride(d)))
-    count = 0
     for t in reads:
         if t is out or t.numel() <= 1:
             continue
         try:
-            stride = t.expand(out.shape).stride(inner)
+            yield t, abs(t.expand(out.shape).stride(inner))
         except RuntimeError:   # not broadcastable to the output (an index, a mask of its own shape): left out
             continue
-        if abs(stride) * t.element_size() >= 32:
-            count += out.numel()
-    return count
+
+
+def scattered_reads(reads, out) -> int:
+    """Elements the kernel reads one cache line each: those of an operand that steps 32 bytes or more (a
+    sector) along the output's fastest dim (a transpose's source, a column); a broadcast operand (step 0) and
+    a dense one share their lines across a warp."""
+    return sum(out.numel() for t, step in _inner_steps(reads, out) if step * t.element_size() >= 32)
 
 
 def overfetch(reads, out) -> int:
-    """Bytes the sectors of gapped operands bring from memory besides their elements' (every other column of a
-    matrix moves whole 32-byte sectors, half of them unused): min(the view's span, 32 bytes an element) less
-    its elements' bytes. A dense operand, a transpose's source among them, uses its sectors whole, if later."""
+    """Bytes the sectors of operands that skip elements along the output's fastest dim bring from memory
+    besides their elements' (every other column of a float32 matrix: 8 bytes a sector holds per element it
+    reads; a column: a 32-byte sector an element). A run of contiguous elements (step 1: a head's 128 values of
+    a fused qkv), a broadcast operand and a dense one (a transpose's source: other warps use the rest of its
+    sectors, from the L2) fetch nothing unused."""
     extra = 0
-    for t in reads:
-        if t is out or t.numel() <= 1 or _dense(t):
-            continue
-        own = t.numel() * t.element_size()
-        extra += max(0, min(byte_span(t.shape, t.stride(), t.element_size()), 32 * t.numel()) - own)
+    for t, step in _inner_steps(reads, out):
+        if step > 1 and not _dense(t):
+            extra += out.numel() * (min(step * t.element_size(), 32) - t.element_size())
     return extra
 
 
