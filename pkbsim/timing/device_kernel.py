@@ -120,11 +120,13 @@ def atomic_us(dev: dict) -> float:
                dev.get("atomic_hot", 0) * HOT_ATOMIC_US, dev.get("reduction_hot", 0) * HOT_REDUCTION_US)
 
 
+_SYNC_DEFAULTS = {"sys_fence": SYS_FENCE_US, "gpu_fence": GPU_FENCE_US, "flag_hop": FLAG_HOP_US}
+
+
 def sync_cost(topo: Topology, part: str) -> float:
     """A fence's or a local flag hop's cost on this GPU: its topology's measured figure (`[gpu] sync_us`: the
     H200 runs them 25-32% faster than the H100 these constants were fitted on), else the H100's."""
-    default = {"sys_fence": SYS_FENCE_US, "gpu_fence": GPU_FENCE_US, "flag_hop": FLAG_HOP_US}[part]
-    return topo.gpu.sync_us.get(part, default)
+    return topo.gpu.sync_us.get(part, _SYNC_DEFAULTS[part])
 
 
 def sync_us(topo: Topology, dev: dict, remote_hop_us: float) -> float:

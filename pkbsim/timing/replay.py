@@ -29,7 +29,7 @@ from pkbsim.timing.plans import kernel_GBps
 from pkbsim.timing.predict import router_for
 from pkbsim.timing.replay_result import ReplayResult, summarise
 from pkbsim.timing.topology import Topology, nccl_constants
-from pkbsim.timing.trace_ops import IN_PLACE, TraceError, actions, check_doc
+from pkbsim.timing.trace_ops import IN_PLACE, Collective, TraceError, actions, check_doc
 
 LAUNCH_MODES = ("eager", "graph")
 
@@ -226,21 +226,21 @@ class Replay:
         return max(lat[h]["ring"][0] for h in hops)
 
     def _collective(self, k: Kernel, a):
-        coll, size, algo, group, proto = a.coll
+        c = a.coll
         fused = None
         if a.matmul is not None:   # symm_mem's fused GEMM: its chunks overlap the communication
-            fused = pipeline(self.topo, self.model, a.name, a.matmul, size, len(group), self.dtype,
+            fused = pipeline(self.topo, self.model, a.name, a.matmul, c.size, len(c.group), self.dtype,
                              self.comm_sms[k.rank])
             k.args.update(flops=a.matmul.get("flops", 0))
             yield self.env.timeout(fused.lead_us)
         key = (a.op["kind"], a.op.get("group"), a.op.get("seq"), a.name)
-        rv = self._colls.setdefault(key, Rendezvous(len(group)))
+        rv = self._colls.setdefault(key, Rendezvous(len(c.group)))
         if rv.done is None:
             rv.done = self.env.event()
         rv.arrived.append(k)
-        k.args.update(op=coll, bytes=size, group=list(group))
+        k.args.update(op=c.op, bytes=c.size, group=list(c.group))
         if len(rv.arrived) == rv.size:
-            self.env.process(self._run_collective(rv, coll, size, (algo, proto), group, a.name in IN_PLACE))
+            self.env.process(self._run_collective(rv, c, a.name in IN_PLACE))
         yield rv.done
         last = max(rv.arrived, key=lambda x: x.start)
         if last is not k:
@@ -249,11 +249,12 @@ class Replay:
             k.args["bound"] = "compute" if fused.gemm_bound(k.start, self.env.now) else "link"
             yield self.env.timeout(fused.end(k.start, self.env.now) - self.env.now)
 
-    def _run_collective(self, rv: Rendezvous, coll: str, size: int, kernel: tuple, group, in_place: bool):
+    def _run_collective(self, rv: Rendezvous, c: Collective, in_place: bool):
+        group = c.group
         if len(group) == 1:   # one rank: an in-place op moves nothing, an out-of-place one copies
-            yield self.env.timeout(0.0 if in_place else local_copy_us(self.topo, size))
+            yield self.env.timeout(0.0 if in_place else local_copy_us(self.topo, c.size))
         else:
-            plan = self._plan(coll, size, tuple(group), *kernel)
+            plan = self._plan(c)
             for g in group:
                 self.comm_sms[g] += plan.channels
             for kk in rv.arrived:
@@ -263,15 +264,14 @@ class Replay:
                 self.comm_sms[g] -= plan.channels
         rv.done.succeed()
 
-    def _plan(self, coll: str, size: int, group: tuple, algo, proto=None):
-        key = (coll, size, group, algo, proto)
-        if key not in self._plans:
+    def _plan(self, c: Collective):
+        if c not in self._plans:
             try:
-                self._plans[key] = choose(self.topo, self.router, coll, size, list(group), algo, proto).plan
+                self._plans[c] = choose(self.topo, self.router, c.op, c.size, list(c.group), c.algo, c.proto).plan
             except ValueError as e:   # a peer-memory kernel this machine cannot run: fall back to NCCL's choice
-                self.notes.add(f"{algo} {coll} on ranks {list(group)[:4]}...: {e}; used NCCL's choice instead")
-                self._plans[key] = choose(self.topo, self.router, coll, size, list(group)).plan
-        return self._plans[key]
+                self.notes.add(f"{c.algo} {c.op} on ranks {list(c.group)[:4]}...: {e}; used NCCL's choice instead")
+                self._plans[c] = choose(self.topo, self.router, c.op, c.size, list(c.group)).plan
+        return self._plans[c]
 
     def _p2p_kernel(self, k: Kernel, ops: list[dict]):
         self.comm_sms[k.rank] += 1

@@ -37,6 +37,17 @@ SYMM = {
 BARRIER_BYTES = 4   # NCCL implements barrier as an all_reduce of one element
 
 
+@dataclass(frozen=True)
+class Collective:
+    """What a collective action runs: the nccl-tests op, its size, the group, and the kernel where it is not
+    NCCL's choice (a peer-memory algorithm, and its protocol where the algorithm has two)."""
+    op: str
+    size: int
+    group: tuple
+    algo: str | None = None
+    proto: str | None = None
+
+
 @dataclass
 class Action:
     kind: str                 # compute | collective | p2p | signal_put | signal_wait | record | wait_event |
@@ -44,7 +55,7 @@ class Action:
     op: dict                  # the trace record
     stream: int
     name: str
-    coll: tuple | None = None  # (nccl-tests op, size, algorithm or None, group ranks, protocol or None)
+    coll: Collective | None = None  # for collectives
     p2p: list = field(default_factory=list)   # the ops of one p2p kernel (a batch is one kernel)
     matmul: dict | None = None  # a fused GEMM's compute record, overlapping this collective (fused_matmul.py)
 
@@ -130,10 +141,10 @@ def _fuse_matmuls(acts: list[Action]) -> list[Action]:
     return out
 
 
-def _collective(op: dict, notes: set[str]) -> tuple:
+def _collective(op: dict, notes: set[str]) -> Collective:
     name = op["op"]
     if name == "barrier":
-        return ("all_reduce", BARRIER_BYTES, None, tuple(op.get("group_ranks") or ()), None)
+        return Collective("all_reduce", BARRIER_BYTES, tuple(op.get("group_ranks") or ()))
     if name in COLLECTIVES:
         coll, factor = COLLECTIVES[name]
     elif name in APPROXIMATE:
@@ -145,9 +156,9 @@ def _collective(op: dict, notes: set[str]) -> tuple:
     return _sized(op, coll, factor, None)
 
 
-def _sized(op: dict, coll: str, factor, algo: str | None, proto: str | None = None) -> tuple:
+def _sized(op: dict, coll: str, factor, algo: str | None, proto: str | None = None) -> Collective:
     group = tuple(op.get("group_ranks") or ())
     if not group:
         raise TraceError(f"{op['op']} at {op.get('site')} has no group_ranks; re-record with the current pkb")
     n = len(group) if factor == "n" else factor
-    return (coll, int(op.get("bytes", 0)) * n, algo, group, proto)
+    return Collective(coll, int(op.get("bytes", 0)) * n, group, algo, proto)
