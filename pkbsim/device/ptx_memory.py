@@ -115,14 +115,13 @@ class KernelObserver:
         world, work, block = self.ctx.world, self.run.work, self.run.blocks.get(id(g))
         flag = bool(quals & _FLAG_STORE)
         signals = [a for a in accs if flag or (a.region is not None and a.region.on_pad)]
-        self._hold(accs, site, where)
-        for a in accs:
-            if a.region is not None and a not in signals:
-                for ev in a.data_events("put", site, where):
-                    emit(world, ev, a.region)
         if "release" in quals:
             work.released(block, "sys" in quals)
-        with world.lock:  # the flag's value and the clock released into it change together
+        with self._holding(accs, site, where):  # the flag's value and the clock released into it change together
+            for a in accs:
+                if a.region is not None and a not in signals:
+                    for ev in a.data_events("put", site, where):
+                        emit(world, ev, a.region)
             out = perform()
             sem = "release" if "release" in quals else "relaxed"
             for a in signals:
@@ -143,8 +142,7 @@ class KernelObserver:
         work.synchronised(block)
         if order in ("release", "acq_rel"):
             work.released(block, "sys" in quals)
-        self._hold(accs, site, where)
-        with world.lock:
+        with self._holding(accs, site, where):
             before = [a.snapshot() for a in accs]
             out = perform()
             after = [a.snapshot() for a in accs]
@@ -188,13 +186,12 @@ class KernelObserver:
             member = np.concatenate([off + np.uint64(m.base) for m in region.members])
             return self._atomic(g, self._words(member, width), set(ins.parts), "red", site, where, perform)
         accs = [a for m in region.members for a in self._accesses(off + np.uint64(m.base), width)]
-        if write:
-            self._hold(accs, site, where)
-        for a in accs:
-            if a.region is not None:
-                for ev in a.data_events("put" if write else "get", site, where):
-                    emit(self.ctx.world, ev, a.region)
-        out = perform()
+        with self._holding(accs, site, where) if write else contextlib.nullcontext():
+            for a in accs:
+                if a.region is not None:
+                    for ev in a.data_events("put" if write else "get", site, where):
+                        emit(self.ctx.world, ev, a.region)
+            out = perform()
         for a in accs:
             a.count(self.run.work, write=write)
         if not write:
@@ -225,11 +222,11 @@ class KernelObserver:
         self.run.polls[(a.lo, a.hi)] = Poll(observed, repeats, a.label(), a.writers())
         self.run.poll_site = site
 
-    def _hold(self, accs: list[Access], site: str, where: str) -> None:
-        """A write waits until the peers spinning on its words have read them (pkbsim.device.spin_handoff)."""
-        for a in accs:
-            spin_handoff.before_write(self.ctx, a.lo, a.hi, a.region.owner if a.region is not None else None, site,
-                                      where)
+    def _holding(self, accs: list[Access], site: str, where: str):
+        """A write waits until the peers spinning on its words have read them, and lands in the same step
+        (pkbsim.device.spin_handoff.writing)."""
+        return spin_handoff.writing(self.ctx, [(a.lo, a.hi, a.region.owner if a.region is not None else None)
+                                               for a in accs], site, where)
 
     def _wrote(self) -> None:
         with self.ctx.world.lock:

@@ -19,6 +19,7 @@ because two writes land within one poll interval (see docs/device_code.md).
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 from dataclasses import dataclass, field
 
@@ -82,7 +83,7 @@ def atomic(ctx, words: list[tuple[int, int]], before: list[bytes], after: list[b
 
 
 def moved_on(ctx) -> None:
-    """The rank is about to write memory (before_write): it no longer spins on what it polled."""
+    """The rank is about to write memory (spin_handoff.writing): it no longer spins on what it polled."""
     if ctx.rank in WATCHES.of(ctx.world).by_rank:
         _update(ctx, lambda w: w.by_rank.pop(ctx.rank, None))
 
@@ -105,22 +106,34 @@ def _missed(w: Watches, writer: int, lo: int, hi: int, owner: int | None) -> set
     return ranks
 
 
-def before_write(ctx, lo: int, hi: int, owner: int | None, site: str, where: str) -> None:
-    """Hold the rank's write of [lo, hi) (in `owner`'s symmetric memory, or None) until the ranks that must read
-    first have read."""
+@contextlib.contextmanager
+def writing(ctx, words: list[tuple[int, int, int | None]], site: str, where: str):
+    """Hold the rank's write of `words` ([lo, hi) in `owner`'s symmetric memory, or None) until the ranks that
+    must read first have read, then run the body (the write) under the world lock: the check and the write are
+    one step, so two writers cannot both pass the check before either has written (two arrivals landing on a
+    count its poller has yet to read)."""
     world, w = ctx.world, WATCHES.of(ctx.world)
     moved_on(ctx)  # a rank that writes has left its spin loops: nobody waits for it to re-read them
-    if not (w.by_rank or w.arriving) or not _missed(w, ctx.rank, lo, hi, owner):
-        return
-    released: list[bool] = []
+
+    def missed() -> set[int]:
+        return {r for lo, hi, owner in words for r in _missed(w, ctx.rank, lo, hi, owner)}
+
     with world.lock:
-        w.held_writers += 1
+        if (w.by_rank or w.arriving) and missed():
+            _hold(ctx, missed, site, where)
+        yield
+
+
+def _hold(ctx, missed, site: str, where: str) -> None:
+    """Block (under the world lock, which the wait releases) until nobody `missed` names must read first, or
+    the world is otherwise stuck."""
+    world, w = ctx.world, WATCHES.of(ctx.world)
+    released: list[bool] = []
+    w.held_writers += 1
     try:
         world.block(ctx.rank, Wait(
             what=f"{where} writing a flag a peer has yet to read", site=site,
-            ready=lambda: bool(released) or not _missed(w, ctx.rank, lo, hi, owner),
-            waits_for=lambda: _missed(w, ctx.rank, lo, hi, owner),
-            kind="protocol", escape=lambda: not released.append(True)))
+            ready=lambda: bool(released) or not missed(),
+            waits_for=missed, kind="protocol", escape=lambda: not released.append(True)))
     finally:
-        with world.lock:
-            w.held_writers -= 1
+        w.held_writers -= 1

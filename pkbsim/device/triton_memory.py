@@ -107,15 +107,12 @@ def masked_store(original):
             return original(self, ptrs, value, mask, cache_modifier, eviction_policy)
         acc = _access(ctx, addrs, itemsize)
         site = user_site()
-        spin_handoff.before_write(ctx, acc.lo, acc.hi, _owner(acc), site, launch.where)
-        if acc.region is None or not acc.region.on_pad:
-            if acc.region is not None:
+        with spin_handoff.writing(ctx, [(acc.lo, acc.hi, _owner(acc))], site, launch.where):
+            if acc.region is not None and not acc.region.on_pad:
                 for ev in acc.data_events("put", site, launch.where):
                     emit(ctx.world, ev, acc.region)
             out = original(self, ptrs, value, mask, cache_modifier, eviction_policy)
-        else:
-            with ctx.world.lock:  # a plain store to a flag: relaxed, it releases nothing
-                out = original(self, ptrs, value, mask, cache_modifier, eviction_policy)
+            if acc.region is not None and acc.region.on_pad:  # a plain store to a flag: relaxed, it releases nothing
                 emit(ctx.world, acc.event("signal", site, launch.where, op="store", value=_nonzero(acc.snapshot()),
                                           sem="relaxed"), acc.region, acc.lo)
         acc.count(launch.work, write=True)
@@ -140,8 +137,8 @@ def _atomic(ctx, launch, ptr, mask, sem, scope, op: str, run):
         launch.work.released(launch.current, getattr(scope, "name", "") == "SYSTEM")
     acc = _access(ctx, addrs, itemsize)
     site = user_site()
-    spin_handoff.before_write(ctx, acc.lo, acc.hi, _owner(acc), site, launch.where)
-    with ctx.world.lock:  # the flag's value and the clock released into it change together
+    # the flag's value and the clock released into it change together, with the check that no poller misses it
+    with spin_handoff.writing(ctx, [(acc.lo, acc.hi, _owner(acc))], site, launch.where):
         before = acc.snapshot()
         out = run()
         after = acc.snapshot()
