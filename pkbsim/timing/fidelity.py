@@ -84,8 +84,6 @@ def harness_us(topo: Topology, model: dict, harness: str, nbytes: int) -> float:
     symmetric-memory communicator (`vllm-symm-mem`) the copy into the symmetric buffer and the copy out that
     every call makes around the kernel (vllm/distributed/device_communicators/symm_mem.py), each one more
     graph-launched, memory-bound kernel."""
-    if harness == "kernel-time":   # the kernel's own device time (profiler): no launcher at all
-        return 0.0
     if harness != "vllm-symm-mem":
         return launch_overhead_us(model, harness)
     graph = launch_overhead_us(model, "cuda-graph")
