@@ -118,13 +118,14 @@ def run_task(task: TaskSpec, fn: Callable | None, world_size: int, *, seed: int 
 
 def run_calls(task: TaskSpec, calls: list[Call], world_size: int, *, seed: int = 0, preset: str = "screen",
               no_comm: bool = False, timeout: float = RUN_TIMEOUT_S, output=None, record_compute: bool = False,
-              keep_inputs: bool = True) -> TaskRun:
+              keep_inputs: bool = True, shape_run: bool | None = None) -> TaskRun:
     """Several calls in one run of the simulated world (a world's start-up costs more than a screen-size
     call), separated by barriers so that a call starts only once every rank has finished the previous
     one, except before a call with `sync=False`. A candidate file is imported once per rank (`Call.load`), so no module state is shared between
     ranks. Each call's trace records are kept apart, and the trace covers the calls only, as timing does.
     With `keep_inputs=False` no copy of the inputs is kept (CallResult.inputs stays None): a caller that
-    compares outputs only saves a copy of every call's inputs, all ranks', for the whole run."""
+    compares outputs only saves a copy of every call's inputs, all ranks', for the whole run. A full-size run
+    is a shape run (no data) unless `shape_run` says otherwise."""
     results = [CallResult(*([None] * world_size for _ in range(5))) for _ in calls]
     raised: list[Raised] = []
 
@@ -165,7 +166,7 @@ def run_calls(task: TaskSpec, calls: list[Call], world_size: int, *, seed: int =
         dist.destroy_process_group()
 
     opts = RunOptions(nproc=world_size, timeout=timeout, output=output or io.StringIO(), no_comm=no_comm,
-                      shape_run=preset == "full", record_compute=record_compute)
+                      shape_run=preset == "full" if shape_run is None else shape_run, record_compute=record_compute)
     return TaskRun(run_ranks(body, opts), results, raised)
 
 

@@ -2,11 +2,11 @@
 
 Both run again as full-size shape runs (FakeTensorMode: shapes, FLOPs and bytes, no data), the candidate in
 its own process (candidate_side.py), the reference here, and the timing engine replays both traces on the
-topology. A program that needs real values at full size (`.item()`,
-data-dependent shapes) or that the shape run cannot carry falls back to the screen-size traces the functional
-stage recorded (running the world again for them took as long as the functional stage: a fixed-size
-ParallelKernelBench problem's whole screen ran twice): such a prediction is marked uncertain, and an
-uncertain prediction never rejects on its own.
+topology. A program that needs real values at full size (`.item()`, data-dependent shapes) or that the shape
+run cannot carry runs at full size with data instead where its task's runs are under budgets (a
+ParallelKernelBench problem: 1024 x 1024 at full size, a few seconds); else it falls back to the screen-size
+traces the functional stage recorded: such a prediction is marked uncertain, and an uncertain prediction never
+rejects on its own.
 """
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from collections import defaultdict
 from typing import TYPE_CHECKING
 
 from pkbsim.screen.candidate import Session
+from pkbsim.screen.parallelkernelbench import budgeted
 from pkbsim.screen.result import Prediction
 from pkbsim.taskrun import Call, run_calls
 from pkbsim.timing import chrome_trace
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
     from pkbsim.screen.candidate_side import CandidateReport
 
 SHAPE_RUN_SECONDS = 60.0  # shape runs move no data: one that takes longer is stuck, not slow
+DATA_RUN_SECONDS = 120.0  # a full-size run with data (a budgeted task's, where the shape run cannot go)
 LATENCY_BYTES = 256 << 10  # communication kernels moving less than this are latency-, not link-bound
 KERNEL_BOUNDS = {"link": "link", "flags": "waits"}   # else its FLOPs, memory, issue or atomics: compute-bound
 LABELS = {"compute": "compute-bound", "link": "link-bound", "latency": "latency/launch-bound",
@@ -34,10 +36,23 @@ LABELS = {"compute": "compute-bound", "link": "link-bound", "latency": "latency/
 
 def shape_trace(task: TaskSpec, load, world_size: int, seed: int, preset: str, timeout: float):
     """(trace, why not) of one side (`load` None: the reference) from one run of the world: a warm-up call,
-    then the timed one (as hardware timing does: buffers a candidate caches are allocated before it)."""
+    then the timed one (as hardware timing does: buffers a candidate caches are allocated before it). Where
+    the shape run fails and the task is budgeted, the same calls run with data (the trace says `with_data`)."""
+    trace, why = _traced_run(task, load, world_size, seed, preset, timeout, shape_run=None)
+    if trace is not None or not budgeted(task):
+        return trace, why
+    data, again = _traced_run(task, load, world_size, seed, preset, DATA_RUN_SECONDS, shape_run=False)
+    if data is None:
+        return None, why if again == why else f"{why}; with data: {again}"
+    data["with_data"] = why
+    return data, ""
+
+
+def _traced_run(task: TaskSpec, load, world_size: int, seed: int, preset: str, timeout: float,
+                shape_run: bool | None):
     calls = [Call(1, load=load), Call(0, load=load)]
     run = run_calls(task, calls, world_size, seed=seed, preset=preset, timeout=timeout, record_compute=True,
-                    keep_inputs=False)
+                    keep_inputs=False, shape_run=shape_run)
     if run.result.verdict != "ok" or not all(c.complete for c in run.calls):
         f = run.result.findings
         return None, f[0].message if f else run.result.verdict
@@ -80,6 +95,10 @@ def predict(task: TaskSpec, source: Session, cand: CandidateReport, ref_screen_t
         ref, cand_trace = ref_screen_trace, cand.screen_trace
         if ref is None or cand_trace is None:
             raise RuntimeError("no trace to time: the functional stage recorded none")
+    for trace, who in ((ref, "reference"), (cand_trace, "candidate")):
+        if trace.get("with_data"):
+            notes.append(f"the {who}'s full-size shape run failed ({trace['with_data']}): it ran at full size with "
+                         f"data instead")
     cand_res = Replay(topo, cand_trace).run()
     ref_res = Replay(topo, ref).run()
     untimed = sorted({op["kernel"] for r in cand_trace["ranks"] for op in r["ops"] if op["kind"] == "device"})

@@ -150,6 +150,13 @@ def _shapes_only() -> bool:
     return any(isinstance(m, FakeTensorMode) for m in _get_current_dispatch_mode_stack())
 
 
+def budgeted(task: TaskSpec) -> bool:
+    """Whether the task's inputs and reference run under the budgets (a problem registered here): a run of it
+    with data at full size cannot take more memory or time than the screen has, so the cost stage may make one
+    where a shape run cannot go (pkbsim.screen.cost.shape_trace)."""
+    return isinstance(task.reference, RankReference) and isinstance(task.make_inputs, InputBuilder)
+
+
 _loaded: dict[Checkout, dict[int, TaskSpec]] = {}
 
 
