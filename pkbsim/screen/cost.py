@@ -4,7 +4,8 @@ Both run again as full-size shape runs (FakeTensorMode: shapes, FLOPs and bytes,
 its own process (candidate_side.py), the reference here, and the timing engine replays both traces on the
 topology. A program that needs real values at full size (`.item()`, data-dependent shapes) or that the shape
 run cannot carry runs at full size with data instead where its task's runs are under budgets (a
-ParallelKernelBench problem: 1024 x 1024 at full size, a few seconds); else it falls back to the screen-size
+ParallelKernelBench problem: 1024 x 1024 at full size, inputs and reference FLOPs bounded; seconds for most,
+as long as the functional stage for a problem of fixed size); else it falls back to the screen-size
 traces the functional stage recorded: such a prediction is marked uncertain, and an uncertain prediction never
 rejects on its own.
 """
