@@ -4,10 +4,6 @@ from pkbsim.timing.fidelity import evaluate
 from pkbsim.timing.units import format_size
 
 
-def _number(x: float) -> str:
-    return f"{x:g}"
-
-
 def main() -> None:
     print("| point | machine | op (model's choice) | n | size | measured | predicted | error | role | rule | verdict |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
@@ -16,7 +12,7 @@ def main() -> None:
         unit = "us" if r.metric == "time_us" else "GB/s"
         verdict = "-" if r.meets_target is None else "met" if r.meets_target else "**missed**"
         print(f"| {r.id} | {r.topology} | {r.op} ({r.algorithm}/{r.protocol}{harness}) | {r.nranks} | "
-              f"{format_size(r.bytes)} | {_number(r.measured)} {unit} | {r.predicted:.1f} | {r.error_pct:+.1f}% | "
+              f"{format_size(r.bytes)} | {r.measured:g} {unit} | {r.predicted:.1f} | {r.error_pct:+.1f}% | "
               f"{r.role} | {r.target} | {verdict} |")
 
 
