@@ -51,6 +51,12 @@ class ClusterJob(SpreadJob):
         except OSError:
             raise self.cluster.explain(JobFailure(FailureKind.ERROR, "a rank's channel closed")) from None
 
+    def send_each(self, message) -> None:
+        try:
+            super().send_each(message)
+        except OSError:
+            raise self.cluster.explain(JobFailure(FailureKind.ERROR, "a rank's channel closed")) from None
+
     def rank_status(self) -> dict[int, str]:
         remote, self.silent = self.cluster.status()
         return remote | super().rank_status()

@@ -190,6 +190,16 @@ class Job:
                     self.channels.append(ch)
         finally:
             listener.close()
+        self.identify_ranks()
+
+    def identify_ranks(self) -> None:
+        """Put the channels in rank order: each worker names its rank in its first line, sent before the
+        candidate is imported (so a candidate cannot claim a peer's rank to be sent the peer's seeds)."""
+        hellos = self.gather(expect="hello")
+        ranks = [h.get("rank") for h in hellos]
+        if sorted(r for r in ranks if isinstance(r, int)) != list(range(self.world_size)):
+            raise JobFailure(FailureKind.ERROR, f"the ranks named themselves {ranks}, not 0..{self.world_size - 1}")
+        self.channels = [ch for _, ch in sorted(zip(ranks, self.channels), key=lambda p: p[0])]
 
     def admit(self, conn: socket.socket) -> Channel | None:
         """The channel of a connecting rank (a Unix socket in the job's private folder needs no check)."""
@@ -217,6 +227,11 @@ class Job:
     def send_all(self, **msg) -> None:
         for ch in self.channels:
             ch.send(**msg)
+
+    def send_each(self, message) -> None:
+        """To each rank its own message: `message(rank)` (the channels are in rank order)."""
+        for rank, ch in enumerate(self.channels):
+            ch.send(**message(rank))
 
     def gather(self, expect: str = "done") -> list[dict]:
         """One reply from every rank; a rank's error or the deadline ends the job."""

@@ -63,10 +63,17 @@ class Protocol:
 
 @dataclass
 class Plan:
-    correctness: list[int]
-    warmup: list[int]
-    timed: list[list[int]]
+    """The calls of one launch, each named by a key (phase, launch, index...) from which `Seeds` derives
+    every rank's own seed, and the timed calls whose outputs are checked."""
+    seeds: Seeds
+    correctness: list[tuple]
+    warmup: list[tuple]
+    timed: list[list[tuple]]
     dump: list[list[int]]
+
+    def for_rank(self, keys: list[tuple], rank: int) -> list[list[int]]:
+        """What rank `rank` is sent for these calls: its own seeds, nothing of its peers'."""
+        return [self.seeds.for_rank(key, rank) for key in keys]
 
 
 @dataclass
@@ -75,10 +82,14 @@ class JobResult:
     out_dir: str
     findings: list[str] = field(default_factory=list)
     clocks: list[BatchClock] = field(default_factory=list)  # each timed batch by both clocks
+    fingerprints: dict[str, list[str]] = field(default_factory=dict)  # trial<i>-rank<r> -> [before, after]
 
 
 class Seeds:
-    """Per-call seeds derived from a secret that never leaves this process."""
+    """Per-call, per-rank seeds derived from a secret that never leaves this process. A rank is sent, for
+    each call, the call's shared seed (what every rank must draw identically: shared=True tensors, replicated
+    parameters) and its own seed (an HMAC of the secret, the call and the rank), never a peer's: what a rank
+    draws for itself cannot be rebuilt by another rank, whatever it reads in its own process."""
 
     def __init__(self):
         self.secret = secrets.token_bytes(32)
@@ -88,11 +99,15 @@ class Seeds:
         digest = hmac.new(self.secret, repr(key).encode(), "sha256").digest()
         return int.from_bytes(digest[:8], "little") >> 2
 
+    def for_rank(self, key: tuple, rank: int) -> list[int]:
+        """[the call's shared seed, this rank's own seed]."""
+        return [self(*key, "shared"), self(*key, "rank", rank)]
+
 
 def _plan(seeds: Seeds, launch: int, trials: int, warmup: int, batches: int, calls: int) -> Plan:
-    return Plan(correctness=[seeds("trial", launch, i) for i in range(trials)],
-                warmup=[seeds("warmup", launch, i) for i in range(warmup)],
-                timed=[[seeds("timed", launch, b, i) for i in range(calls)] for b in range(batches)],
+    return Plan(seeds, correctness=[("trial", launch, i) for i in range(trials)],
+                warmup=[("warmup", launch, i) for i in range(warmup)],
+                timed=[[("timed", launch, b, i) for i in range(calls)] for b in range(batches)],
                 dump=[sorted(seeds.rng.sample(range(calls), k=min(2, calls))) for _ in range(batches)])
 
 
@@ -104,22 +119,24 @@ def _run_job(spec: JobSpec, plan: Plan, cluster: Cluster | None = None) -> JobRe
         job.start()
         for reply in job.gather():
             findings += reply.get("findings", [])
-        if plan.correctness:
-            job.send_all(phase="correctness", seeds=plan.correctness)
-            for reply in job.gather():
+        if plan.correctness:  # each rank gets its own seeds only (the channels are in rank order)
+            job.send_each(lambda rank: dict(phase="correctness", seeds=plan.for_rank(plan.correctness, rank)))
+            for rank, reply in enumerate(job.gather()):
                 findings += reply.get("findings", [])
+                for i, pair in enumerate(reply.get("fingerprints", [])):
+                    result.fingerprints[f"trial{i}-rank{rank}"] = pair
         if plan.warmup:
-            job.send_all(phase="warmup", seeds=plan.warmup)
+            job.send_each(lambda rank: dict(phase="warmup", seeds=plan.for_rank(plan.warmup, rank)))
             job.gather()
-        for b, seeds in enumerate(plan.timed):
-            job.send_all(phase="timed", batch=b, seeds=seeds)
+        for b, keys in enumerate(plan.timed):
+            job.send_each(lambda rank: dict(phase="timed", batch=b, seeds=plan.for_rank(keys, rank)))
             job.gather()
             t0 = time.perf_counter()
             job.send_all(phase="go")
             replies = job.gather()
             wall = time.perf_counter() - t0
-            per_call = [max(r["seconds"][i] for r in replies) for i in range(len(seeds))]  # the slowest rank
-            result.clocks.append(BatchClock(wall, sum(per_call), len(seeds)))
+            per_call = [max(r["seconds"][i] for r in replies) for i in range(len(keys))]  # the slowest rank
+            result.clocks.append(BatchClock(wall, sum(per_call), len(keys)))
             result.samples.extend(per_call)
             job.send_all(phase="dump", batch=b, indices=plan.dump[b])
             for reply in job.gather():

@@ -1,8 +1,9 @@
 """One rank of a scoring job, started by torchrun: `python -m hwbackend.worker`.
 
 It runs either the task's reference or the candidate's `solution` (never both: the two live in
-different jobs), builds inputs from the per-call seeds the scorer sends, and reports back over the
-control channel. Integrity probes (guard.py) are set up before the candidate is imported.
+different jobs), builds inputs from the per-call seeds the scorer sends (this rank's own and the call's
+shared one, never a peer's), and reports back over the control channel. Integrity probes (guard.py)
+are set up before the candidate is imported.
 """
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import os
 import re
 import sys
 import traceback
+from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
@@ -71,8 +73,11 @@ class Worker:
             raise (AttributeError if not callable(fn) else TypeError)(problem)
         self.fn = fn
 
-    def inputs(self, seed: int):
-        ctx = TaskContext(self.rank, self.world, seed, 0, self.preset, dict(self.task.sizes[self.preset]), self.device)
+    def inputs(self, seeds: list[int]):
+        """This rank's inputs of one call from [the call's shared seed, this rank's own seed]."""
+        shared, own = seeds
+        ctx = RankContext(self.rank, self.world, shared, 0, self.preset, dict(self.task.sizes[self.preset]),
+                          self.device, own_seed=own)
         return self.task.make_inputs(ctx)
 
     def call(self, args, check: bool, first: bool = False) -> tuple[tuple, list[str], float]:
@@ -129,7 +134,7 @@ class Worker:
                     self.call(self.inputs(seed), check=False)
                 self.ch.send(event="done", findings=[])
             elif phase == "timed":
-                batch = [self.inputs(seed) for seed in msg["seeds"]]
+                batch = [self.inputs(seed) for seed in msg.pop("seeds")]
                 self.ch.send(event="ready")
                 self.ch.recv()  # go
                 self.status(f"timed batch {msg['batch']}")
@@ -142,6 +147,23 @@ class Worker:
                 self.kept = []
                 f = [f"{name} was replaced by the candidate" for name in self.guard.tampered()]
                 self.ch.send(event="done", findings=f)
+
+
+@dataclass
+class RankContext(TaskContext):
+    """The Task API's context as a scoring rank has it: draws for this rank alone (`ctx.randn(...)`) come from
+    the rank's own seed, which the scorer derived from its secret and the rank and sent to this rank only;
+    draws every rank must hold identically (shared=True, and contexts whose rank is a replication key, as
+    tasks/internode/_replicated.py makes) come from the call's shared seed, as in TaskContext."""
+    own_seed: int = 0
+
+    def generator(self, shared: bool = False) -> torch.Generator:
+        if shared or not isinstance(self.rank, int):
+            return super().generator(shared)
+        gen = self._generators.get("own")
+        if gen is None:
+            gen = self._generators["own"] = torch.Generator().manual_seed(self.own_seed)
+        return gen
 
 
 class CompileError(Exception):
@@ -192,6 +214,7 @@ def first_compiler_error(text: str) -> str:
 def main() -> int:
     ch = connect(os.environ.pop("PKB_CONTROL"))
     rank = int(os.environ.get("RANK", "0"))
+    ch.send(event="hello", rank=rank)  # before anything of the candidate's runs: the scorer orders ranks by it
     try:
         Worker(ch).serve()
         dist.destroy_process_group()
