@@ -27,7 +27,7 @@ WATCHED = [
     (torch.cuda.Event, "record"), (dist, "barrier"), (dist, "all_reduce"), (dist, "all_gather_into_tensor"),
     (torch, "randn"), (torch, "rand"), (torch, "randint"), (torch, "allclose"), (torch, "equal"),
     (torch.Tensor, "clone"), (torch.Tensor, "copy_"), (task_api, "compare"), (task_api.TaskContext, "randn"),
-    (task_api.TaskContext, "rand"), (task_api.TaskContext, "randint"), (threading, "enumerate"),
+    (task_api.TaskContext, "rand"), (task_api.TaskContext, "randint"), (threading, "enumerate"), (torch, "save"),
 ]
 
 
@@ -42,9 +42,14 @@ class Guard:
         self.clock = time.perf_counter
         self.sleep = time.sleep
         self.event = torch.cuda.Event if device.type == "cuda" else None
+        self.save_file = torch.save  # how outputs (and a candidate's inputs after a trial) reach the scorer
         for name in GUARD_METHODS:  # bound now: a candidate that replaces the class's method later is not called
             setattr(self, name, getattr(self, name))
         self.fingerprint, self.output_problems = fingerprint, output_problems  # the same, for the module's checks
+        # what this instance holds now: replacing an attribute of the instance itself is named too. (Code
+        # rewritten in place, `__code__`, changes no name: the scorer judges mutation and aliasing itself.)
+        self.bound = {name: self.__dict__[name] for name in (*GUARD_METHODS, "fingerprint", "output_problems",
+                                                              "save_file", "clock", "barrier", "sync")}
 
     def start_timer(self):
         """CUDA events on GPUs (the device's own clock), the host clock on the CPU."""
@@ -69,6 +74,7 @@ class Guard:
             if getattr(obj, name, None) is not orig:
                 owner = getattr(obj, "__name__", type(obj).__name__)
                 names.append(f"{owner}.{name}")
+        names += [f"the harness's Guard.{name}" for name, orig in self.bound.items() if self.__dict__.get(name) is not orig]
         return names
 
     def threads(self) -> tuple[set[int], set[str]]:

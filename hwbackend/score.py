@@ -20,18 +20,17 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import torch
-
-from hwbackend import defaults
+from hwbackend import defaults, saved
 from hwbackend.cluster import Cluster
 from hwbackend.clock_check import BatchClock, cross_check
 from hwbackend.cluster_job import ClusterJob
+from hwbackend.guard import fingerprint
 from hwbackend.job_spec import JobSpec
 from hwbackend.jobs import Job, JobFailure, become_subreaper
 from hwbackend.result import ClockSummary, Finding, ScoreResult, Status, TrialCheck
 from hwbackend.store import Store
 from hwbackend.timing import summarize
-from tasks.api import compare
+from tasks.api import aliased_outputs, compare
 from tasks.registry import TaskSpec, get
 
 IMPLAUSIBLE_SPEEDUP = 10.0
@@ -154,31 +153,80 @@ def _behaviour(finding: str) -> str:
     return re.sub(r"^trial \d+: ", "", finding)
 
 
-def _load_outputs(out_dir: str) -> dict[str, list]:
-    return {f[:-3]: torch.load(os.path.join(out_dir, f), weights_only=True) for f in os.listdir(out_dir)}
+def _load_outputs(out_dir: str, timeout: float) -> tuple[dict[str, list], int]:
+    """The reference job's saved outputs, by call and rank, and the largest file's size (read as carefully as
+    the candidate's: the same reader, though no candidate ran in that job)."""
+    deadline, outputs, largest = time.monotonic() + timeout, {}, 0
+    folder = saved.open_folder(out_dir)
+    try:
+        for f in os.listdir(folder):
+            data = saved.read_bytes(folder, f, 1 << 40, deadline)
+            largest = max(largest, len(data))
+            outputs[f[:-3]] = saved.parse(data, f)
+    finally:
+        os.close(folder)
+    return outputs, largest
 
 
-def _compare_outputs(task: TaskSpec, cand_dir: str, ref_outputs: dict, names: list[str],
-                     nproc: int) -> list[Finding]:
-    """Per checked call and rank: the first mismatch of each failing one."""
-    failures = []
-    for name in names:
-        for rank in range(nproc):
-            try:
-                c = torch.load(os.path.join(cand_dir, f"{name}-rank{rank}.pt"), weights_only=True)
-            except FileNotFoundError:
-                failures.append(Finding(Status.INCORRECT, rank, f"{name}: no output saved"))
-                continue
-            r = ref_outputs[f"{name}-rank{rank}"]
-            if len(c) != len(r):
-                failures.append(Finding(Status.INCORRECT, rank, f"{name}: {len(c)} outputs, expected {len(r)}"))
-                continue
-            for spec, o, ref in zip(task.outputs, c, r):
-                msg = compare(o, ref, spec)
-                if msg:
-                    failures.append(Finding(Status.INCORRECT, rank, f"{name}: {msg}"))
-                    break
-    return failures
+def _trusted_checks(name: str, rank: int, outputs: list, inputs: list, ref: JobResult) -> list[Finding]:
+    """A candidate's trial judged here, from the tensors its rank held after the call: inputs changed (their
+    fingerprint against the one the reference job took before its own call), outputs sharing an input's memory
+    (the file keeps shared memory shared). What the reference itself does is no violation."""
+    found, call = [], name.replace("trial", "trial ")
+    before, after = ref.fingerprints.get(f"{name}-rank{rank}", [None, None])
+    if before is not None and before == after and fingerprint(inputs) != before:
+        found.append(Finding(Status.INTEGRITY, rank, f"{call}: the candidate modified its inputs"))
+    allowed = {_behaviour(m) for m in ref.findings}
+    for i in aliased_outputs(tuple(outputs), inputs):
+        if f"output {i} aliases an input" not in allowed:
+            found.append(Finding(Status.INTEGRITY, rank, f"{call}: output {i} aliases an input"))
+    return found
+
+
+def _compare_outputs(task: TaskSpec, cand_dir: str, ref: JobResult, ref_outputs: dict, names: list[str],
+                     nproc: int, limit: int, timeout: float) -> tuple[list[Finding], list[Finding]]:
+    """Per checked call and rank: the first mismatch of each failing one (or what lay where an output should
+    be: integrity); and what the scorer saw of the candidate's behaviour in its trials (`_trusted_checks`)."""
+    failures, behaviour, deadline = [], [], time.monotonic() + timeout
+    try:
+        folder = saved.open_folder(cand_dir)
+    except saved.SavedFileProblem as e:
+        return [Finding(Status.INTEGRITY, None, str(e))], []
+    try:
+        for name in names:
+            for rank in range(nproc):
+                try:
+                    c = saved.load(folder, f"{name}-rank{rank}.pt", limit, deadline)
+                except FileNotFoundError:
+                    failures.append(Finding(Status.INCORRECT, rank, f"{name}: no output saved"))
+                    continue
+                except saved.SavedFileProblem as e:
+                    failures.append(Finding(Status.INTEGRITY, rank, f"{name}: {e}"))
+                    continue
+                except ValueError as e:
+                    failures.append(Finding(Status.INCORRECT, rank, f"{name}: {e}"))
+                    continue
+                if name.startswith("trial"):
+                    if not (isinstance(c, dict) and isinstance(c.get("outputs"), list)
+                            and isinstance(c.get("inputs"), list)):
+                        failures.append(Finding(Status.INTEGRITY, rank, f"{name}: the saved file is not the "
+                                                                        f"harness's (outputs and inputs)"))
+                        continue
+                    behaviour += _trusted_checks(name, rank, c["outputs"], c["inputs"], ref)
+                    c = c["outputs"]
+                r = ref_outputs[f"{name}-rank{rank}"]
+                if not isinstance(c, list) or len(c) != len(r):
+                    n = len(c) if isinstance(c, list) else type(c).__name__
+                    failures.append(Finding(Status.INCORRECT, rank, f"{name}: {n} outputs, expected {len(r)}"))
+                    continue
+                for spec, o, want in zip(task.outputs, c, r):
+                    msg = compare(o, want, spec)
+                    if msg:
+                        failures.append(Finding(Status.INCORRECT, rank, f"{name}: {msg}"))
+                        break
+    finally:
+        os.close(folder)
+    return failures, behaviour
 
 
 @dataclass(frozen=True)
@@ -241,12 +289,13 @@ def score(request: ScoreRequest, protocol: Protocol = Protocol(),
                 jobs[role] = _run_job(job, plan, cluster)
                 cleanup.append(jobs[role].out_dir)
                 if role == "reference":
-                    ref_outputs = _load_outputs(jobs[role].out_dir)
+                    ref_outputs, largest = _load_outputs(jobs[role].out_dir, protocol.timeout)
                     shutil.rmtree(os.path.dirname(jobs[role].out_dir), ignore_errors=True)
             cand, ref = jobs["candidate"], jobs["reference"]
             names = [f"trial{i}" for i in range(len(plan.correctness))] + \
                     [f"timed{b}-{i}" for b, idx in enumerate(plan.dump) for i in idx]
-            failures = _compare_outputs(task, cand.out_dir, ref_outputs, names, world)
+            failures, seen_here = _compare_outputs(task, cand.out_dir, ref, ref_outputs, names, world,
+                                                   saved.limit_for([largest]), protocol.timeout)
             for name in names:
                 for rank in range(world):
                     bad = [f for f in failures if f.rank == rank and f.message.startswith(name + ":")]
@@ -258,6 +307,8 @@ def score(request: ScoreRequest, protocol: Protocol = Protocol(),
             allowed = {_behaviour(m) for m in ref.findings}  # what the reference itself does is no violation
             behaviour = [Finding(Status.INTEGRITY, None, m) for m in cand.findings
                          if m not in seen and _behaviour(m) not in allowed]
+            said = {f.message for f in behaviour} | seen
+            behaviour += [f for f in seen_here if f.message not in said]  # the scorer's own look, where the rank's is silent
             result.findings += behaviour
             cheated = cheated or bool(behaviour)
             clocks = cross_check(ref.clocks, cand.clocks, backend)  # the candidate's times against the scorer's clock
@@ -267,7 +318,8 @@ def score(request: ScoreRequest, protocol: Protocol = Protocol(),
                 result.findings += failures[:8]
                 # wrong outputs of a candidate seen cheating (work left running, inputs changed, the harness
                 # patched): integrity names why; the clock check, noisy on a loaded machine, does not decide it
-                result.status = Status.INTEGRITY if cheated else Status.INCORRECT
+                planted = any(f.kind == Status.INTEGRITY for f in failures)  # a FIFO, a link... at an output's place
+                result.status = Status.INTEGRITY if cheated or planted else Status.INCORRECT
                 return result
             ref_s.append(ref.samples)
             cand_s.append(cand.samples)

@@ -55,6 +55,7 @@ class Worker:
         self.poison_bytes = max(POISON_BYTES, 2 * l2)
         self.fn = self.task.reference
         self.kept: list = []
+        self.fingerprints: list[str] = []  # of the inputs of the last checked call: [before, after]
 
     def status(self, text: str) -> None:
         with open(self.status_path, "w") as f:
@@ -95,15 +96,22 @@ class Worker:
         self.guard.barrier()
         seconds = self.guard.stop_timer(start)
         if check:
-            if self.guard.fingerprint(flat_tensors(args)) != before:
+            self.fingerprints = [before, self.guard.fingerprint(flat_tensors(args))]
+            if self.fingerprints[1] != before:
                 findings.append("the candidate modified its inputs")
             findings += self.guard.output_problems(out, args, self.tensor_outputs)
             findings += leftover_threads(self.guard, threads, first)
         return out, findings, seconds
 
-    def save(self, name: str, out: tuple) -> None:
-        torch.save(tree_map(lambda o: o.detach().cpu() if isinstance(o, torch.Tensor) else o, list(out)),
-                   os.path.join(self.out_dir, f"{name}-rank{self.rank}.pt"))
+    def save(self, name: str, out: tuple, inputs=None) -> None:
+        """The outputs of a call; with `inputs` (a correctness trial of the candidate), the input tensors as
+        they are after the call beside them, in one file that keeps which tensors share memory, so that the
+        scorer judges mutation and aliasing in its own process."""
+        cpu = _CpuCopies()
+        doc = tree_map(cpu, list(out))
+        if inputs is not None:
+            doc = {"outputs": doc, "inputs": [cpu(t) for t in flat_tensors(inputs)]}
+        self.guard.save_file(doc, os.path.join(self.out_dir, f"{name}-rank{self.rank}.pt"))
 
     def serve(self) -> None:
         findings = []
@@ -120,14 +128,16 @@ class Worker:
             if phase == "bye":
                 return
             if phase == "correctness":
-                findings = []
+                findings, fingerprints = [], []
                 for i, seed in enumerate(msg["seeds"]):
                     self.status(f"correctness trial {i}: calling {self.role}")
-                    out, f, _ = self.call(self.inputs(seed), check=True, first=i == 0)
+                    args = self.inputs(seed)
+                    out, f, _ = self.call(args, check=True, first=i == 0)
                     findings += [f"trial {i}: {x}" for x in f]
-                    self.save(f"trial{i}", out)
+                    fingerprints.append(self.fingerprints)  # the reference's are what the scorer trusts
+                    self.save(f"trial{i}", out, args if self.role == "candidate" else None)
                 findings += [f"{name} was replaced by the candidate" for name in self.guard.tampered()]
-                self.ch.send(event="done", findings=findings)
+                self.ch.send(event="done", findings=findings, fingerprints=fingerprints)
             elif phase == "warmup":
                 for i, seed in enumerate(msg["seeds"]):
                     self.status(f"warm-up call {i}")
@@ -147,6 +157,27 @@ class Worker:
                 self.kept = []
                 f = [f"{name} was replaced by the candidate" for name in self.guard.tampered()]
                 self.ch.send(event="done", findings=f)
+
+
+class _CpuCopies:
+    """Moves tensors to the CPU keeping shared memory shared: every tensor on one device storage becomes a
+    view of one CPU copy of it (a tensor's own `.cpu()` would copy each view apart), so that a saved output
+    that aliases an input still does when the scorer loads the file."""
+
+    def __init__(self):
+        self.storages: dict[int, torch.UntypedStorage] = {}
+
+    def __call__(self, t):
+        if not isinstance(t, torch.Tensor):
+            return t
+        t = t.detach()
+        if t.device.type == "cpu" or t.layout != torch.strided or not t.numel():
+            return t.cpu()
+        storage = t.untyped_storage()
+        copy = self.storages.get(storage.data_ptr())
+        if copy is None:
+            copy = self.storages[storage.data_ptr()] = storage.cpu()
+        return torch.empty(0, dtype=t.dtype).set_(copy, t.storage_offset(), t.size(), t.stride())
 
 
 @dataclass
