@@ -27,7 +27,7 @@ import sys
 import threading
 from dataclasses import dataclass
 
-from candidate_sandbox.supervisor import LINE
+from candidate_sandbox.supervisor import LINE, allowed
 
 INSIDE = "PKB_SANDBOXED"       # set inside the sandbox: a command never wraps itself twice
 DISABLE = "PKB_NO_SANDBOX"     # "1": run without the sandbox (what --no-sandbox sets)
@@ -40,6 +40,10 @@ NO_PID_MAX = "PKB_SANDBOX_NO_PID_MAX"  # "1": no pid_max confinement (the superv
 MEMORY_SHARE = 0.75                  # the default cap on resident memory: this share of the machine's
 SUPERVISOR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "supervisor.py")
 SPARE_TMP = "/var/tmp"   # a private tmpfs here when the machine's /tmp covers the sandbox's own (TMPDIR points to it)
+# folders of the machine covered by an empty read-only tmpfs inside: where its services keep their Unix sockets
+# (a read-only bind does not stop connect()) and the users keep their files. What pkb needs below them (the
+# Python install, its packages, the repository, the candidate, the build cache, output folders) is bound back.
+HIDDEN = ("/run", "/var/run", "/var/lib", "/var/tmp", "/root", "/home")
 
 
 @dataclass(frozen=True)
@@ -99,16 +103,32 @@ def bwrap() -> str:
     return path
 
 
+def build_cache() -> str:
+    """pkb's build cache, by the rule of pkbsim.ptx.compile.cache_root (which this package may not import: a
+    test checks that the two agree): $PKB_CACHE_DIR, else $XDG_CACHE_HOME/pkb, else ~/.cache/pkb."""
+    return os.environ.get("PKB_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "pkb")
+
+
 def prefix(writable: list[str] = (), readable: list[str] = (), limits: Limits = Limits(),
            network: bool = False, cwd: str | None = None) -> list[str]:
     """The bwrap command line that runs a command inside the sandbox, under the supervisor's `limits`.
     `writable` folders (created if missing: the caller's build caches, its output folders) stay writable;
     `readable` ones stay visible although under /tmp (the private /tmp hides the machine's own). `network`:
     keep the machine's network (a job across nodes needs it), else only a loopback of its own. `cwd`: where
-    the command starts (a folder visible inside; by default this process's own)."""
+    the command starts (a folder visible inside; by default this process's own).
+
+    The environment: only the variables supervisor.allowed names go in (none whose name holds KEY, TOKEN,
+    SECRET, PASSWORD or CREDENTIAL); HOME is a private folder of the sandbox's own /tmp; where the build
+    cache is among `writable`, PKB_CACHE_DIR names it (HOME no longer leads there)."""
     args = [bwrap(), "--die-with-parent", "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
             "--as-pid-1", "--cap-drop", "ALL", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
             "--tmpfs", "/tmp", "--tmpfs", "/dev/shm"]
+    hidden = hidden_roots()
+    for root in hidden:
+        args += ["--tmpfs", root]
+    for path in _install_paths(hidden):
+        args += ["--ro-bind", path, path]
     # the kernel's settings read-only: bwrap covers /proc/sys only where the folder itself is writable, but
     # its files let uid 0 (the user root, still root inside) write machine-wide settings. Where the kernel
     # caps the number of tasks by a PID namespace's own pid_max, the supervisor sets it first and makes
@@ -125,19 +145,129 @@ def prefix(writable: list[str] = (), readable: list[str] = (), limits: Limits = 
     for path in shown:
         if os.path.exists(path):
             args += ["--ro-bind", path, path]
+    cache, counted = os.path.abspath(build_cache()), []
     for path in writable:
         path = os.path.abspath(path)
         os.makedirs(path, exist_ok=True)
-        args += ["--bind", path, path]
+        if path == cache:  # never writable as it is: see _private_cache
+            args += _private_cache(cache)
+            counted.append(cache)
+        else:
+            args += ["--bind", path, path]
     tmp = "/tmp"
     if any(_covers_private_tmp(p) for p in [*shown, *map(os.path.abspath, writable)]) and os.path.isdir(SPARE_TMP):
         tmp = SPARE_TMP   # the machine's /tmp is shown over the private one: temporary files go to another
         args += ["--tmpfs", tmp, "--setenv", "TMPDIR", tmp]
+    for root in hidden:
+        if root != tmp:   # the tmpfs over each, read-only once what is bound below it is in place
+            args += ["--remount-ro", root]
+    args += _environment(tmp, [os.path.abspath(p) for p in writable])
     caps = limits.effective()
     args += ["--setenv", INSIDE, "1", "--setenv", "TRITON_CACHE_DIR", f"{tmp}/triton-cache", "--chdir",
              os.path.abspath(cwd or os.getcwd()),
              "--", sys.executable, "-I", "-S", SUPERVISOR, str(caps.max_tasks), f"{caps.cpu_seconds:g}",
-             str(caps.memory_bytes), *(["pid_max"] if own_pid_max else []), "--"]
+             str(caps.memory_bytes), *(["pid_max"] if own_pid_max else []), *(f"tmpfs={p}" for p in counted), "--"]
+    return args
+
+
+def _private_cache(cache: str) -> list[str]:
+    """pkb's build cache inside a sandbox: a private tmpfs at its place, with every entry the machine's cache
+    holds now bound into it read-only. Builds made inside go to the tmpfs (counted as the sandbox's memory)
+    and end with the sandbox, so nothing a candidate writes there (a build planted for another candidate's
+    content hash, or for pkb's own stand-in libraries) is ever seen by another sandbox, and no entry already
+    there can be changed. The price: a build made inside is not kept for the next sandbox (the machine's
+    cache fills from builds made outside, such as `--no-sandbox` runs). Entries are the cache's files and
+    folders two levels down (<kind>/<key>: ptx/, cuda-ext/, cuda-rt/, ...); scratch names (a lock, a build
+    in progress, a temporary file) are left out."""
+    args = ["--tmpfs", cache]
+    for kind in sorted(os.listdir(cache)):
+        top = os.path.join(cache, kind)
+        if _scratch(kind) or os.path.islink(top):
+            continue
+        if not os.path.isdir(top):
+            args += ["--ro-bind", top, top]
+            continue
+        for entry in sorted(os.listdir(top)):
+            path = os.path.join(top, entry)
+            if not _scratch(entry) and not os.path.islink(path):
+                args += ["--ro-bind", path, path]
+    return args
+
+
+def _scratch(name: str) -> bool:
+    """A name in the build cache that is no finished entry: a lock, a build in progress, a temporary file."""
+    return (name.startswith(".") or name.endswith((".lock", ".tmp"))
+            or name.rsplit(".", 1)[-1].isdigit() and "." in name)
+
+
+def hidden_roots() -> list[str]:
+    """Those of HIDDEN that are folders here (a link, such as /var/run to /run, is covered with its target)."""
+    return [p for p in HIDDEN if os.path.isdir(p) and not os.path.islink(p)]
+
+
+def _install_paths(hidden: list[str]) -> list[str]:
+    """What a sandboxed Python and its tools need from below the hidden folders: the interpreter's install and
+    the virtual environment, the module search path, the user's site folder, PATH, LD_LIBRARY_PATH and the
+    loader's configured folders, the CUDA toolkit. Only those below a hidden folder (not one itself), outermost
+    first, none inside another."""
+    import site
+
+    wanted = [sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix,
+              os.path.dirname(os.path.realpath(sys.executable)), *sys.path]
+    if site.ENABLE_USER_SITE and site.getusersitepackages() in sys.path:
+        wanted.append(site.getusersitepackages())
+    for var in ("PATH", "LD_LIBRARY_PATH", "PYTHONPATH"):
+        wanted += os.environ.get(var, "").split(os.pathsep)
+    wanted += [os.environ.get("CUDA_HOME", ""), os.environ.get("CUDA_PATH", ""),
+               os.path.dirname(os.path.dirname(os.environ.get("PKB_NVCC", ""))), *_loader_folders()]
+    roots = [h.rstrip("/") + "/" for h in hidden]
+    found: list[str] = []
+    for path in sorted({os.path.abspath(p) for p in wanted if p and os.path.isabs(p)}, key=len):
+        if (any(path.startswith(r) for r in roots) and os.path.exists(path)
+                and not any(path == f or path.startswith(f.rstrip("/") + "/") for f in found)):
+            found.append(path)
+    return found
+
+
+def _loader_folders() -> list[str]:
+    """The folders /etc/ld.so.conf names (one level of `include`)."""
+    out: list[str] = []
+    try:
+        with open("/etc/ld.so.conf") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return out
+    for line in lines:
+        line = line.split("#", 1)[0].strip()
+        if line.startswith("include "):
+            for conf in sorted(glob.glob(line.split(None, 1)[1])):
+                try:
+                    with open(conf) as f:
+                        out += [x.split("#", 1)[0].strip() for x in f]
+                except OSError:
+                    pass
+        elif line:
+            out.append(line)
+    return [x for x in out if x]
+
+
+def _environment(tmp: str, writable: list[str]) -> list[str]:
+    """bwrap's options for the sandbox's environment: every variable of this process's that is not allowed
+    unset (the supervisor filters whatever else a caller passes), HOME a fresh folder of the private `tmp`,
+    PYTHONUSERBASE kept where Python finds packages in the user's own site folder (found from HOME), and
+    PKB_CACHE_DIR where the build cache is among the `writable` folders."""
+    args = []
+    for name in sorted(os.environ):
+        if not allowed(name):
+            args += ["--unsetenv", name]
+    home = f"{tmp}/home"
+    args += ["--dir", home, "--setenv", "HOME", home]
+    import site
+    if site.ENABLE_USER_SITE and site.getusersitepackages() in sys.path:
+        args += ["--setenv", "PYTHONUSERBASE", site.getuserbase()]
+    cache = os.path.abspath(build_cache())
+    if cache in writable:
+        args += ["--setenv", "PKB_CACHE_DIR", cache]
     return args
 
 

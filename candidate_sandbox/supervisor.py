@@ -37,7 +37,13 @@ Standard library only: it runs as a script before anything else is imported.
   bwrap would have done, but then pid_max could not be written) and drops every capability, checks that none
   is left, and only then starts the command (anything amiss: nothing runs, CONFINE_EXIT).
 
-Usage: supervisor.py MAX_TASKS CPU_SECONDS MEMORY_BYTES [pid_max] -- COMMAND...
+- The environment: the command starts with the variables `allowed` names alone (an allow-list, and never a
+  name that holds KEY, TOKEN, SECRET, PASSWORD, PASSWD or CREDENTIAL). bwrap already unsets those of the
+  caller's own environment (candidate_sandbox.prefix); a caller that passes another environment gets the same
+  filter here, and this process then starts itself again with the filtered one first, so that its own
+  /proc/1/environ, which the command may read, holds nothing else either.
+
+Usage: supervisor.py MAX_TASKS CPU_SECONDS MEMORY_BYTES [pid_max] [tmpfs=PATH...] -- COMMAND...
 (CPU_SECONDS or MEMORY_BYTES 0: no cap)
 """
 from __future__ import annotations
@@ -62,6 +68,26 @@ TICK = os.sysconf("SC_CLK_TCK")
 NPROC_ROOM = 32                   # RLIMIT_NPROC: the cap plus this, or an eighth of it if more
 TMPFS = ("/tmp", "/dev/shm", "/var/tmp")   # the sandbox's own tmpfs mounts (bwrap --tmpfs) where tmpfs (own_tmpfs)
 GIB = 2**30
+# the environment a sandboxed command may see: these names, and names with these prefixes, unless secret
+ALLOWED = frozenset({
+    "PATH", "HOME", "LANG", "LANGUAGE", "TERM", "TZ", "TMPDIR", "USER", "LOGNAME", "PYTHONPATH", "PYTHONUNBUFFERED",
+    "PYTHONUSERBASE", "PYTHONDONTWRITEBYTECODE", "PYTHONHASHSEED", "PYTHONFAULTHANDLER", "LD_LIBRARY_PATH",
+    "MASTER_ADDR", "MASTER_PORT", "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "ROLE_RANK",
+    "CC", "CXX", "CUDAHOSTCXX", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"})
+ALLOWED_PREFIXES = ("LC_", "CUDA_", "NVIDIA_", "TORCH_", "TORCHELASTIC_", "TORCHINDUCTOR_", "TRITON_", "NCCL_", "GLOO_",
+                    "NVSHMEM_", "OMP_", "PKB_")
+SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL")
+
+
+def secret(name: str) -> bool:
+    """Whether a variable's name says it holds a secret (never passed into a sandbox)."""
+    upper = name.upper()
+    return any(word in upper for word in SECRET_WORDS)
+
+
+def allowed(name: str) -> bool:
+    """Whether a variable of this name goes into the sandbox."""
+    return not secret(name) and (name in ALLOWED or name.startswith(ALLOWED_PREFIXES))
 
 
 class Scan:
@@ -125,8 +151,9 @@ def _kib(text: str, keys: tuple[str, ...]) -> int:
     return sum(int(line.split()[1]) * 1024 for line in text.splitlines() if line.startswith(keys))
 
 
-def own_tmpfs(mountinfo: str) -> tuple[str, ...]:
-    """Those of TMPFS that are tmpfs mounts in this mount namespace (/proc/self/mountinfo). A folder bound over
+def own_tmpfs(mountinfo: str, extra: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """Those of TMPFS (and `extra`: the private build cache, tmpfs=PATH) that are tmpfs mounts in this mount
+    namespace (/proc/self/mountinfo). A folder bound over
     one (the command's working folder /tmp itself) is the machine's file system there: its used space is the
     machine's disk, not the sandbox's memory (counted, a screen started in /tmp was killed at its first scan
     for "24 GiB" on a machine with 25 GB on its disk)."""
@@ -136,7 +163,7 @@ def own_tmpfs(mountinfo: str) -> tuple[str, ...]:
         parts = fields.split()
         if len(parts) > 4 and tail:
             fstype[parts[4]] = tail.split()[0]
-    return tuple(p for p in TMPFS if fstype.get(p) == "tmpfs")
+    return tuple(p for p in (*TMPFS, *extra) if fstype.get(p) == "tmpfs")
 
 
 def _used(path: str) -> int:
@@ -243,7 +270,16 @@ def _last_pid(fd: int | None) -> int:
         return -1
 
 
+def _filter_environment(argv: list[str]) -> None:
+    """Start this process again with the allowed variables alone, where it got any other (see the module's doc;
+    the filter is idempotent, so the second start goes on)."""
+    clean = {k: v for k, v in os.environ.items() if allowed(k)}
+    if len(clean) < len(os.environ):
+        os.execve(sys.executable, [sys.executable, "-I", "-S", os.path.abspath(__file__), *argv], clean)
+
+
 def main(argv: list[str]) -> int:
+    _filter_environment(argv)
     split = argv.index("--")
     max_tasks, cpu_seconds, memory, command = int(argv[0]), float(argv[1]), int(argv[2]), argv[split + 1:]
     room = max(NPROC_ROOM, max_tasks // 8)
@@ -274,7 +310,7 @@ def main(argv: list[str]) -> int:
     except OSError:
         pids = None
     with open("/proc/self/mountinfo") as f:
-        tmpfs = own_tmpfs(f.read())
+        tmpfs = own_tmpfs(f.read(), tuple(w[len("tmpfs="):] for w in argv[3:split] if w.startswith("tmpfs=")))
     scan, tasks, seen, due = None, 0, -1, 0.0  # the last full scan, the last count of tasks and last PID then
     while True:
         while True:  # reap: the command, and orphans re-parented to process 1

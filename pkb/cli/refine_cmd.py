@@ -11,6 +11,7 @@ from pkb.cli._arguments import add_batch_limits, add_db_argument, add_parallelke
 from pkb.cli._sandbox import add_sandbox_argument, sandbox_ready
 from pkb.errors import UsageError
 from pkb.refine.client import ChatClient
+from pkb.refine.redact import redact, register
 from pkbsim.screen.result import Verdict
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -100,11 +101,11 @@ def _dry_run(args) -> int:
 
     plans = plans_for(_selection(args))
     if args.json:
-        print(json.dumps({"tasks": [{"task": p.spec.task, "messages": [m.__dict__ for m in conversation(p.prompt, [])]}
+        _say(json.dumps({"tasks": [{"task": p.spec.task, "messages": [m.__dict__ for m in conversation(p.prompt, [])]}
                                     for p in plans]}, indent=1))
         return 0
     for p in plans:
-        print(p.prompt)
+        _say(p.prompt)
     return 0
 
 
@@ -141,7 +142,7 @@ def _refine(args) -> int:
     store.save_run(name, options)  # the key's variable's name only
     say = (lambda s: None) if args.json else _progress
     if not args.json:
-        print(f"pkb refine: run {name}: {len(plans)} task(s), model {options['model']} at {client.url}, up to "
+        _say(f"pkb refine: run {name}: {len(plans)} task(s), model {options['model']} at {client.url}, up to "
               f"{options['steps']} steps, target {options['target']:g}x (store {args.db})", flush=True)
     outcomes = refine_all(plans, LoopOptions(options["steps"], options["target"]), client, screener, store, name,
                           args.parallel, say)
@@ -153,19 +154,25 @@ def _refine(args) -> int:
         written = write_best(best, args.out)
     scores = _score(outcomes, args) if args.score else {}
     if args.json:
-        print(json.dumps({"run": name, "db": args.db, "out": written, "tasks": [_outcome_json(o, scores) for o in outcomes]},
+        _say(json.dumps({"run": name, "db": args.db, "out": written, "tasks": [_outcome_json(o, scores) for o in outcomes]},
                          indent=1))
     else:
         _summary(outcomes, scores, written, name)
     for o in outcomes:
         if o.error:
-            print(f"pkb refine: {o.task}: error: {o.error}", file=sys.stderr)
+            _say(f"pkb refine: {o.task}: error: {o.error}", file=sys.stderr)
     if any(o.stopped == "error" for o in outcomes):
         return 3
     return 0 if all(o.stopped == "target" for o in outcomes) else 1
 
 
+def _say(*parts, **kwargs) -> None:
+    """print, with no secret value in what it prints (pkb/refine/redact.py): feedback and replies may hold one."""
+    print(*(redact(p) for p in parts), **kwargs)
+
+
 def _api_key(options: dict) -> str | None:
+    register(options["api_key_env"])  # never printed nor stored, whatever the variable's name
     key = os.environ.get(options["api_key_env"])
     host = urllib.parse.urlsplit(options["base_url"]).hostname or ""
     if not key and host not in ("127.0.0.1", "localhost", "::1"):
@@ -183,7 +190,7 @@ def _score(outcomes, args) -> dict:
     def started(row, nproc, backend):
         where[row.candidate] = {"nproc": nproc, "backend": backend}
         if not args.json:
-            print(f"  scoring {row.task} step file {os.path.basename(row.candidate)}: {nproc} ranks, {backend}",
+            _say(f"  scoring {row.task} step file {os.path.basename(row.candidate)}: {nproc} ranks, {backend}",
                   flush=True)
 
     return {k: v.to_json() | where.get(k, {}) for k, v in batch.score(rows, args.db, on_start=started).items()}
@@ -196,7 +203,7 @@ def _progress(s) -> None:
     elif s.speedup is not None:
         what += f", predicted {s.speedup:.2f}x"
     timing = f"request {s.request_s:.1f} s" + (f", screen {s.screen_s:.1f} s" if s.candidate else "")
-    print(f"  {s.task} step {s.step}: {what} ({timing})", flush=True)
+    _say(f"  {s.task} step {s.step}: {what} ({timing})", flush=True)
 
 
 def _summary(outcomes, scores: dict, written: list[str], name: str) -> None:
@@ -207,10 +214,10 @@ def _summary(outcomes, scores: dict, written: list[str], name: str) -> None:
         score = scores.get(b.candidate) if b else None
         hw = (f"; score ({score.get('backend', '?')}, {score.get('nproc', '?')} ranks): {score.get('status')}"
               + (f" {score['speedup']:.2f}x" if score.get("speedup") else "")) if score else ""
-        print(f"{o.task}: {len([s for s in o.steps if s.step > 0])} steps, stopped at {o.stopped}; {best}{hw}")
+        _say(f"{o.task}: {len([s for s in o.steps if s.step > 0])} steps, stopped at {o.stopped}; {best}{hw}")
     for w in written:
-        print(f"wrote {w}")
-    print(f"transcript: pkb refine --show {name}; trajectory: pkb report --html report.html")
+        _say(f"wrote {w}")
+    _say(f"transcript: pkb refine --show {name}; trajectory: pkb report --html report.html")
 
 
 def _outcome_json(o, scores: dict) -> dict:
@@ -230,18 +237,18 @@ def _show(store, name: str, as_json: bool) -> int:
         raise UsageError(f"no run {name!r} in {store.path} (latest: {known}); pass --db FILE or another name")
     steps = store.steps(name)
     if as_json:
-        print(json.dumps({"run": name, "steps": [dict(s.__dict__, result=None) for s in steps]}, indent=1))
+        _say(json.dumps({"run": name, "steps": [dict(s.__dict__, result=None) for s in steps]}, indent=1))
         return 0
     for s in steps:
         tokens = f", {s.completion_tokens} tokens" if s.completion_tokens is not None else ""
         head = f"== {s.task} step {s.step}"
         if s.step == 0:
-            print(f"{head}: started from {s.candidate}")
+            _say(f"{head}: started from {s.candidate}")
         else:
             if s.step == 1:
-                print(f"== {s.task}: the task's prompt ({len(s.prompt)} characters; --dry-run prints it), first line: "
+                _say(f"== {s.task}: the task's prompt ({len(s.prompt)} characters; --dry-run prints it), first line: "
                       f"{s.prompt.splitlines()[0] if s.prompt else ''}")
-            print(f"{head}: the model's reply ({s.request_s:.1f} s{tokens})\n{s.reply.rstrip()}")
+            _say(f"{head}: the model's reply ({s.request_s:.1f} s{tokens})\n{s.reply.rstrip()}")
         screen = f", screen {s.screen_s:.1f} s" if s.candidate else ""
-        print(f"-- feedback ({s.verdict}{screen})\n{s.feedback.rstrip()}\n")
+        _say(f"-- feedback ({s.verdict}{screen})\n{s.feedback.rstrip()}\n")
     return 0

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pkb.refine.client import ChatClient, Message, ModelError
 from pkb.refine.extract import extract
 from pkb.refine.feedback import for_model, passed
+from pkb.refine.redact import redact
 from pkb.refine.screening import Screener, ScreenSpec
 from pkb.refine.store import RefineStore, Step
 from pkbsim.screen.result import ScreenResult
@@ -122,7 +123,7 @@ def _screened(plan: TaskPlan, opts: LoopOptions, screener: Screener, store: Refi
     t0 = time.perf_counter()
     res = screener.screen(plan.spec, path)
     screen_s = round(time.perf_counter() - t0, 3)
-    feedback = for_model(res, code, opts.target)
+    feedback = redact(for_model(res, code, opts.target))  # no secret goes back to the model (redact.py)
     again = [s.step for s in earlier if s.file_sha == sha]
     if again:
         feedback = f"This file is the same as the one of your step {again[0]}.\n" + feedback

@@ -7,6 +7,7 @@ import os
 import threading
 from dataclasses import dataclass, field
 
+from pkb.refine.redact import redact_json
 from pkbsim.screen.job import ScreenJob
 from pkbsim.screen.result import ScreenResult
 from pkbsim.screen.defaults import MARGIN, MEMORY_GB, PARALLELKERNELBENCH_DTYPE, RUN_TIMEOUT_S, TIME_LIMIT_S
@@ -51,8 +52,26 @@ class Screener:
             results, todo = batch.resume([job], store, fresh=False)
         if todo:
             with self._slots:
-                store = batch.open_store(self.db)  # a connection per thread (sqlite3)
+                store = _Redacting(batch.open_store(self.db))  # a connection per thread (sqlite3)
                 batch.screen(todo, store, results, executor="local", workers=1, time_limit=self.time_limit,
                              memory_gb=self.memory_gb, sandboxed=lambda: self.sandboxed, on_result=lambda r: None)
-        return results[(spec.task, path)]
+        return _redacted(results[(spec.task, path)])
+
+
+def _redacted(res: ScreenResult) -> ScreenResult:
+    """The result with no secret value in it (redact.py): what a candidate printed or raised may hold one."""
+    return ScreenResult.from_json(redact_json(res.to_json()))
+
+
+class _Redacting:
+    """The screen store, storing each result redacted."""
+
+    def __init__(self, store):
+        self.store = store
+
+    def put(self, sha, res: ScreenResult) -> None:
+        self.store.put(sha, _redacted(res))
+
+    def __getattr__(self, name):
+        return getattr(self.store, name)
 

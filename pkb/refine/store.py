@@ -11,6 +11,8 @@ import threading
 import time
 from dataclasses import asdict, dataclass, fields
 
+from pkb.refine.redact import redact, redact_json, secrets
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS refine_runs (run TEXT PRIMARY KEY, created REAL, options TEXT);
 CREATE TABLE IF NOT EXISTS refine_steps (
@@ -68,8 +70,9 @@ class RefineStore:
             self.db.commit()
 
     def put(self, s: Step) -> None:
-        row = asdict(s)
-        row["result"] = json.dumps(s.result) if s.result is not None else None
+        known = secrets()  # no secret is stored (redact.py)
+        row = {k: redact(v, known) for k, v in asdict(s).items()}
+        row["result"] = json.dumps(redact_json(s.result, known)) if s.result is not None else None
         names = [f.name for f in fields(Step)]
         with self._lock:
             self.db.execute(f"INSERT OR REPLACE INTO refine_steps ({','.join(names)}) VALUES "
