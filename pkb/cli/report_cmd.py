@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 
 from pkb.errors import UsageError
 from pkb.cli._arguments import add_db_argument
@@ -32,8 +33,12 @@ def run(args) -> int:
         return _timeline(rep, args)
     if args.html:
         from pkb.report.html_page import render
+        skipped: list[str] = []
+        page = render(rep, f"pkb report: {os.path.basename(args.db)}", skipped)
         with open(args.html, "w") as f:
-            f.write(render(rep, f"pkb report: {os.path.basename(args.db)}"))
+            f.write(page)
+        for note in skipped:  # one line each, never a traceback: timelines are written where candidates run
+            print(f"pkb report: {note}", file=sys.stderr)
     if args.json:
         print(json.dumps({**rep.to_json(), "html": args.html}, indent=1))
         return 0

@@ -15,6 +15,7 @@ class Row:
     """One candidate: its screen, and its latest hardware score (None: not scored)."""
     screen: ScreenResult
     score: RunRecord | None = None
+    timeline: str | None = None   # the file the report reads for its timeline (timeline_path), if the screen wrote one
 
     def to_json(self) -> dict:
         return dict(self.screen.to_json(), score=None if self.score is None else self.score.to_json())
@@ -45,7 +46,7 @@ def collect(db: str) -> Report:
     for r in ScreenStore(db).all():  # later rows replace earlier ones of the same file and task
         screens[(r.task, r.candidate)] = r
     scores = {(s.task, s.candidate): s for s in Store(db).latest_runs()}
-    rows = [Row(r, scores.get(key)) for key, r in screens.items()]
+    rows = [Row(r, scores.get(key), timeline_path(db, r)) for key, r in screens.items()]
     rep = Report(rows, trajectories=trajectories(db))
     for row in rows:
         r = row.screen
@@ -70,6 +71,16 @@ def collect(db: str) -> Report:
         rep.notes.append("no hardware scores in this store: run `pkb run --score` or `pkb score` to measure "
                          "screening quality")
     return rep
+
+
+def timeline_path(db: str, r: ScreenResult) -> str | None:
+    """Where the batch wrote this row's timeline (pkb/batch.py names it from the store's place, the task and
+    the candidate), or None where the screen recorded none. Never the path the result itself names: a
+    result comes from the candidate's side, and the report must not read a file a candidate chose."""
+    from pkb.batch import timeline_name, timelines_dir
+    if not r.timeline or not r.task or not r.candidate:
+        return None
+    return os.path.join(timelines_dir(db), timeline_name(r.task, r.candidate))
 
 
 @dataclass

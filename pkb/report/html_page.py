@@ -6,7 +6,7 @@ import os
 
 from pkb.batch import summary_row, tally
 from pkb.report.collect import Report
-from pkb.report.svg import scatter, timeline, trajectory
+from pkb.report.svg import TimelineSkipped, scatter, timeline, trajectory
 
 CSS = """body{font-family:system-ui,sans-serif;margin:24px;color:#222}table{border-collapse:collapse;margin:12px 0}
 td,th{border:1px solid #ccc;padding:3px 8px;font-size:13px;text-align:left;vertical-align:top}
@@ -18,7 +18,9 @@ def _cell(x) -> str:
     return f"<td>{html.escape('' if x is None else str(x))}</td>"
 
 
-def render(rep: Report, title: str = "pkb report") -> str:
+def render(rep: Report, title: str = "pkb report", skipped: list[str] | None = None) -> str:
+    """The page; a timeline that is not one pkb wrote (svg.load_timeline) is left out with a note in the page,
+    and the same one-line note appended to `skipped`."""
     out = [(f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
            f"<style>{CSS}</style></head><body><h1>{html.escape(title)}</h1>")]
     summary = tally([r.screen for r in rep.rows])
@@ -59,9 +61,17 @@ def render(rep: Report, title: str = "pkb report") -> str:
         out.append(f"<div class='refine'><h3>{html.escape(t['run'])} / {html.escape(t['task'])}</h3>"
                    f"<p>{path}</p>{trajectory(t['steps'])}</div>")
     out.append("<h2>Timelines</h2>")
-    for r in (row.screen for row in rep.rows):
-        if r.timeline:
+    for row in rep.rows:
+        r = row.screen
+        if row.timeline:
             name = f"{r.task} / {os.path.basename(r.candidate)}"
-            out.append(f"<details><summary>{html.escape(name)}</summary>{timeline(r.timeline)}</details>")
+            try:
+                drawn = timeline(row.timeline)
+            except TimelineSkipped as e:
+                note = f"timeline of {name} skipped: {e}"
+                drawn = f"<p class='note'>{html.escape(note)}</p>"
+                if skipped is not None:
+                    skipped.append(note)
+            out.append(f"<details><summary>{html.escape(name)}</summary>{drawn}</details>")
     out.append("</body></html>")
     return "\n".join(out)

@@ -4,6 +4,8 @@ from __future__ import annotations
 import html
 import json
 import math
+import os
+import stat
 
 from pkbsim.screen.result import Verdict
 
@@ -37,18 +39,74 @@ def scatter(pairs: list, width: int = 420, height: int = 320) -> str:
     return "".join(parts)
 
 
-def timeline(path: str | None, width: int = 900, max_events: int = 400) -> str:
-    """The candidate's simulated timeline (a Chrome trace written by the screen) as lanes per rank/stream."""
+MAX_TIMELINE_BYTES = 64 << 20   # a screen's trace is a few MiB at most; anything larger is not one of ours
+
+
+class TimelineSkipped(Exception):
+    """A timeline that cannot be drawn (not a regular file, too large, not a trace pkb writes); its message is
+    the one-line reason."""
+
+
+def load_timeline(path: str) -> list[dict]:
+    """The complete events ("X") of a Chrome trace a screen wrote, each checked: a dict with integer pid and
+    tid, finite non-negative ts and dur. Timelines are written where candidates run, so one can be anything:
+    a FIFO (opened without blocking, then refused as not a regular file), a link (not followed), a huge or
+    malformed file. Raises TimelineSkipped naming why; FileNotFoundError when there is none."""
     try:
-        with open(path) as f:
-            events = json.load(f)
-    except (OSError, TypeError, ValueError):
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except FileNotFoundError:
+        raise
+    except OSError as e:
+        raise TimelineSkipped(f"cannot open it ({e.strerror or e})") from None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise TimelineSkipped("not a regular file")
+        if st.st_size > MAX_TIMELINE_BYTES:
+            raise TimelineSkipped(f"{st.st_size} bytes, over the {MAX_TIMELINE_BYTES >> 20} MiB a timeline may have")
+        data = f.read(MAX_TIMELINE_BYTES + 1)
+    try:
+        doc = json.loads(data)
+    except (ValueError, RecursionError) as e:
+        raise TimelineSkipped(f"not JSON ({str(e).splitlines()[0][:80]})") from None
+    events = doc.get("traceEvents") if isinstance(doc, dict) else doc
+    if not isinstance(events, list):
+        raise TimelineSkipped("not a Chrome trace (no list of events)")
+    spans = []
+    for e in events:
+        if not isinstance(e, dict):
+            raise TimelineSkipped(f"an event that is not an object: {str(e)[:80]}")
+        if e.get("ph") != "X":
+            continue
+        pid, tid, ts, dur = e.get("pid"), e.get("tid", 0), e.get("ts"), e.get("dur", 0)
+        if not (_integer(pid) and _integer(tid) and _number(ts) and _number(dur)):
+            raise TimelineSkipped(f"an event with a malformed pid, tid, ts or dur: {str(e)[:80]}")
+        spans.append(e)
+    return spans
+
+
+def _integer(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool) and abs(x) < 2**31
+
+
+def _number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and 0 <= x < 1e15
+
+
+def timeline(path: str | None, width: int = 900, max_events: int = 400) -> str:
+    """The candidate's simulated timeline (a Chrome trace written by the screen) as lanes per rank/stream.
+    Raises TimelineSkipped for a file that is not a timeline pkb wrote (load_timeline)."""
+    if not path:
         return "<p>No timeline recorded.</p>"
-    events = events.get("traceEvents", events) if isinstance(events, dict) else events
-    spans = [e for e in events if e.get("ph") == "X" and isinstance(e.get("pid"), int)][:max_events]
+    try:
+        events = load_timeline(path)
+    except FileNotFoundError:
+        return "<p>No timeline recorded.</p>"
+    spans = events[:max_events]
     if not spans:
         return "<p>The timeline is empty.</p>"
     lanes = sorted({(e["pid"], e.get("tid", 0)) for e in spans})
+    lane_of = {lane: i for i, lane in enumerate(lanes)}
     end = max(e["ts"] + e.get("dur", 0) for e in spans) or 1.0
     row, left = 14, 110
     height = row * len(lanes) + 24
@@ -59,9 +117,9 @@ def timeline(path: str | None, width: int = 900, max_events: int = 400) -> str:
         parts.append(f'<text x="2" y="{i * row + 11}" font-size="10">rank {pid} stream {tid}</text>')
     scale = (width - left - 10) / end
     for e in spans:
-        i = lanes.index((e["pid"], e.get("tid", 0)))
+        i = lane_of[(e["pid"], e.get("tid", 0))]
         x, w = left + e["ts"] * scale, max(1.0, e.get("dur", 0) * scale)
-        fill = colour.get(e.get("cat", ""), "#888")
+        fill = colour.get(str(e.get("cat", "")), "#888")
         parts.append(f'<rect x="{x:.1f}" y="{i * row + 2}" width="{w:.1f}" height="{row - 4}" fill="{fill}">'
                      f'<title>{html.escape(str(e.get("name", "")))} {e.get("dur", 0):.1f} us</title></rect>')
     parts.append(f'<text x="{left}" y="{height - 6}" font-size="10">0 us</text>'
