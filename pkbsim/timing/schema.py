@@ -20,6 +20,22 @@ class Field:
     required: bool = True
     positive: bool = False    # > 0 (numbers, list items, table values)
     choices: tuple = ()
+    maximum: int | None = None  # counts only: an upper bound far above any real machine (numbers, list items)
+
+
+# Bounds on counts. A real machine is far below each (the largest shipped: gb200-nvl72's 72 GPUs in a node,
+# h100-ib-1024node's 8192 GPUs); a file beyond one is a typo or an attack on the loader's time and memory,
+# refused with one line naming the field and the bound.
+MAX_NODES = 1024              # nodes of a cluster (file, --nodes or NAME-<N>node)
+MAX_GPUS_PER_NODE = 1024      # gpu.count, host.sockets, host.gpus_per_socket, nic.count
+MAX_GPUS = 32768              # nodes x GPUs per node, the whole machine
+MAX_LINKS = 256               # NVLink links per GPU (18 on H100/B200), per switch chip entry
+MAX_CHIPS = 1024              # NVSwitch chips in a node (18 on NVL72); also the longest list a field takes
+MAX_PORTS = 4096              # ports of one switch chip or fabric leaf (72, 64 shipped)
+MAX_SMS = 4096                # SMs per GPU (148 on B200)
+MAX_GENERATION = 100
+MAX_CHANNELS = 1024           # an [nccl] *_channels override (NCCL's own MAXCHANNELS is 64)
+MAX_FILE_BYTES = 1 << 20      # a topology file (the shipped ones are under 4 KiB)
 
 
 TOP = {
@@ -29,13 +45,13 @@ TOP = {
     "kind": Field("str", '"node"', choices=("node", "cluster")),
     "sources": Field("str_list", '["sim-anchors.md §2 ..."]'),
     "node": Field("str", '"hgx-h100"', required=False),
-    "nodes": Field("int", "2", required=False, positive=True),
+    "nodes": Field("int", "2", required=False, positive=True, maximum=MAX_NODES),
 }
 GPU = {
     "model": Field("str", '"H100 SXM5 80GB"'),
     "arch": Field("str", '"sm90"', choices=("sm80", "sm90", "sm100", "sm120")),
-    "count": Field("int", "8", positive=True),
-    "sms": Field("int", "132", positive=True),
+    "count": Field("int", "8", positive=True, maximum=MAX_GPUS_PER_NODE),
+    "sms": Field("int", "132", positive=True, maximum=MAX_SMS),
     "hbm_GB": Field("num", "80", positive=True),
     "hbm_GBps": Field("num", "3350", positive=True),
     "l2_MB": Field("num", "50", positive=True),
@@ -44,22 +60,23 @@ GPU = {
                      positive=True),
 }
 NVLINK = {
-    "generation": Field("int", "4", positive=True),
-    "links_per_gpu": Field("int", "18", positive=True),
+    "generation": Field("int", "4", positive=True, maximum=MAX_GENERATION),
+    "links_per_gpu": Field("int", "18", positive=True, maximum=MAX_LINKS),
     "link_GBps": Field("num", "25.0", positive=True),
     "efficiency": Field("num", "0.824", positive=True),
 }
 NVSWITCH = {
-    "generation": Field("int", "3", positive=True),
-    "chips": Field("int", "4", positive=True),
-    "ports_per_chip": Field("int", "64", positive=True),
-    "links_per_gpu_per_chip": Field("int_list", "[5, 4, 4, 5]", positive=True),
+    "generation": Field("int", "3", positive=True, maximum=MAX_GENERATION),
+    "chips": Field("int", "4", positive=True, maximum=MAX_CHIPS),
+    "ports_per_chip": Field("int", "64", positive=True, maximum=MAX_PORTS),
+    "links_per_gpu_per_chip": Field("int_list", "[5, 4, 4, 5]", positive=True,
+                                    maximum=MAX_LINKS),
     "nvls": Field("bool", "true"),
     "nvls_efficiency": Field("num", "0.85", required=False, positive=True),
 }
 HOST = {
-    "sockets": Field("int", "2", positive=True),
-    "gpus_per_socket": Field("int", "4", positive=True),
+    "sockets": Field("int", "2", positive=True, maximum=MAX_GPUS_PER_NODE),
+    "gpus_per_socket": Field("int", "4", positive=True, maximum=MAX_GPUS_PER_NODE),
     "link": Field("str", '"PCIe Gen5 x16"'),
     "link_GBps": Field("num", "64.0", positive=True),
     "link_efficiency": Field("num", "0.8", positive=True),
@@ -68,13 +85,13 @@ HOST = {
     "inter_socket_GBps": Field("num", "62.4", positive=True),
 }
 NIC = {
-    "count": Field("int", "8", positive=True),
+    "count": Field("int", "8", positive=True, maximum=MAX_GPUS_PER_NODE),
     "Gbps": Field("num", "400", positive=True),
     "efficiency": Field("num", "0.95", positive=True),
 }
 FABRIC = {
     "kind": Field("str", '"rail-fat-tree"', choices=("rail-fat-tree",)),
-    "leaf_ports": Field("int", "64", positive=True),
+    "leaf_ports": Field("int", "64", positive=True, maximum=MAX_PORTS),
     "link_Gbps": Field("num", "400", positive=True),
     "efficiency": Field("num", "0.95", positive=True),
 }
@@ -105,6 +122,12 @@ def _type_ok(f: Field, v: Any) -> bool:
     raise AssertionError(f.kind)
 
 
+def _short(v: Any) -> str:
+    """A value for a one-line message: a long list is cut."""
+    text = repr(v)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def _values(f: Field, v: Any) -> list:
     return list(v.values()) if f.kind == "num_table" else v if f.kind.endswith("_list") else [v]
 
@@ -124,12 +147,17 @@ def check_table(table: Any, spec: dict[str, Field], file: str, where: str) -> di
                 raise TopologyError(f"{file}: field {name!r} is missing; add e.g. `{key} = {f.example}`")
             continue
         v = table[key]
+        if isinstance(v, (list, dict)) and len(v) > MAX_CHIPS:
+            raise TopologyError(f"{file}: field {name!r} has {len(v)} entries, above the bound of {MAX_CHIPS}")
         if not _type_ok(f, v):
             raise TopologyError(f"{file}: field {name!r} = {v!r} has the wrong type; write e.g. `{key} = {f.example}`")
         if f.choices and v not in f.choices:
             raise TopologyError(f"{file}: field {name!r} = {v!r} is not one of {', '.join(map(repr, f.choices))}")
         if f.positive and any(x <= 0 for x in _values(f, v)):
             raise TopologyError(f"{file}: field {name!r} = {v!r} must be positive; write e.g. `{key} = {f.example}`")
+        if f.maximum is not None and any(x > f.maximum for x in _values(f, v)):
+            raise TopologyError(f"{file}: field {name!r} = {_short(v)} is above the bound of {f.maximum}; no real "
+                                f"machine comes near it, write e.g. `{key} = {f.example}`")
     return table
 
 

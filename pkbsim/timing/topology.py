@@ -13,7 +13,8 @@ from importlib import resources
 from pathlib import Path
 
 import topologies as _topologies_pkg
-from pkbsim.timing.schema import TopologyError, check_document
+from pkbsim.timing.schema import (MAX_CHANNELS, MAX_FILE_BYTES, MAX_GPUS, MAX_NODES, TopologyError,
+                                   check_document)
 
 TOPOLOGY_DIR = Path(_topologies_pkg.__file__).parent
 
@@ -121,9 +122,6 @@ def list_topologies() -> list[str]:
     return sorted(p.stem for p in TOPOLOGY_DIR.glob("*.toml"))
 
 
-MAX_NODES = 1024  # beyond this a topology is a typo, not a machine the model was built for
-
-
 def load_topology(name: str, nodes: int | None = None) -> Topology:
     """Load a topology by name (or .toml path); `nodes` re-sizes a cluster. Raises TopologyError."""
     if nodes is not None and not 1 <= nodes <= MAX_NODES:
@@ -167,7 +165,7 @@ def _load(path: str, nodes: int | None) -> Topology:
                                 f"(e.g. h100-ib-2node)")
         return _node(doc, path)
     node = _find(doc["node"]) or None
-    if node is None or Path(node).resolve() == Path(path).resolve():
+    if node is None or Path(node).resolve() == Path(path).resolve() or _read(str(node))["kind"] != "node":
         raise TopologyError(f"{path}: field 'node' = {doc['node']!r} names no node topology; use one of "
                             f"{', '.join(list_topologies())}")
     base = _load(str(node), None)
@@ -186,6 +184,11 @@ def make_cluster(node: Topology, nodes: int, fabric: FabricSpec, *, name: str, t
     """N copies of `node` joined by a rail-optimised fat tree (NIC i of every node on rail i)."""
     if node.nic is None:
         raise TopologyError(f"{node.name} has no [nic] table, so it cannot be a cluster node; add one")
+    if not 1 <= nodes <= MAX_NODES:
+        raise TopologyError(f"{path or name}: {nodes} nodes: a cluster has 1 to {MAX_NODES} nodes")
+    if nodes * node.gpus_per_node > MAX_GPUS:
+        raise TopologyError(f"{path or name}: {nodes} nodes x {node.gpus_per_node} GPUs = "
+                            f"{nodes * node.gpus_per_node} GPUs is above the bound of {MAX_GPUS} GPUs; use fewer nodes")
     return replace(node, name=name, title=title or name, path=path, nodes=nodes, fabric=fabric,
                    sources=node.sources + sources, node_name=node.name,
                    nccl=_merge_nccl(node.nccl, nccl_overrides or {}, path))
@@ -194,7 +197,16 @@ def make_cluster(node: Topology, nodes: int, fabric: FabricSpec, *, name: str, t
 def _read(path: str) -> dict:
     try:
         with open(path, "rb") as f:
-            doc = tomllib.load(f)
+            data = f.read(MAX_FILE_BYTES + 1)
+    except OSError as e:
+        raise TopologyError(f"{path}: cannot be read ({e.strerror}); check the path") from None
+    if len(data) > MAX_FILE_BYTES:
+        raise TopologyError(f"{path}: the file is above the bound of {MAX_FILE_BYTES} bytes for a topology; "
+                            f"a machine takes a few KiB")
+    try:
+        doc = tomllib.loads(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise TopologyError(f"{path}: not UTF-8 text; a topology file is TOML") from None
     except tomllib.TOMLDecodeError as e:
         raise TopologyError(f"{path}: not valid TOML ({e}); fix the syntax") from None
     check_document(doc, path)
@@ -224,6 +236,9 @@ def _merge_nccl(base: dict, overrides: dict, path: str) -> dict:
             raise TopologyError(f"{path}: [nccl] field {key!r} is not an NCCL constant; known: {', '.join(base)}")
         if type(value) is not type(base[key]) and not (isinstance(value, (int, float)) and isinstance(base[key], float)):
             raise TopologyError(f"{path}: [nccl] field {key!r} = {value!r} must look like {base[key]!r}")
+        if key.endswith("_channels") and not 0 <= value <= MAX_CHANNELS:
+            raise TopologyError(f"{path}: [nccl] field {key!r} = {value!r} is outside the bound of 0 to "
+                                f"{MAX_CHANNELS} channels")
     return {**base, **overrides}
 
 
