@@ -15,6 +15,7 @@ import select
 import shutil
 import signal
 import socket
+import stat
 import sys
 import time
 from dataclasses import dataclass, replace
@@ -110,7 +111,10 @@ class Agent:
     def _finish(self, msg: dict) -> None:
         self._stop()
         job, self.job = self.job, None
-        files = sorted(os.listdir(job.out_dir)) if job else []
+        # only regular files go (never what a link points to, never a FIFO, which would block the read):
+        # anything else planted by the candidate is left behind, and node 0 finds no output there
+        files = sorted(f for f in os.listdir(job.out_dir)
+                       if stat.S_ISREG(os.lstat(os.path.join(job.out_dir, f)).st_mode)) if job else []
         self.ch.send(event="finished", leftovers=job.leftovers if job else 0, files=len(files))
         for name in files:
             self.ch.send_file(os.path.join(job.out_dir, name), name=name)
