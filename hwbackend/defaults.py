@@ -9,3 +9,5 @@ WARMUP = 2              # warm-up calls per launch before the timed batches
 JOB_TIMEOUT_S = 300.0   # wall-clock limit per scoring job (and for the other nodes to join)
 SLURM_PORT = 29400      # `pkb slurm`: rendezvous port of the first job step (step i: port + i)
 SLURM_JOB_NAME = "pkb-score"  # `pkb slurm`: the Slurm job's name
+GLOO_MAX_RANKS = 64     # `pkb score --backend gloo`: ranks per node at most, and at most this many per CPU core:
+GLOO_RANKS_PER_CORE = 4  # each rank is a process with its own copy of torch (~0.3 GiB)

@@ -16,6 +16,7 @@ import tempfile
 import time
 
 import candidate_sandbox as sandbox
+from hwbackend import saved
 from hwbackend.failures import cuda_error_line
 from hwbackend.job_spec import JobSpec
 from hwbackend.protocol import Channel
@@ -23,6 +24,7 @@ from hwbackend.result import FailureKind
 from tasks.parallelkernelbench.checkout import checkout_of
 
 PR_SET_CHILD_SUBREAPER = 36
+MAX_NAMED = 8  # ranks whose last status a timeout's message quotes (the details quote every rank)
 WATCH_INTERVAL = 0.5  # seconds between looks at the job's health while waiting for the ranks
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # variables the machine requires for every GPU program (NVLink multicast off), passed through untouched
@@ -116,6 +118,7 @@ class Job:
         for d in (self.out_dir, self.status_dir, os.path.join(self.dir, "tmp")):
             os.makedirs(d)
         self.channels: list[Channel] = []
+        self.ranked = False  # the channels are in rank order (identify_ranks)
         self.proc: subprocess.Popen | None = None
         self.log = None
         self.sandboxed = False
@@ -200,6 +203,7 @@ class Job:
         if sorted(r for r in ranks if isinstance(r, int)) != list(range(self.world_size)):
             raise JobFailure(FailureKind.ERROR, f"the ranks named themselves {ranks}, not 0..{self.world_size - 1}")
         self.channels = [ch for _, ch in sorted(zip(ranks, self.channels), key=lambda p: p[0])]
+        self.ranked = True
 
     def admit(self, conn: socket.socket) -> Channel | None:
         """The channel of a connecting rank (a Unix socket in the job's private folder needs no check)."""
@@ -238,19 +242,37 @@ class Job:
         replies: list[dict | None] = [None] * len(self.channels)
         for i, ch in enumerate(self.channels):
             while replies[i] is None:
-                self._await(ch)
+                try:
+                    self._await(ch)
+                except JobFailure as failure:
+                    if failure.kind is FailureKind.TIMEOUT:
+                        raise self._timeout(replies) from None
+                    raise
                 ch.sock.settimeout(max(0.01, self._left()))
                 try:
                     msg = ch.recv()
                 except TimeoutError:
-                    raise JobFailure(FailureKind.TIMEOUT, f"no answer within {self.spec.timeout:g} s",
-                                     details=self.last_ops()) from None
+                    raise self._timeout(replies) from None
                 except (ConnectionError, OSError):
                     raise self._died() from None
                 if msg.get("event") == "error":
                     raise self._root_cause(msg, ch)
                 replies[i] = msg
         return replies
+
+    def _timeout(self, replies: list) -> JobFailure:
+        """The job ran out of time waiting for `replies`: which ranks answered, and what each of the others
+        last reported doing (its status file; the first MAX_NAMED ranks in the message, all in the details)."""
+        status = self.rank_status()
+        silent = [r for r, reply in enumerate(replies) if reply is None]
+        if not self.ranked:  # the channels are not in rank order yet: which rank is silent is not known
+            silent = list(range(len(replies)))
+        said = [f"rank {r}: {status.get(r, 'no status reported')}" for r in silent[:MAX_NAMED]]
+        more = f"; and {len(silent) - MAX_NAMED} more rank(s)" if len(silent) > MAX_NAMED else ""
+        answered = len(replies) - len(silent)
+        return JobFailure(FailureKind.TIMEOUT, f"no answer within {self.spec.timeout:g} s from {len(silent)} of "
+                          f"{len(replies)} rank(s) ({answered} answered); " + "; ".join(said) + more,
+                          details=self.last_ops())
 
     def _died(self) -> JobFailure:
         """A rank's connection closed without a report: its log may still say why (NCCL's watchdog aborts
@@ -311,12 +333,19 @@ class Job:
     def rank_status(self) -> dict[int, str]:
         """What each rank of this machine last said it was doing (its status file)."""
         status = {}
-        for r in range(self.world_size):
-            try:
-                with open(os.path.join(self.status_dir, f"rank{r}")) as f:
-                    status[r] = f.read()
-            except OSError:
-                continue
+        try:
+            folder = saved.open_folder(self.status_dir)
+        except saved.SavedFileProblem:
+            return status
+        try:
+            for r in range(self.world_size):  # the candidate can write these: read as carefully as its outputs
+                try:
+                    data = saved.read_bytes(folder, f"rank{r}", 4096, time.monotonic() + 1.0)
+                except (OSError, saved.SavedFileProblem):
+                    continue
+                status[r] = data.rstrip(b"\0").decode(errors="replace")
+        finally:
+            os.close(folder)
         return status
 
     def last_ops(self) -> str:

@@ -250,11 +250,19 @@ class ScoreOptions:
     cluster: Cluster | None = None
 
 
+def gloo_rank_bound() -> int:
+    """The most gloo ranks one node may run: GLOO_RANKS_PER_CORE per CPU core, and never above GLOO_MAX_RANKS."""
+    return min(defaults.GLOO_MAX_RANKS, defaults.GLOO_RANKS_PER_CORE * (os.cpu_count() or 1))
+
+
 def score(request: ScoreRequest, protocol: Protocol = Protocol(),
           options: ScoreOptions = ScoreOptions()) -> ScoreResult:
     """Score one candidate file against a task's reference (status correct instead of faster/slower when the
-    protocol is correctness_only)."""
+    protocol is correctness_only). ValueError for a gloo rank count above gloo_rank_bound()."""
     task, candidate, nproc, backend = get(request.task), request.candidate, request.nproc, request.backend
+    if backend == "gloo" and not 1 <= nproc <= gloo_rank_bound():
+        raise ValueError(f"{nproc} gloo ranks per node: the bound on this machine is {gloo_rank_bound()} "
+                         f"({defaults.GLOO_RANKS_PER_CORE} per CPU core, at most {defaults.GLOO_MAX_RANKS})")
     cluster = options.cluster
     world = nproc * (cluster.nnodes if cluster else 1)
     become_subreaper()

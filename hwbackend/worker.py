@@ -8,6 +8,7 @@ are set up before the candidate is imported.
 from __future__ import annotations
 
 import importlib.util
+import mmap
 import os
 import re
 import sys
@@ -27,6 +28,7 @@ from tasks.parallelkernelbench.checkout import Checkout, register_checkout
 from tasks.registry import get
 
 POISON_BYTES = 64 << 20
+STATUS_BYTES = 256  # a rank's status: a line of text, padded with NULs
 
 
 class Worker:
@@ -36,6 +38,7 @@ class Worker:
         self.local = int(os.environ.get("LOCAL_RANK", "0"))
         self.role, self.backend = os.environ["PKB_ROLE"], os.environ["PKB_BACKEND"]
         self.out_dir, self.status_path = os.environ["PKB_OUT"], os.path.join(os.environ["PKB_STATUS"], f"rank{self.rank}")
+        self.status_map: mmap.mmap | None = None
         if "PKB_CHECKOUT" in os.environ:
             register_checkout(Checkout(os.environ["PKB_CHECKOUT"], os.environ["PKB_CHECKOUT_DTYPE"]))
         self.task = get(os.environ["PKB_TASK"])
@@ -58,8 +61,15 @@ class Worker:
         self.fingerprints: list[str] = []  # of the inputs of the last checked call: [before, after]
 
     def status(self, text: str) -> None:
-        with open(self.status_path, "w") as f:
-            f.write(text)
+        """What this rank is doing, for a timeout's verdict: written into a shared mapping of its status file
+        (a copy in memory, no system call: cheap enough for every step of a timed call)."""
+        if self.status_map is None:
+            fd = os.open(self.status_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+            os.ftruncate(fd, STATUS_BYTES)
+            self.status_map = mmap.mmap(fd, STATUS_BYTES)
+            os.close(fd)
+        data = text.encode()[:STATUS_BYTES]
+        self.status_map[:] = data + bytes(STATUS_BYTES - len(data))
 
     def load_candidate(self) -> None:
         path = os.environ["PKB_CANDIDATE"]
@@ -81,21 +91,27 @@ class Worker:
                           self.device, own_seed=own)
         return self.task.make_inputs(ctx)
 
-    def call(self, args, check: bool, first: bool = False) -> tuple[tuple, list[str], float]:
+    def call(self, args, check: bool, first: bool = False, phase: str = "") -> tuple[tuple, list[str], float]:
         """One call, timed from a barrier-aligned start to a device sync plus barrier on every rank; the
-        allocator poisoning (which also flushes L2) happens before the clock starts."""
+        allocator poisoning (which also flushes L2) happens before the clock starts. With `phase`, each step
+        is reported in the rank's status (`status`), which a timeout's verdict quotes per rank."""
         findings = []
+        step = (lambda text: self.status(f"{phase}: {text}")) if phase else (lambda text: None)
         before = self.guard.fingerprint(flat_tensors(args)) if check else None
         self.guard.poison_allocator(self.poison_bytes)
+        step("at the sync and barrier before the call")
         self.guard.sync()
         self.guard.barrier()
         threads = self.guard.threads() if check else None
+        step(f"in {self.role} (solution called, not returned)")
         start = self.guard.start_timer()
         out = as_outputs(self.fn(*args))
+        step(f"{self.role} returned; at the sync and barrier after the call")  # a memory copy, in the timed span
         self.guard.sync()
         self.guard.barrier()
         seconds = self.guard.stop_timer(start)
         if check:
+            step("checking the call (inputs, outputs, threads left running)")
             self.fingerprints = [before, self.guard.fingerprint(flat_tensors(args))]
             if self.fingerprints[1] != before:
                 findings.append("the candidate modified its inputs")
@@ -130,9 +146,10 @@ class Worker:
             if phase == "correctness":
                 findings, fingerprints = [], []
                 for i, seed in enumerate(msg["seeds"]):
-                    self.status(f"correctness trial {i}: calling {self.role}")
+                    self.status(f"correctness trial {i}: making its inputs")
                     args = self.inputs(seed)
-                    out, f, _ = self.call(args, check=True, first=i == 0)
+                    out, f, _ = self.call(args, check=True, first=i == 0, phase=f"correctness trial {i}")
+                    self.status(f"correctness trial {i}: saving the outputs")
                     findings += [f"trial {i}: {x}" for x in f]
                     fingerprints.append(self.fingerprints)  # the reference's are what the scorer trusts
                     self.save(f"trial{i}", out, args if self.role == "candidate" else None)
@@ -140,15 +157,16 @@ class Worker:
                 self.ch.send(event="done", findings=findings, fingerprints=fingerprints)
             elif phase == "warmup":
                 for i, seed in enumerate(msg["seeds"]):
-                    self.status(f"warm-up call {i}")
-                    self.call(self.inputs(seed), check=False)
+                    self.status(f"warm-up call {i}: making its inputs")
+                    self.call(self.inputs(seed), check=False, phase=f"warm-up call {i}")
                 self.ch.send(event="done", findings=[])
             elif phase == "timed":
                 batch = [self.inputs(seed) for seed in msg.pop("seeds")]
                 self.ch.send(event="ready")
                 self.ch.recv()  # go
                 self.status(f"timed batch {msg['batch']}")
-                results = [self.call(args, check=False) for args in batch]
+                results = [self.call(args, check=False, phase=f"timed batch {msg['batch']}, call {i}")
+                           for i, args in enumerate(batch)]
                 self.kept = [r[0] for r in results]
                 self.ch.send(event="done", findings=[], seconds=[r[2] for r in results])
             elif phase == "dump":

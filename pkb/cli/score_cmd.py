@@ -84,6 +84,10 @@ def run(args) -> int:
     nproc = args.nproc_per_node or (gpus if backend == "nccl" else 2)
     if nproc < 1 or (backend == "nccl" and nproc > gpus):
         raise UsageError(f"--nproc-per-node {nproc} is not possible here ({gpus} GPUs)")
+    gloo_bound = min(defaults.GLOO_MAX_RANKS, defaults.GLOO_RANKS_PER_CORE * (os.cpu_count() or 1))
+    if backend == "gloo" and nproc > gloo_bound:
+        raise UsageError(f"--nproc-per-node {nproc} is above the bound for gloo on this machine: {gloo_bound} "
+                         f"({defaults.GLOO_RANKS_PER_CORE} ranks per CPU core, at most {defaults.GLOO_MAX_RANKS})")
     world = nproc * args.nnodes
     if not task.supports(world):
         raise UsageError(f"task {task.slug} supports world sizes {task.world_sizes.describe()}, not {world}; "
