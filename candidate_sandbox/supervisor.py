@@ -21,7 +21,9 @@ Standard library only: it runs as a script before anything else is imported.
 - CPU time: the largest of any process, from the full scan; RLIMIT_CPU (a little above the cap) is the
   kernel's backstop should this process be starved.
 - Resident memory: the memory the sandbox holds that the machine cannot reclaim: each process's anonymous
-  and shared-memory pages, plus what its private tmpfs mounts (/tmp, /dev/shm) hold. File-backed pages
+  and shared-memory pages, plus what no process maps: what its private tmpfs mounts (/tmp, /dev/shm, the
+  private build cache) hold, every memfd open in the sandbox (Memfds: once per inode, from /proc/<pid>/fd)
+  and its System V segments that no process has attached. File-backed pages
   (libraries, the page cache) are not counted: they are shared and reclaimable. Each scan sums RssAnon +
   RssShmem from /proc/<pid>/status (counters, ~25 us a process), which counts a page shared by several
   processes (copy-on-write after a fork, a mapped segment) once per process: an upper bound. Only when that
@@ -95,11 +97,14 @@ class Scan:
     over `stop_at` (a fork bomb grows while it reads), its other figures then partial; `tasks_only`: it
     counts processes and threads alone (the tripwire's scan)."""
 
-    def __init__(self, me: int, stop_at: int, tasks_only: bool = False, tmpfs: tuple[str, ...] = ()):
+    def __init__(self, me: int, stop_at: int, tasks_only: bool = False, tmpfs: tuple[str, ...] = (),
+                 memfds: Memfds | None = None):
         self.procs = self.threads = 0
         self.worst, self.who = 0.0, ""        # the largest CPU time of one process, and that process
         self.pids: list[str] = []
-        self.bound = self.tmpfs = 0           # bytes: Σ RssAnon + RssShmem (an upper bound); the tmpfs mounts'
+        self.bound = self.tmpfs = 0           # bytes: Σ RssAnon + RssShmem (an upper bound); memory no process maps
+        memfds = memfds or Memfds()
+        state = None if tasks_only else memfds.start()
         for entry in os.listdir("/proc"):
             if not entry.isdigit() or int(entry) == me:
                 continue
@@ -121,11 +126,12 @@ class Scan:
                 continue
             self.pids.append(entry)
             self.bound += _kib(status, ("RssAnon:", "RssShmem:"))
+            memfds.add(entry, state)
             cpu = (int(fields[11]) + int(fields[12])) / TICK
             if cpu > self.worst:
                 self.worst, self.who = cpu, f"{entry} ({head.split('(', 1)[1]})"
         if not tasks_only:
-            self.tmpfs = sum(_used(path) for path in tmpfs)
+            self.tmpfs = sum(_used(path) for path in tmpfs) + memfds.end(state) + _sysv_unattached()
             self.bound += self.tmpfs
 
     def exact(self) -> int:
@@ -144,6 +150,66 @@ class Scan:
             except OSError:
                 pass  # gone
         return total
+
+
+class Memfds:
+    """The memfds open in the sandbox, found through /proc/<pid>/fd (a link to "/memfd:NAME"): each one once by
+    its inode, with the bytes it holds (st_blocks: its pages, not its nominal size). What a descriptor is takes
+    one readlink (a few microseconds); a descriptor number seen before is taken as what it was then, but every
+    RECHECK seconds each is looked at again (a number closed and opened again as a memfd in between is found
+    then)."""
+
+    def __init__(self):
+        self.known: dict[tuple[str, str], bool] = {}   # (pid, fd) -> whether it was a memfd
+        self.full_at = 0.0
+
+    def start(self) -> tuple[dict, dict, bool]:
+        """A scan's state: the descriptors seen now, the memfds' bytes by inode, and whether to look again at all."""
+        return {}, {}, time.monotonic() >= self.full_at
+
+    def add(self, pid: str, state: tuple[dict, dict, bool]) -> None:
+        seen, sizes, full = state
+        folder = f"/proc/{pid}/fd"
+        try:
+            fds = os.listdir(folder)
+        except OSError:
+            return
+        for fd in fds:
+            key = (pid, fd)
+            path = f"{folder}/{fd}"
+            memfd = None if full else self.known.get(key)
+            try:
+                if memfd is None:
+                    memfd = os.readlink(path).startswith("/memfd:")
+                seen[key] = memfd
+                if memfd:
+                    st = os.stat(path)
+                    sizes[(st.st_dev, st.st_ino)] = st.st_blocks * 512
+            except OSError:
+                continue  # closed meanwhile
+
+    def end(self, state: tuple[dict, dict, bool]) -> int:
+        seen, sizes, full = state
+        self.known = seen
+        if full:
+            self.full_at = time.monotonic() + RECHECK
+        return sum(sizes.values())
+
+
+def _sysv_unattached() -> int:
+    """Bytes held by the sandbox's System V shared-memory segments that no process has attached (it has an IPC
+    namespace of its own; an attached one is in its processes' RssShmem)."""
+    try:
+        with open("/proc/sysvipc/shm") as f:
+            rows = f.read().splitlines()[1:]
+    except OSError:
+        return 0
+    total = 0
+    for row in rows:
+        fields = row.split()
+        if len(fields) >= 15 and fields[6] == "0":   # nattch
+            total += int(fields[14])                 # rss, bytes
+    return total
 
 
 def _kib(text: str, keys: tuple[str, ...]) -> int:
@@ -311,6 +377,7 @@ def main(argv: list[str]) -> int:
         pids = None
     with open("/proc/self/mountinfo") as f:
         tmpfs = own_tmpfs(f.read(), tuple(w[len("tmpfs="):] for w in argv[3:split] if w.startswith("tmpfs=")))
+    memfds = Memfds()
     scan, tasks, seen, due = None, 0, -1, 0.0  # the last full scan, the last count of tasks and last PID then
     while True:
         while True:  # reap: the command, and orphans re-parented to process 1
@@ -322,7 +389,7 @@ def main(argv: list[str]) -> int:
                 break
             if pid == child.pid:  # the command ended; if its sandbox is over a cap (the kernel's pid_max failed
                 code = os.waitstatus_to_exitcode(status)  # its fork, say), that is the verdict
-                line = sup.breach(Scan(me, max_tasks, tmpfs=tmpfs))
+                line = sup.breach(Scan(me, max_tasks, tmpfs=tmpfs, memfds=Memfds()))
                 if line:
                     print(line, file=sys.stderr, flush=True)
                     os.kill(-1, signal.SIGKILL)
@@ -331,7 +398,7 @@ def main(argv: list[str]) -> int:
         last = _last_pid(pids)
         # tasks that may exist now: those last counted, and one per PID handed out since (a wrap: count again)
         if scan is None or time.monotonic() >= due:
-            seen, scan = last, Scan(me, max_tasks, tmpfs=tmpfs)
+            seen, scan = last, Scan(me, max_tasks, tmpfs=tmpfs, memfds=memfds)
             tasks = scan.threads
             line = sup.breach(scan)
             due = time.monotonic() + (FAST if sup.near(scan) else POLL)
