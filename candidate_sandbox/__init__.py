@@ -44,6 +44,8 @@ SPARE_TMP = "/var/tmp"   # a private tmpfs here when the machine's /tmp covers t
 # (a read-only bind does not stop connect()) and the users keep their files. What pkb needs below them (the
 # Python install, its packages, the repository, the candidate, the build cache, output folders) is bound back.
 HIDDEN = ("/run", "/var/run", "/var/lib", "/var/tmp", "/root", "/home")
+CACHE_BINDS = 64   # entries of the machine's build cache bound into a sandbox's private one, at most (_private_cache)
+OWN_BUILDS = ("cuda-rt", "cuda-driver", "thunderkittens")  # kinds of the cache that hold pkb's own builds
 
 
 @dataclass(frozen=True)
@@ -171,26 +173,33 @@ def prefix(writable: list[str] = (), readable: list[str] = (), limits: Limits = 
 
 
 def _private_cache(cache: str) -> list[str]:
-    """pkb's build cache inside a sandbox: a private tmpfs at its place, with every entry the machine's cache
-    holds now bound into it read-only. Builds made inside go to the tmpfs (counted as the sandbox's memory)
-    and end with the sandbox, so nothing a candidate writes there (a build planted for another candidate's
-    content hash, or for pkb's own stand-in libraries) is ever seen by another sandbox, and no entry already
-    there can be changed. The price: a build made inside is not kept for the next sandbox (the machine's
-    cache fills from builds made outside, such as `--no-sandbox` runs). Entries are the cache's files and
-    folders two levels down (<kind>/<key>: ptx/, cuda-ext/, cuda-rt/, ...); scratch names (a lock, a build
-    in progress, a temporary file) are left out."""
-    args = ["--tmpfs", cache]
+    """pkb's build cache inside a sandbox: a private tmpfs at its place, with entries the machine's cache holds
+    now bound into it read-only. Builds made inside go to the tmpfs (counted as the sandbox's memory) and end
+    with the sandbox, so nothing a candidate writes there (a build planted for another candidate's content
+    hash, or for pkb's own stand-in libraries) is ever seen by another sandbox, and no entry bound in can be
+    changed. Entries are the cache's files and folders two levels down (<kind>/<key>: ptx/, cuda-ext/,
+    cuda-rt/, ...); scratch names (a lock, a build in progress, a temporary file) are left out. Each bind
+    costs bwrap about 2 ms on a loaded machine, so at most CACHE_BINDS entries are bound: every entry of pkb's
+    own builds (OWN_BUILDS: one per toolchain), then the most recently made of the candidates' builds; one
+    left out is built again inside if needed. The price: a build made inside is not kept for the next sandbox
+    (the machine's cache fills from builds made outside, such as `--no-sandbox` runs)."""
+    entries: list[tuple[bool, float, str]] = []   # (not pkb's own, -mtime, path)
     for kind in sorted(os.listdir(cache)):
         top = os.path.join(cache, kind)
         if _scratch(kind) or os.path.islink(top):
             continue
-        if not os.path.isdir(top):
-            args += ["--ro-bind", top, top]
-            continue
-        for entry in sorted(os.listdir(top)):
-            path = os.path.join(top, entry)
-            if not _scratch(entry) and not os.path.islink(path):
-                args += ["--ro-bind", path, path]
+        paths = [top] if not os.path.isdir(top) else [
+            os.path.join(top, e) for e in sorted(os.listdir(top)) if not _scratch(e)]
+        for path in paths:
+            try:
+                st = os.lstat(path)
+            except OSError:
+                continue
+            if not os.path.islink(path):
+                entries.append((kind not in OWN_BUILDS, -st.st_mtime, path))
+    args = ["--tmpfs", cache]
+    for _, _, path in sorted(entries)[:CACHE_BINDS]:
+        args += ["--ro-bind", path, path]
     return args
 
 

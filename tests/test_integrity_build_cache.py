@@ -100,3 +100,19 @@ def test_what_a_sandbox_writes_in_its_cache_counts_as_its_memory(cache):
     cmd = [*sandbox.prefix([cache], limits=sandbox.Limits(memory_bytes=512 << 20)), sys.executable, "-c", code]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert proc.returncode == BREACH_EXIT and "of resident memory, over the sandbox's cap" in proc.stderr, proc
+
+
+def test_the_entries_bound_in_are_bounded_pkbs_own_first_then_the_newest(cache):
+    own = os.path.join(cache, "cuda-rt", "0123abcd")
+    os.makedirs(own)
+    os.utime(own, (1, 1))  # the oldest of all, still bound: pkb's own build
+    for i in range(sandbox.CACHE_BINDS + 10):
+        path = os.path.join(cache, "cuda-ext", f"ext_{i:03d}")
+        os.makedirs(path)
+        os.utime(path, (1000 + i, 1000 + i))
+    os.makedirs(os.path.join(cache, "cuda-ext", "ext_999.lock"))  # scratch: never bound
+    args = sandbox.prefix([cache])
+    bound = [args[i + 1] for i, a in enumerate(args) if a == "--ro-bind" and args[i + 1].startswith(cache + "/")]
+    assert len(bound) == sandbox.CACHE_BINDS and own in bound
+    assert sorted(os.path.basename(p) for p in bound if p != own) == [
+        f"ext_{i:03d}" for i in range(11, sandbox.CACHE_BINDS + 10)]
