@@ -16,7 +16,8 @@ def add_parser(sub) -> None:
                        description="Run an unmodified torchrun script on simulated ranks; report deadlocks, "
                                    "mismatches, protocol errors and exceptions. Exit: 0 ok, 3 deadlock/mismatch/"
                                    "protocol, 4 the script raised, 5 timeout, 6 inconclusive (a limit of pkb, named), "
-                                   "7 nothing checked (no communication was simulated), 2 bad usage.")
+                                   "7 nothing checked (no communication was simulated), 8 a rank ended its process with "
+                                   "os._exit mid-run or with a non-zero status, 2 bad usage.")
     p.add_argument("--nproc-per-node", "--nproc_per_node", type=int, default=None, metavar="N",
                    help="ranks per node (default 4; 8 with --demo)")
     p.add_argument("--nnodes", type=int, default=1, help="simulated nodes (world size = nnodes * nproc)")
@@ -45,7 +46,7 @@ def run_options(args, nproc: int, output):
     from pkbsim.world.launcher import RunOptions
     return RunOptions(nproc=nproc * args.nnodes, nproc_per_node=nproc, timeout=args.timeout,
                       p2p_buffer=args.p2p_buffer, lazy_p2p_init=args.lazy_p2p_init,
-                      record_compute=bool(args.trace), shape_run=args.shape_run, output=output,
+                      record_compute=bool(args.trace), shape_run=args.shape_run, output=output, catch_exit=True,
                       full_traceback=getattr(args, "full_traceback", False))
 
 

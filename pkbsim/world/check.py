@@ -55,6 +55,6 @@ def _device_kernels(result: RunResult) -> int:
 def _nothing_checked(result: RunResult) -> Finding:
     """A run without one simulated communication op is no evidence: say so, and where the program left."""
     exits = sorted({t.exit_site for t in result.traces if t.exit_site})
-    where = f": the program exited at {', '.join(exits)} (sys.exit)" if exits else ""
+    where = f": the program exited at {', '.join(exits)} (sys.exit or os._exit)" if exits else ""
     return Finding("no_communication", f"no communication and no device kernel was simulated, so nothing was checked{where}",
                    list(range(result.world_size)), exits)

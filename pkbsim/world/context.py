@@ -39,6 +39,7 @@ class RankContext:
     gpu_mesh: bool = False  # the program made a "cuda" DeviceMesh (dtensor_ops.py)
     unwaited: dict[int, SimWork] = field(default_factory=dict)  # async collectives not yet waited for
     plugin_states: dict = field(default_factory=dict)  # plugins.RankState -> that plug-in's state here
+    gone: bool = False  # the rank called os._exit: what its thread does while it unwinds is not shown
 
     @property
     def stream_id(self) -> int:

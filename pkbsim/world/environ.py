@@ -94,7 +94,7 @@ class RankPrefixedStream(io.TextIOBase):
         ctx = current()
         if ctx is None:
             return self._target.write(s)
-        if self._left <= 0:
+        if self._left <= 0 or ctx.gone:
             return len(s)
         pieces = getattr(self._partial, "pieces", None)
         if pieces is None:
@@ -127,7 +127,7 @@ class RankPrefixedStream(io.TextIOBase):
     def flush(self) -> None:
         ctx = current()
         pieces = getattr(self._partial, "pieces", None)
-        if ctx is not None and pieces:
+        if ctx is not None and pieces and not ctx.gone:
             rest = "".join(pieces)
             pieces.clear()
             self._partial.size = 0

@@ -5,7 +5,7 @@ from dataclasses import asdict, dataclass, field
 
 # verdict -> exit code of `pkb check` (documented in docs/check.md)
 EXIT_CODES = {"ok": 0, "deadlock": 3, "mismatch": 3, "protocol": 3, "error": 4, "timeout": 5, "inconclusive": 6,
-              "nothing_checked": 7}
+              "nothing_checked": 7, "exited": 8}
 
 # finding kind -> the verdict it implies (kinds not listed here are warnings)
 _VERDICT_OF_KIND = {
@@ -22,6 +22,7 @@ _VERDICT_OF_KIND = {
     "timeout": "timeout",
     "not_simulated": "inconclusive",        # a limit of pkb, named: never the program's fault
     "no_communication": "nothing_checked",  # the run ended without one simulated collective, p2p or symm op
+    "process_exit": "exited",  # a rank ended its process (os._exit) with a non-zero status or while it was needed
 }
 
 
@@ -47,7 +48,9 @@ def is_fatal(finding: Finding) -> bool:
 
 
 # the root cause first: a mismatch or protocol error usually ends in a deadlock or an error
-_ROOT_CAUSE_ORDER = ("mismatch", "protocol", "inconclusive", "deadlock", "error", "timeout", "nothing_checked")
+# (a rank's os._exit explains the deadlock or timeout of the peers it left waiting)
+_ROOT_CAUSE_ORDER = ("mismatch", "protocol", "inconclusive", "exited", "deadlock", "error", "timeout",
+                     "nothing_checked")
 
 
 def verdict_of(findings: list[Finding]) -> str:

@@ -50,6 +50,54 @@ class ScriptError(Exception):
     """The script cannot be read or compiled."""
 
 
+class _ProcessExit(BaseException):
+    """Unwinds a rank thread that called os._exit, once the run is over (see RunOptions.catch_exit)."""
+
+
+def _exit_catcher(world: World, launcher: threading.Thread, real_exit: Callable) -> Callable:
+    """os._exit as the program's threads see it while a run goes on: the calling rank's process ends (its
+    thread parks where it called, so none of its code runs again), not the simulator's."""
+    def _exit(status=0, *args):
+        ctx = context.current()
+        if ctx is None and threading.current_thread() is launcher:
+            return real_exit(status, *args)
+        frame = sys._getframe(1)
+        site = f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
+        if ctx is None:  # a thread the program started: its process ended, but pkb cannot tell whose
+            world.fail(Finding("process_exit", f"a thread the program started (not a rank's own) called "
+                               f"os._exit({status!r}) at {site}: on a GPU it ends its rank's whole process at "
+                               f"once; pkb cannot tell which rank's, so the run ends here", [], [site]))
+            raise SystemExit(status)   # ends this thread; threading prints nothing for a plain SystemExit
+        ctx.trace.exit_site = site
+        world.process_exit(ctx.rank, status, site)
+        world.exit_release.wait()
+        ctx.gone = True
+        raise _ProcessExit(status)
+    return _exit
+
+
+def _exit_findings(world: World, findings: list[Finding]) -> list[Finding]:
+    """The os._exit calls of a run, as findings: fatal when the status is not 0 or when a peer was left
+    waiting (the run failed), a note when every rank got what it needed (os._exit(0) at the very end)."""
+    if not world.exits:
+        return []
+    failed = verdict_of(findings) != "ok"
+    out = []
+    for rank, status, site in world.exits:
+        who, ranks = f"rank {rank}", [rank]
+        if status not in (0, None):
+            out.append(Finding("process_exit", f"{who} ended its process with os._exit({status!r}) at {site}: a "
+                               f"non-zero status, so torchrun would report the job failed", ranks, [site]))
+        elif failed:
+            out.append(Finding("process_exit", f"{who} ended its process with os._exit(0) at {site} while the "
+                               f"run still needed it: on a GPU its peers would hang or fail the same way", ranks,
+                               [site]))
+        else:
+            out.append(Finding("os_exit", f"{who} ended its process with os._exit(0) at {site}; no rank was "
+                               f"left waiting for it", ranks, [site]))
+    return out
+
+
 @dataclass
 class RunOptions:
     nproc: int  # world size
@@ -63,6 +111,9 @@ class RunOptions:
     output: object = None  # where the program's own prints go (default: stdout)
     topology: str = DEFAULT_TOPOLOGY  # the machine whose GPU torch.cuda.get_device_properties describes
     full_traceback: bool = False  # an exception's report keeps torch's frames too (the program's alone otherwise)
+    # os._exit in a thread of the program ends that rank's "process" (its thread parks; a finding names the rank
+    # and line) instead of this whole process. `pkb check` turns it on; off, os._exit ends the process as on a GPU.
+    catch_exit: bool = False
     # Rank threads share the GIL; on one core their hand-offs are ~2x cheaper than across cores
     # (benchmarks/world_overhead.py). None = let the OS place them.
     pin_core: int | None = field(default_factory=lambda: min(os.sched_getaffinity(0)))
@@ -181,20 +232,26 @@ def _rank_main(world: World, engine: Engine, rank: int, body: Callable[[RankCont
                 stack.enter_context(FusedCallsMode(ensure_ops_mode(ctx)))
             body(ctx)
         _check_unwaited(ctx)
+    except _ProcessExit:
+        status = "exited"
     except SimAbort:
-        status = "failed"
+        status = "failed" if world.ranks[rank].status != "exited" else "exited"
     except SystemExit as e:
         frames = _program_frames(e)
         trace.exit_site = f"{os.path.basename(frames[-1].filename)}:{frames[-1].lineno}" if frames else None
+        world.ranks[rank].exit_note = f"sys.exit({e.code!r})" + (f" at {trace.exit_site}" if trace.exit_site else "")
         if e.code not in (None, 0):
             status = "failed"
-            world.fail(Finding("error", f"rank {rank} exited with status {e.code}", [rank]), unless_failed=True)
+            where = f" at {trace.exit_site}" if trace.exit_site else ""
+            world.fail(Finding("error", f"rank {rank} exited with status {e.code}{where} (sys.exit)", [rank],
+                               [trace.exit_site] if trace.exit_site else []), unless_failed=True)
     except BaseException as e:  # noqa: BLE001 - a rank's exception is a finding, not a crash of pkb
         status = "failed"
         world.fail(_error_finding(rank, e, opts.full_traceback), unless_failed=True)
     finally:
         _drop_dispatch_modes()
-        world.finish(rank, status)
+        if status != "exited":   # an exited rank was finished when it called os._exit
+            world.finish(rank, status)
         context.bind(None)
 
 
@@ -214,6 +271,18 @@ def _check_unwaited(ctx: RankContext) -> None:
         msg = (f"rank {ctx.rank}: an async operation issued at {w._site} was never waited (work.wait() or "
                f"torch.cuda.synchronize()): its buffers can be reused or freed while it is still in flight")
         ctx.world.add_finding(Finding("race", msg, [ctx.rank], [w._site]))
+
+
+def _release_exited(world: World, threads: list[threading.Thread]) -> None:
+    """The run's result is taken: threads parked in os._exit unwind (their output hidden, any wait refused)."""
+    if not world.exits:
+        return
+    with world.lock:
+        world.over = True
+    world.exit_release.set()
+    for r, th in enumerate(threads):
+        if world.ranks[r].status == "exited":
+            th.join(timeout=2.0)
 
 
 def _kill(thread: threading.Thread) -> None:
@@ -285,30 +354,41 @@ def run_ranks(body: Callable[[RankContext], None], opts: RunOptions) -> RunResul
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // opts.nproc))  # the ranks are the parallelism
     gc.collect()
     gc.freeze()  # torch's large heap would make every full collection cost milliseconds per operation
+    exit_patches = Patches()
     try:
         with simulated_process(world.nproc_per_node, opts.output, opts.topology):
+            if opts.catch_exit:
+                import posix
+                catcher = _exit_catcher(world, threading.current_thread(), posix._exit)
+                exit_patches.set(os, "_exit", catcher)
+                exit_patches.set(posix, "_exit", catcher)
             for th in threads:
                 th.start()
             deadline = t0 + opts.timeout
             others = OthersClock({opts.pin_core} if opts.pin_core is not None else None)
-            while any(th.is_alive() for th in threads):
-                for th in threads:
+            def running() -> list[threading.Thread]:  # a thread parked in os._exit has ended its rank
+                return [th for r, th in enumerate(threads) if th.is_alive() and world.ranks[r].status != "exited"]
+
+            while running():
+                for th in running():
                     th.join(timeout=0.05)
                 now = time.perf_counter()
                 if (not world.pauses and now > deadline + world.excluded_s
                         and now > deadline + world.excluded_s + others.taken(now - t0)):
                     world.fail(_timeout_finding(world, threads, opts.timeout))
-                    for th in threads:
-                        if th.is_alive():
-                            _kill(th)
-                    for th in threads:
+                    for th in running():
+                        _kill(th)
+                    for th in running():
                         th.join(timeout=2.0)
-                    stuck = sum(th.is_alive() for th in threads)
+                    stuck = len(running())
                     break
+            findings = list(world.findings)
+            findings[:0] = _exit_findings(world, findings)
+            _release_exited(world, threads)
     finally:
+        exit_patches.restore()
         gc.unfreeze()
         torch.set_num_threads(threads_before)
-    findings = list(world.findings)
     ops = sum(1 for t in traces for r in t.records if r["kind"] in ("collective", "p2p", "symm"))
     labels = {name: repr(c) for name, c in engine.comms.items()}
     return RunResult(opts.nproc, findings, ops, time.perf_counter() - t0, traces,

@@ -45,8 +45,9 @@ class Wait:
 class RankState:
     rank: int
     cond: threading.Condition
-    status: str = "running"  # running | blocked | done | failed
+    status: str = "running"  # running | blocked | done | failed | exited (os._exit: its thread is parked)
     wait: Wait | None = None
+    exit_note: str | None = None  # how the rank left, when it left by an exit: "sys.exit(0) at x.py:8"
     thread: threading.Thread | None = None
     local: dict = field(default_factory=dict)
 
@@ -75,6 +76,9 @@ class World:
         self.pauses = 0  # watchdog pauses in progress
         self.store = None  # the c10d store of the ranks' init_process_group (the launcher makes it)
         self.plugin_states: dict = {}  # plugins.WorldState -> that plug-in's state in this world
+        self.exits: list[tuple[int, object, str]] = []  # the ranks' os._exit calls: (rank, status, site)
+        self.exit_release = threading.Event()  # set when the run is over: parked os._exit threads unwind
+        self.over = False  # the run's result is taken: a parked thread unwinding may not wait on anyone
 
     # ---- state changes -------------------------------------------------------------------------
     def changed(self) -> None:
@@ -127,7 +131,7 @@ class World:
         with self.lock:
             try:
                 while True:
-                    if self.failed:
+                    if self.failed or self.over:
                         raise SimAbort(self._abort_message())
                     if wait.ready():
                         return
@@ -150,6 +154,14 @@ class World:
             # a rank that finishes may be what the others were waiting for: let them re-check
             for other in self.ranks:
                 other.cond.notify_all()
+
+    def process_exit(self, rank: int, status, site: str) -> None:
+        """A thread of the program called os._exit: on a GPU its process ends there. The rank counts as
+        gone (its peers' waits on it can never complete); the caller parks the thread until the run is over."""
+        with self.lock:
+            self.exits.append((rank, status, site))
+        self.ranks[rank].exit_note = f"os._exit({status!r}) at {site}"
+        self.finish(rank, "exited")
 
     def _everyone_stuck(self) -> bool:
         blocked = []
@@ -181,14 +193,17 @@ class World:
                 details.append(f"rank {st.rank}: blocked in {w.label()} at {where}" + (f" -- {why}" if why else ""))
                 sites.append(w.site)
             else:
-                details.append(f"rank {st.rank}: {'finished' if st.status == 'done' else st.status}")
+                state = f"left by {st.exit_note}" if st.exit_note else "finished" if st.status == "done" else st.status
+                details.append(f"rank {st.rank}: {state}")
         cycle = find_cycle({r: w.waits_for() for r, w in blocked.items()})
         if cycle:
             details.append("cycle: " + " -> ".join(f"rank {r}" for r in cycle + [cycle[0]]))
         else:
             gone = sorted({p for w in blocked.values() for p in w.waits_for()} - set(blocked))
             if gone:
-                details.append("waiting for ranks that will never arrive: " + ", ".join(map(str, gone)))
+                notes = [f"rank {r} left by {self.ranks[r].exit_note}" for r in gone if self.ranks[r].exit_note]
+                details.append("waiting for ranks that will never arrive: " + ", ".join(map(str, gone))
+                               + (f" ({'; '.join(notes)})" if notes else ""))
         kinds = {w.kind for w in blocked.values()}
         kind = "protocol" if kinds == {"protocol"} else "deadlock"
         self.blocked_sends_at_deadlock = sum(1 for w in blocked.values() if w.kind == "send")
