@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
-from torch.utils._pytree import tree_map
+from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from hwbackend.failures import is_cuda_error
 from hwbackend.guard import Guard, leftover_threads
@@ -123,11 +123,16 @@ class Worker:
         """The outputs of a call; with `inputs` (a correctness trial of the candidate), the input tensors as
         they are after the call beside them, in one file that keeps which tensors share memory, so that the
         scorer judges mutation and aliasing in its own process."""
-        cpu = _CpuCopies()
-        doc = tree_map(cpu, list(out))
-        if inputs is not None:
-            doc = {"outputs": doc, "inputs": [cpu(t) for t in flat_tensors(inputs)]}
-        self.guard.save_file(doc, os.path.join(self.out_dir, f"{name}-rank{self.rank}.pt"))
+        doc = list(out) if inputs is None else {"outputs": list(out), "inputs": flat_tensors(inputs)}
+        path = os.path.join(self.out_dir, f"{name}-rank{self.rank}.pt")
+        try:
+            self.guard.save_file(_on_cpu(doc), path)
+        except RuntimeError as e:  # views of one memory as different dtypes: torch.save takes them apart only
+            if "different types" not in str(e):
+                raise
+            leaves, spec = tree_flatten(doc)
+            self.guard.save_file(tree_unflatten([t.detach().cpu().clone() if isinstance(t, torch.Tensor) else t
+                                                 for t in leaves], spec), path)
 
     def serve(self) -> None:
         findings = []
@@ -177,25 +182,42 @@ class Worker:
                 self.ch.send(event="done", findings=f)
 
 
-class _CpuCopies:
-    """Moves tensors to the CPU keeping shared memory shared: every tensor on one device storage becomes a
-    view of one CPU copy of it (a tensor's own `.cpu()` would copy each view apart), so that a saved output
-    that aliases an input still does when the scorer loads the file."""
+def _on_cpu(tree):
+    """`tree` with its tensors moved to the CPU, keeping shared memory shared: the tensors on one device
+    storage become views of one CPU copy of the span of it they cover (each tensor's own `.cpu()` would copy
+    each view apart), so that a saved output that aliases an input still does when the scorer loads it."""
+    leaves, spec = tree_flatten(tree)
+    spans: dict[int, list[int]] = {}  # device storage -> [first byte, end byte] its tensors cover
+    for t in leaves:
+        if _shared_copy(t):
+            size = t.element_size()
+            first = t.storage_offset() * size
+            end = first + size * (1 + sum((n - 1) * st for n, st in zip(t.shape, t.stride())))
+            span = spans.setdefault(t.untyped_storage().data_ptr(), [first, end])
+            span[0], span[1] = min(span[0], first), max(span[1], end)
+    copies: dict[int, tuple[int, torch.UntypedStorage]] = {}
 
-    def __init__(self):
-        self.storages: dict[int, torch.UntypedStorage] = {}
-
-    def __call__(self, t):
+    def move(t):
         if not isinstance(t, torch.Tensor):
             return t
-        t = t.detach()
-        if t.device.type == "cpu" or t.layout != torch.strided or not t.numel():
-            return t.cpu()
+        if not _shared_copy(t):
+            return t.detach().cpu()
         storage = t.untyped_storage()
-        copy = self.storages.get(storage.data_ptr())
-        if copy is None:
-            copy = self.storages[storage.data_ptr()] = storage.cpu()
-        return torch.empty(0, dtype=t.dtype).set_(copy, t.storage_offset(), t.size(), t.stride())
+        if storage.data_ptr() not in copies:
+            first, end = spans[storage.data_ptr()]
+            first -= first % 16  # a multiple of every element size
+            raw = torch.empty(0, dtype=torch.uint8, device=t.device).set_(storage)[first:end].to("cpu", copy=True)
+            copies[storage.data_ptr()] = (first, raw.untyped_storage())
+        first, copy = copies[storage.data_ptr()]
+        offset = (t.storage_offset() * t.element_size() - first) // t.element_size()
+        return torch.empty(0, dtype=t.dtype).set_(copy, offset, t.size(), t.stride())
+    return tree_unflatten([move(t) for t in leaves], spec)
+
+
+def _shared_copy(t) -> bool:
+    """A tensor moved through one copy of its storage: a strided, non-empty one on a device (a CPU tensor is
+    saved as it is, sharing kept)."""
+    return isinstance(t, torch.Tensor) and t.device.type != "cpu" and t.layout == torch.strided and t.numel() > 0
 
 
 @dataclass
