@@ -354,14 +354,17 @@ def run_ranks(body: Callable[[RankContext], None], opts: RunOptions) -> RunResul
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // opts.nproc))  # the ranks are the parallelism
     gc.collect()
     gc.freeze()  # torch's large heap would make every full collection cost milliseconds per operation
-    exit_patches = Patches()
+    run_patches = Patches()
     try:
         with simulated_process(world.nproc_per_node, opts.output, opts.topology):
+            if opts.shape_run:   # every fake storage an address of its own (fake_pointers.py)
+                from pkbsim.world.fake_pointers import install_fake_pointers
+                install_fake_pointers(run_patches)
             if opts.catch_exit:
                 import posix
                 catcher = _exit_catcher(world, threading.current_thread(), posix._exit)
-                exit_patches.set(os, "_exit", catcher)
-                exit_patches.set(posix, "_exit", catcher)
+                run_patches.set(os, "_exit", catcher)
+                run_patches.set(posix, "_exit", catcher)
             for th in threads:
                 th.start()
             deadline = t0 + opts.timeout
@@ -386,7 +389,7 @@ def run_ranks(body: Callable[[RankContext], None], opts: RunOptions) -> RunResul
             findings[:0] = _exit_findings(world, findings)
             _release_exited(world, threads)
     finally:
-        exit_patches.restore()
+        run_patches.restore()
         gc.unfreeze()
         torch.set_num_threads(threads_before)
     ops = sum(1 for t in traces for r in t.records if r["kind"] in ("collective", "p2p", "symm"))

@@ -16,6 +16,14 @@ class Patches:
         self._saved.append((obj, name, getattr(obj, name, None), had))
         setattr(obj, name, value)
 
+    def set_own(self, cls: type, name: str, value: Any) -> None:
+        """Give a class its own attribute over an inherited one; restore removes it again."""
+        if name in vars(cls):
+            self.set(cls, name, value)
+        else:
+            self._saved.append((cls, name, None, False))
+            setattr(cls, name, value)
+
     def set_item(self, mapping: dict, key: Any, value: Any) -> None:
         self._saved.append((mapping, key, mapping.get(key, _MISSING), None))
         mapping[key] = value
