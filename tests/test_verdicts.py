@@ -296,5 +296,9 @@ def test_only_a_fatal_signal_reads_the_last_crash_dump(tmp_path):
         '  File "/old.py", line 3 in gone\n\n'
         'Fatal Python error: Segmentation fault\n\nCurrent thread 0x2 (most recent call first):\n'
         '  File "/lib.py", line ??? in native\n  File "/cand.py", line 7 in solution\n')
-    assert _frames(str(tmp_path), signal.SIGSEGV) == (("/lib.py", 0, "native"), ("/cand.py", 7, "solution"))
-    assert _frames(str(tmp_path), signal.SIGKILL) == ()   # a kill after some forked process's crash: not ours
+    folder = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        assert _frames(folder, signal.SIGSEGV) == (("/lib.py", 0, "native"), ("/cand.py", 7, "solution"))
+        assert _frames(folder, signal.SIGKILL) == ()   # a kill after some forked process's crash: not ours
+    finally:
+        os.close(folder)

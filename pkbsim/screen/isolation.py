@@ -5,7 +5,9 @@ result pipe, `os._exit`. So the screen forks a child for every candidate (candid
 reference's outputs, the comparison and the verdict in the parent. The child writes one file with
 `torch.save`; the parent reads it with `weights_only=True` (tensors, numbers, strings, containers: no
 object of the child's choosing is ever built in the parent). A child that ends without writing it (an
-exit, a signal, the time limit) is reported as such, never read as a result.
+exit, a signal, the time limit) is reported as such, never read as a result. Between the fork and the
+candidate's first line the child is confined (confinement.py): a PID and user namespace of its own, no
+descriptor of the parent's, no tracing, so it can neither reach the screen nor write its output.
 
 The process a child is forked from must hold nothing the candidate may not see (reference outputs,
 another candidate's state): `pkb screen` forks itself before it runs the reference (`Fork`); a pool
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import faulthandler
+import io
 import json
 import os
 import re
@@ -30,6 +33,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
+
+from pkbsim.screen.confinement import STOPPED_EXIT, UnreadableResult, confine, read_result, seal
 
 
 @dataclass
@@ -53,36 +58,40 @@ class ChildExit:
                 return f"died of {name}"
             path, line, fn = self.frames[0]
             return f"died of {name} in {fn} at {path}:{line or '?'}"
+        if self.code == STOPPED_EXIT:
+            return "stopped itself (a stop signal from its own processes) and was killed"
         return f"exited with status {self.code} before it handed back its results"
 
 
 FAULT_LOG = "fault.txt"   # in the child's working folder: faulthandler's dump of a fatal signal
+RESULT = "result.pt"      # in the child's working folder: what it hands back
+FAULT_LOG_MAX = 8 << 20   # bytes: a larger fault log is not read
 _FATAL = {signal.SIGSEGV, signal.SIGFPE, signal.SIGABRT, signal.SIGBUS, signal.SIGILL}   # what faulthandler dumps
 _FRAME = re.compile(r'^\s*File "(.*)", line (\d+|\?\?\?) in (.*)$', re.M)
 
 
-def _frames(workdir: str, sig: int) -> tuple[tuple[str, int, str], ...]:
+def _frames(dirfd: int, sig: int) -> tuple[tuple[str, int, str], ...]:
     """The stack faulthandler wrote for the thread a fatal signal hit, innermost first (line 0: unknown); the
     last dump in the file (the candidate writes to it too, so only its tail is read)."""
     if sig not in _FATAL:
         return ()
     try:
-        with open(os.path.join(workdir, FAULT_LOG), "rb") as f:
-            f.seek(max(0, os.fstat(f.fileno()).st_size - 65536))
-            text = f.read().decode("utf-8", "replace")
-    except OSError:
+        text = (read_result(dirfd, FAULT_LOG, FAULT_LOG_MAX) or b"")[-65536:].decode("utf-8", "replace")
+    except UnreadableResult:
         return ()
     text = text[text.rfind("Fatal Python error"):] if "Fatal Python error" in text else text
     return tuple((path, int(line) if line.isdigit() else 0, fn.strip()) for path, line, fn in _FRAME.findall(text))
 
 
-def _child(job: dict, path: str) -> None:
-    """In the forked child: run the job, write its payload to `path` (atomically), and leave at once."""
+def _child(job: dict, workdir: str) -> None:
+    """In the forked child: confine it (confinement.py), run the job, write its payload into `workdir`
+    (atomically), and leave at once."""
     code = 0
+    path = os.path.join(workdir, RESULT)
     try:
-        os.dup2(2, 1)  # the candidate's own writes to fd 1 must never reach the parent's stdout (--json)
+        confine()
         # a fatal signal (a native crash) writes the crashing thread's Python stack here, for the parent
-        fault = open(os.path.join(os.path.dirname(path), FAULT_LOG), "w")
+        fault = open(os.path.join(workdir, FAULT_LOG), "w")
         faulthandler.enable(fault, all_threads=False)
         os.register_at_fork(after_in_child=faulthandler.disable)   # a process it forks dumps nothing here
         # the parent may have run OpenMP (torch's intra-op threads); a fork has none of its threads, and a
@@ -109,27 +118,34 @@ def _status(raw: int) -> ChildExit:
 
 
 class Child:
-    """A running candidate process: `result()` waits for it and reads what it handed back."""
+    """A running candidate process: `result()` waits for it and reads what it handed back.
+
+    The working folder is opened once, by this (trusted) side, when it is made: its files are read through
+    that descriptor (confinement.read_result), so a candidate that replaces the folder, or plants a FIFO,
+    a link or a huge file in it, cannot redirect, stall or flood the read."""
 
     def __init__(self, pid: int, workdir: str, wait: Callable[[float], ChildExit]):
         self.pid, self.workdir, self._wait = pid, workdir, wait
-        self.path = os.path.join(workdir, "result.pt")
+        self._dirfd = os.open(workdir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
 
     def result(self, timeout: float) -> tuple[dict | None, ChildExit]:
         """(payload, how it ended); payload is None when the child wrote none."""
         ended = self._wait(timeout)
         if ended.signal is not None:
-            ended = dataclasses.replace(ended, frames=_frames(self.workdir, ended.signal))
+            ended = dataclasses.replace(ended, frames=_frames(self._dirfd, ended.signal))
         try:
-            if ended.timed_out or not os.path.exists(self.path):
+            if ended.timed_out:
                 return None, ended
             try:
-                payload = torch.load(self.path, weights_only=True)
+                data = read_result(self._dirfd, RESULT)
+                if data is None:
+                    return None, ended
+                payload = torch.load(io.BytesIO(data), weights_only=True)
             except Exception:  # noqa: BLE001 - not plain data (a child that forged or tore it): nothing handed back
                 return None, ChildExit(code=ended.code, signal=ended.signal, unreadable=True)
             return (payload if isinstance(payload, dict) else None), ended
         finally:
-            shutil.rmtree(self.workdir, ignore_errors=True)
+            self._close()
 
     def kill(self) -> None:
         try:
@@ -137,7 +153,15 @@ class Child:
         except ProcessLookupError:
             pass
         self._wait(0)
+        self._close()
+
+    def _close(self) -> None:
+        os.close(self._dirfd)
         shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def _workdir() -> str:
+    return tempfile.mkdtemp(prefix="pkb-candidate-")
 
 
 class Fork:
@@ -145,12 +169,13 @@ class Fork:
     reference (`pkb screen`)."""
 
     def start(self, job: dict) -> Child:
-        workdir = tempfile.mkdtemp(prefix="pkb-candidate-")
+        seal()
+        workdir = _workdir()
         sys.stdout.flush()
         sys.stderr.flush()
         pid = os.fork()
         if pid == 0:
-            _child(job, os.path.join(workdir, "result.pt"))
+            _child(job, workdir)
 
         def wait(timeout: float) -> ChildExit:
             deadline = time.monotonic() + timeout
@@ -166,6 +191,11 @@ class Fork:
         return Child(pid, workdir, wait)
 
 
+class ZygoteGone(RuntimeError):
+    """A worker's zygote died: no later candidate of that worker can be screened fairly (the worker ends
+    and the pool starts a fresh one for the job)."""
+
+
 class Zygote:
     """A process forked once, before any job ran, that forks one child per candidate on request.
 
@@ -173,6 +203,7 @@ class Zygote:
     the child's pid, then, once the child has ended, its raw wait status (one line each)."""
 
     def __init__(self):
+        seal()
         to_z, from_p = os.pipe()
         to_p, from_z = os.pipe()
         sys.stdout.flush()
@@ -193,7 +224,7 @@ class Zygote:
         while not line.endswith(b"\n"):
             byte = os.read(self._answers, 1)
             if not byte:
-                raise RuntimeError("the screening worker's zygote process is gone")
+                raise ZygoteGone("the screening worker's zygote process is gone")
             line += byte
         return int(line)
 
@@ -215,7 +246,7 @@ class Zygote:
                 if child == 0:
                     requests.close()
                     answers.close()
-                    _child(msg["job"], msg["path"])
+                    _child(msg["job"], msg["workdir"])
                 answers.write(f"{child}\n")
                 _, raw = os.waitpid(child, 0)
                 answers.write(f"{raw}\n")
@@ -225,8 +256,11 @@ class Zygote:
             os._exit(code)
 
     def start(self, job: dict) -> Child:
-        workdir = tempfile.mkdtemp(prefix="pkb-candidate-")
-        self._requests.write(json.dumps({"job": job, "path": os.path.join(workdir, "result.pt")}) + "\n")
+        workdir = _workdir()
+        try:
+            self._requests.write(json.dumps({"job": job, "workdir": workdir}) + "\n")
+        except BrokenPipeError:
+            raise ZygoteGone("the screening worker's zygote process is gone") from None
         pid = self._answer()
 
         def wait(timeout: float) -> ChildExit:

@@ -12,6 +12,7 @@ from pkbsim.screen.candidate import Session
 from pkbsim.screen.candidate_side import CandidateJob, CandidateReport
 from pkbsim.screen.cost import SHAPE_RUN_SECONDS, predict
 from pkbsim.screen.functional import ReferenceFailed, judge, reference_run
+from pkbsim.screen.confinement import STOPPED_EXIT
 from pkbsim.screen.isolation import ChildExit, Fork
 from pkbsim.screen.prebuild import BUILD_MARKERS
 from pkbsim.screen.result import Reason, ReasonKind, ScreenResult, Stage
@@ -119,6 +120,8 @@ def _ended(res: ScreenResult, ended: ChildExit) -> ScreenResult:
     simulator never exits a process; `os._exit` ends a rank's process on a GPU too); a signal, a time
     limit or an unreadable result pkb cannot pin on the candidate: inconclusive, so it goes to GPU scoring."""
     what = f"the candidate's process {ended.describe()}"
+    if ended.code == STOPPED_EXIT and not ended.unreadable:
+        return res.reject(Stage.FUNCTIONAL, [Reason(ReasonKind.CRASH, what, res.candidate)])
     if ended.code is not None and not ended.unreadable:
         return res.reject(Stage.FUNCTIONAL, [Reason(ReasonKind.CRASH, f"{what} (os._exit, sys.exit from a thread, or exit "
                                                                   f"in native code: a process that ends mid-call)",

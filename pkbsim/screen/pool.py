@@ -26,7 +26,7 @@ from collections.abc import Callable
 
 from pkbsim.screen.job import ScreenJob
 from pkbsim.screen.result import ReasonKind, ScreenResult
-from pkbsim.screen.worker import inconclusive, rejected
+from pkbsim.screen.worker import ZYGOTE_GONE_EXIT, inconclusive, rejected
 
 LOG_TAIL = 1 << 16  # bytes of a dead worker's stderr read for the supervisor's line
 
@@ -43,14 +43,30 @@ class _Worker:
         if core is not None:  # at once, while the worker is still starting (it sets it again itself)
             os.sched_setaffinity(self.proc.pid, {core})
         self.job: ScreenJob | None = None
+        self.job_id = ""
         self.deadline = 0.0
 
     def send(self, job: ScreenJob, limit: float) -> None:
-        self.job, self.deadline = job, time.monotonic() + limit
+        self.job, self.job_id, self.deadline = job, os.urandom(16).hex(), time.monotonic() + limit
         self.log.seek(0)  # the worker is idle: its log starts again (it shares the file's offset), so a
         self.log.truncate()  # batch's logs stay one candidate's output long
-        self.proc.stdin.write(json.dumps(job.to_json()) + "\n")
+        self.proc.stdin.write(json.dumps({"id": self.job_id, "job": job.to_json()}) + "\n")
         self.proc.stdin.flush()
+
+    def answer(self, line: str) -> ScreenResult | None:
+        """The result in the worker's answer `line`, filed under the job this pool sent (whatever names the
+        line carries); None when the line is not the answer to that job (its id, or not a result at all)."""
+        try:
+            doc = json.loads(line)
+            if doc.get("id") != self.job_id:
+                return None
+            res = ScreenResult.from_json(doc["result"])
+        except (ValueError, TypeError, KeyError, AttributeError):
+            return None
+        job = self.job
+        res.task, res.candidate, res.world_size, res.topology, res.seed = (
+            job.task, job.candidate, job.world_size, job.topology, job.seed)
+        return res
 
     def breach(self) -> str | None:
         """The supervisor's line, if the sandbox ended this worker for a cap its candidate broke."""
@@ -94,6 +110,7 @@ def run_local(jobs: list[ScreenJob], workers: int, time_limit: float, memory_gb:
     queue = deque(jobs)
     prefix = sandbox_prefix(jobs) if sandboxed and jobs else []
     retried: set[int] = set()  # ids of jobs whose worker died once
+    restarted: set[int] = set()  # ids of jobs whose worker lost its zygote once
     sel = selectors.DefaultSelector()
     pool: list[_Worker] = []
 
@@ -125,7 +142,10 @@ def run_local(jobs: list[ScreenJob], workers: int, time_limit: float, memory_gb:
                 line = w.proc.stdout.readline()
                 if not line:  # the worker died (a crash in native code, the memory limit, a sandbox cap)
                     code, broken = w.proc.wait(), w.breach()
-                    if broken:  # the candidate's doing (a fork bomb, a CPU spinner): no second try
+                    if code == ZYGOTE_GONE_EXIT and id(w.job) not in restarted:  # not the job's fault: again
+                        restarted.add(id(w.job))
+                        queue.appendleft(w.job)
+                    elif broken:  # the candidate's doing (a fork bomb, a CPU spinner): no second try
                         on_result(rejected(w.job, ReasonKind.RESOURCE_LIMIT, broken))
                     elif id(w.job) in retried:
                         crashed = f"worker crashed (exit {code}) twice, memory limit {memory_gb:g} GB"
@@ -137,7 +157,15 @@ def run_local(jobs: list[ScreenJob], workers: int, time_limit: float, memory_gb:
                     if queue:
                         start().send(queue.popleft(), time_limit)
                     continue
-                on_result(ScreenResult.from_json(json.loads(line)))  # the worker's answer, across its pipe
+                res = w.answer(line)  # the worker's answer, across its pipe
+                if res is None:
+                    why = "the screening worker answered something other than this job's result"
+                    on_result(inconclusive(w.job, ReasonKind.PKB_ERROR, why))
+                    retire(w)
+                    if queue:
+                        start().send(queue.popleft(), time_limit)
+                    continue
+                on_result(res)
                 w.job = None
                 if queue:
                     w.send(queue.popleft(), time_limit)

@@ -1,6 +1,7 @@
 """A screening worker process: `python -m pkbsim.screen.worker --memory-gb G [--core C]`.
 
-Reads one job per line (JSON) on stdin and answers one result per line on the protocol pipe. No candidate
+Reads one job per line (JSON, with the id the pool gave it) on stdin and answers one result per line, with
+that id, on the protocol pipe. No candidate
 runs in this process: each runs in a child forked for it alone by the worker's zygote (isolation.py), so
 nothing a candidate patches outlives it or reaches the comparison, the verdict or the next candidate. The
 candidate's own prints cannot corrupt the protocol: fd 1 is pointed at stderr once the pipe is saved.
@@ -38,8 +39,12 @@ def _unfinished(job: ScreenJob) -> ScreenResult:
     return ScreenResult(job.task, job.candidate, job.world_size, job.topology, job.seed)
 
 
+ZYGOTE_GONE_EXIT = 75   # the worker's exit status when its zygote died: the pool replaces it and retries
+
+
 def screen_job(job: ScreenJob, spawner=None) -> ScreenResult:
     from pkbsim.screen.candidate_side import prepare
+    from pkbsim.screen.isolation import ZygoteGone
     from pkbsim.screen.pipeline import ScreenOptions, screen
     from pkbsim.timing.topology import load_topology
     from tasks.registry import get
@@ -50,6 +55,8 @@ def screen_job(job: ScreenJob, spawner=None) -> ScreenResult:
                          parallelkernelbench_dtype=job.parallelkernelbench_dtype)
     try:
         return screen(get(job.task), job.candidate, opts, spawner)
+    except ZygoteGone:
+        raise
     except MemoryError:
         return inconclusive(job, ReasonKind.MEMORY_LIMIT, "the screen ran out of its memory limit (--memory-gb)")
     except Exception as e:  # noqa: BLE001 - a bug of pkb ends this candidate's screen, not the batch
@@ -72,11 +79,16 @@ def main() -> int:
     #                       initialized module 'torch._dynamo'" failed ParallelKernelBench references 80-85
 
     import pkbsim.screen.pipeline  # noqa: F401 - import once per worker, not in the first candidate's time
-    from pkbsim.screen.isolation import Zygote
+    from pkbsim.screen.isolation import Zygote, ZygoteGone
     zygote = Zygote()  # forked now, before any job: each candidate's process is a fresh fork of it
     for line in sys.stdin:
-        job = ScreenJob.from_json(json.loads(line))
-        proto.write(json.dumps(screen_job(job, zygote).to_json()) + "\n")
+        request = json.loads(line)
+        job = ScreenJob.from_json(request["job"])
+        try:
+            res = screen_job(job, zygote)
+        except ZygoteGone:
+            return ZYGOTE_GONE_EXIT   # answer nothing: the pool starts a fresh worker for this job
+        proto.write(json.dumps({"id": request["id"], "result": res.to_json()}) + "\n")
     return 0
 
 

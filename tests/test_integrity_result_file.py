@@ -1,0 +1,57 @@
+"""Exploit class: a candidate that plants a FIFO, a link or a huge file where its process hands its result
+back, so that the screen's read waits forever or reads what it should not. The trusted side reads through
+the folder it opened when it made it, without following links or waiting for a writer, and only a regular
+file of a bounded size. Twin: a regular result file is read whole."""
+import os
+
+import pytest
+from hostile import screen
+
+from pkbsim.screen.confinement import UnreadableResult, read_result
+
+
+@pytest.fixture
+def folder(tmp_path):
+    fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    yield tmp_path, fd
+    os.close(fd)
+
+
+def test_a_regular_file_is_read_whole(folder):
+    path, fd = folder
+    (path / "result.pt").write_bytes(b"x" * 3000)
+    assert read_result(fd, "result.pt") == b"x" * 3000
+    assert read_result(fd, "missing.pt") is None
+
+
+@pytest.mark.parametrize("plant", ["fifo", "link", "huge", "folder"])
+def test_what_is_not_a_bounded_regular_file_is_refused_at_once(folder, tmp_path_factory, plant):
+    path, fd = folder
+    target = path / "result.pt"
+    if plant == "fifo":
+        os.mkfifo(target)
+    elif plant == "link":
+        secret = tmp_path_factory.mktemp("elsewhere") / "secret"
+        secret.write_bytes(b"not the candidate's")
+        target.symlink_to(secret)
+    elif plant == "huge":
+        target.write_bytes(b"x" * 4097)
+    else:
+        target.mkdir()
+    with pytest.raises(UnreadableResult):
+        read_result(fd, "result.pt", limit=4096)
+
+
+def test_a_replaced_folder_does_not_redirect_the_read(folder, tmp_path_factory):
+    path, fd = folder
+    (path / "result.pt").write_bytes(b"honest")
+    moved = tmp_path_factory.mktemp("moved") / "old"
+    os.rename(path, moved)
+    os.mkdir(path)
+    (path / "result.pt").write_bytes(b"forged")
+    assert read_result(fd, "result.pt") == b"honest"
+
+
+def test_a_planted_fifo_ends_the_screen_with_a_verdict():
+    code, res, _ = screen("plant_result_fifo.py")
+    assert res["verdict"] != "pass" and code != 0
