@@ -331,27 +331,42 @@ def check() -> None:
 
 @dataclass(frozen=True)
 class Relayed:
-    """How a command run inside the sandbox ended: its exit code, and the supervisor's line if it ended it."""
-    code: int
+    """How a command run inside the sandbox ended: its exit code (None: killed at the time limit), the
+    supervisor's line if it ended it, and whether the command printed anything on stdout."""
+    code: int | None
     breach: str | None
+    printed: bool = False
 
 
-def run_inside(command: list[str], writable: list[str], readable: list[str]) -> Relayed:
+def run_inside(command: list[str], writable: list[str], readable: list[str],
+               timeout: float | None = None) -> Relayed:
     """Run `command` (the caller's, e.g. its own command line again) inside the sandbox, relaying its output
-    (line by line) and its exit code (the caller names its build caches among `writable`)."""
+    (line by line) and its exit code (the caller names its build caches among `writable`). `timeout`: a
+    wall-clock bound kept here, outside the sandbox: past it the whole sandbox is killed (code None)."""
     check()
     cmd = [*prefix(writable, readable), *command]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     breaches: list[str] = []
+    printed: list[bool] = []
 
-    def relay(src, dst) -> None:
+    def relay(src, dst, out: bool) -> None:
         for line in src:
             dst.write(line)
             dst.flush()
-            if line.startswith(LINE):
+            if out:
+                printed.append(True)
+            elif line.startswith(LINE):
                 breaches.append(line.strip())
-    err = threading.Thread(target=relay, args=(proc.stderr, sys.stderr), daemon=True)
-    err.start()
-    relay(proc.stdout, sys.stdout)
-    err.join()
-    return Relayed(proc.wait(), breaches[0] if breaches else None)
+    threads = [threading.Thread(target=relay, args=(proc.stderr, sys.stderr, False), daemon=True),
+               threading.Thread(target=relay, args=(proc.stdout, sys.stdout, True), daemon=True)]
+    for t in threads:
+        t.start()
+    try:
+        code: int | None = proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()   # bwrap: the sandbox dies with it (--die-with-parent)
+        proc.wait()
+        code = None
+    for t in threads:
+        t.join(5)
+    return Relayed(code, breaches[0] if breaches else None, bool(printed))

@@ -9,10 +9,12 @@ import tempfile
 
 import candidate_sandbox as sandbox
 from pkb.errors import UsageError
+from pkbsim.screen.result import Reason, ReasonKind
 from pkbsim.ptx.compile import cache_root
 
 WRAPPED = {"screen": False, "check": True}  # command -> whether the sandbox is opt-in (--sandbox) for it
 OUTPUT_OPTIONS = ("--timeline", "--trace")  # their value is a file the command writes
+SCREEN_SLACK_S = 900.0  # seconds beyond four run timeouts before a sandboxed screen is given up (builds: 600)
 PKB = [sys.executable, "-c", "import sys; from pkb.cli.main import main; sys.exit(main())"]  # `pkb`, again inside
 
 
@@ -53,23 +55,44 @@ def run_wrapped(argv: list[str]) -> int | None:
             writable.add(os.path.dirname(os.path.abspath(value)))
         elif os.path.exists(value):
             readable.add(value if os.path.isdir(value) else os.path.dirname(os.path.abspath(value)))
+    bound = _screen_bound(argv) if cmd == "screen" else None
     try:
-        relayed = sandbox.run_inside([*PKB, *argv], [cache_root(), *sorted(writable)], sorted(readable))
+        relayed = sandbox.run_inside([*PKB, *argv], [cache_root(), *sorted(writable)], sorted(readable), bound)
     except sandbox.SandboxUnavailable as e:
         print(f"pkb {cmd}: error: {e}", file=sys.stderr)
         return 2
-    if relayed.breach is None or cmd != "screen":
-        return relayed.code
-    return _breach_verdict(argv, relayed.breach)
+    if cmd != "screen":
+        return relayed.code if relayed.code is not None else 124
+    if relayed.code == 2 or (relayed.code in (0, 1, 3) and relayed.printed):
+        return relayed.code   # the screen's own verdict (or usage error): a line on stderr cannot override it
+    if relayed.breach:
+        return _verdict_here(argv, "reject", Reason(ReasonKind.RESOURCE_LIMIT, relayed.breach))
+    if relayed.code is None:
+        return _verdict_here(argv, "inconclusive", Reason(ReasonKind.TIME_LIMIT, (
+            f"the screen gave no verdict within {bound:g} s (pkb's wall clock outside the sandbox)")))
+    return _verdict_here(argv, "inconclusive", Reason(ReasonKind.PKB_ERROR, (
+        f"the screening process ended (exit {relayed.code}) without a verdict")))
 
 
-def _breach_verdict(argv: list[str], line: str) -> int:
-    """The sandbox's supervisor ended a screen: the candidate broke a cap (a fork bomb, a CPU spinner) and the
-    screening process inside died with it, so the verdict is written out here: a reject naming the cap."""
+def _screen_bound(argv: list[str]) -> float:
+    """The wall-clock bound on a sandboxed screen: its build, two functional runs and the reference's, the
+    shape run and the cost stage, with room for a loaded machine."""
     from pkb.cli.main import build_parser
-    from pkbsim.screen.result import Reason, ReasonKind, ScreenResult, Stage
+    return SCREEN_SLACK_S + 4 * build_parser().parse_args(argv).timeout
+
+
+def _verdict_here(argv: list[str], verdict: str, reason) -> int:
+    """The screen inside ended without its verdict (the sandbox's supervisor killed it for a cap the candidate
+    broke, or it outlived its wall-clock bound), so the verdict is written out here: a reject naming the cap,
+    or inconclusive (never the candidate's fault where pkb cannot tell)."""
+    from pkb.cli.main import build_parser
+    from pkbsim.screen.result import ScreenResult, Stage
     args = build_parser().parse_args(argv)
     res = ScreenResult(args.task or "", args.candidate, args.world_size or 0, args.topology or "", args.seed or 0)
-    res.reject(Stage.SANDBOX, [Reason(ReasonKind.RESOURCE_LIMIT, line)])
-    print(json.dumps(res.to_json(), indent=1) if args.json else f"REJECT at stage sandbox: {line}")
+    if verdict == "reject":
+        res.reject(Stage.SANDBOX, [reason])
+    else:
+        res.inconclusive(Stage.SANDBOX, reason)
+    text = f"{res.verdict.upper()} at stage sandbox: {reason.kind}: {reason.message}"
+    print(json.dumps(res.to_json(), indent=1) if args.json else text)
     return res.verdict.exit_code
