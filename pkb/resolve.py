@@ -71,7 +71,7 @@ def task_or_usage(key: str):
 def task_of(args):
     """The task named by --task, or (with --pkb-root) the ParallelKernelBench problem the candidate's file name
     names."""
-    from pkbsim.screen.discover import parallelkernelbench_task_for
+    from pkb.batch.discover import parallelkernelbench_task_for
 
     problem_ids = parallelkernelbench_tasks(args)
     if args.task:

@@ -56,7 +56,7 @@ def test_run_kills_a_candidate_over_its_time_limit(tmp_path, capsys):
     (res,) = out["results"]
     # the pool's limit is pkb's: the world's own --timeout tells a hang of the candidate (test_verdicts.py)
     assert (res["verdict"], res["stage"], res["reasons"][0]["kind"]) == ("inconclusive", "time_limit", "time_limit")
-    leftovers = subprocess.run(["pgrep", "-f", "pkbsim.screen.worker"], capture_output=True, text=True, check=False).stdout.split()
+    leftovers = subprocess.run(["pgrep", "-f", "pkb.batch.worker"], capture_output=True, text=True, check=False).stdout.split()
     assert str(os.getpid()) not in leftovers and not [p for p in leftovers if _child_of_us(p)]
 
 
@@ -128,7 +128,7 @@ def test_defaults_are_named_once():
     dtype there is the first of the checkout's DTYPES, PKB's own default; a score's preset follows its backend."""
     from hwbackend.job_spec import default_preset
     from pkbsim.screen.defaults import PARALLELKERNELBENCH_DTYPE
-    from pkbsim.screen.job import ScreenJob
+    from pkb.batch.job import ScreenJob
     from tasks.parallelkernelbench.checkout import DTYPES
 
     assert PARALLELKERNELBENCH_DTYPE == DTYPES[0] == ScreenJob("t", "c.py", 2, "hgx-h100", 0).parallelkernelbench_dtype
@@ -168,7 +168,7 @@ def test_a_ray_screen_never_asks_for_more_memory_than_a_node_has():
     room gets what --memory-gb says."""
     from types import SimpleNamespace
 
-    from pkbsim.screen.ray_executor import _memory_request
+    from pkb.batch.ray_executor import _memory_request
 
     def cluster(*gib):
         nodes = [{"Alive": True, "Resources": {"memory": g * 2**30}} for g in gib] + [{"Alive": False, "Resources": {}}]

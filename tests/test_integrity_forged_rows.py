@@ -4,8 +4,8 @@ worker's, and the pool files an answer only under the job it sent, with that job
 file of the same batch passes and the forger is rejected; a line with another id is never believed."""
 from hostile import run
 
-from pkbsim.screen.job import ScreenJob
-from pkbsim.screen.pool import _Worker
+from pkb.batch.job import ScreenJob
+from pkb.batch.pool import _Worker
 from pkbsim.screen.result import ScreenResult
 
 

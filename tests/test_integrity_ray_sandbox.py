@@ -5,8 +5,8 @@ and the candidate passes. Its twin, with the sandbox disabled, runs in the task'
 probe gets out and the candidate is rejected. A node without bwrap answers inconclusive, naming the fix."""
 from integrity_probe import probe  # noqa: F401 - the fixture
 
-from pkbsim.screen.job import ScreenJob
-from pkbsim.screen.ray_executor import screen_one
+from pkb.batch.job import ScreenJob
+from pkb.batch.ray_executor import screen_one
 
 
 def _job(path):

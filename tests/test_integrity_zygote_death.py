@@ -12,12 +12,12 @@ import time
 
 from hostile import path
 
-from pkbsim.screen.job import ScreenJob
-from pkbsim.screen.worker import ZYGOTE_GONE_EXIT
+from pkb.batch.job import ScreenJob
+from pkb.batch.worker import ZYGOTE_GONE_EXIT
 
 
 def _worker() -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "pkbsim.screen.worker"], stdin=subprocess.PIPE,
+    return subprocess.Popen([sys.executable, "-m", "pkb.batch.worker"], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
 
 

@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from pkbsim.screen import pool
+from pkb.batch import pool
 
 CORES = sorted(os.sched_getaffinity(0))
 

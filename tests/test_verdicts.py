@@ -12,7 +12,7 @@ import pytest
 from pkb.cli.main import main
 from pkb.batch import timeline_name
 from pkbsim.screen import cuda_check
-from pkbsim.screen.job import ScreenJob
+from pkb.batch.job import ScreenJob
 from pkbsim.screen.pipeline import ScreenOptions, screen
 from pkbsim.screen.result import ScreenResult, Verdict
 from pkbsim.timing.topology import load_topology
@@ -150,7 +150,7 @@ def test_a_candidate_process_killed_by_a_signal_is_inconclusive_and_the_batch_go
 
 def test_a_screen_result_is_json_only_at_its_boundaries():
     from pkbsim.screen.result import Prediction, Reason, ReasonKind, Stage
-    from pkbsim.screen.worker import inconclusive, rejected
+    from pkb.batch.worker import inconclusive, rejected
     from pkbsim.world.findings import Finding
 
     res = ScreenResult("all_reduce", "/c/all_reduce.py", 2, "hgx-h100", 1, checked=[Stage.STATIC],

@@ -25,7 +25,7 @@ def run(args) -> int:
     from hwbackend.leaderboard import FAST_P, aggregate
     from hwbackend.store import Store
     from pkb.report.collect import ScreenCounts, with_screen_verdicts
-    from pkbsim.screen.store import ScreenStore
+    from pkb.batch.store import ScreenStore
 
     if not os.path.isfile(args.db):
         raise UsageError(f"no results file {args.db!r}; run `pkb score` first or pass --db")

@@ -21,7 +21,7 @@ from pkb.errors import UsageError
 def _usage_errors() -> tuple[type[Exception], ...]:
     """The errors that are the user's to fix (exit code 2, one line): our UsageError and the libraries'
     errors that say so (imported only when something was raised: a command starts without them)."""
-    from pkbsim.screen.ray_executor import RayUnavailable
+    from pkb.batch.ray_executor import RayUnavailable
     return UsageError, RayUnavailable
 
 

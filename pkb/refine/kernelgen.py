@@ -31,7 +31,7 @@ def file_name(task, backend: str) -> str:
 def start_files(folder: str, problem_ids: dict[int, str]) -> list[StartFile]:
     """The folder's kernelgen files paired with tasks (ParallelKernelBench problems with --pkb-root, else the
     suite's tasks by id and name); a file that names none is a usage error naming it."""
-    from pkbsim.screen.discover import PairingWarning, parallelkernelbench_task_for
+    from pkb.batch.discover import PairingWarning, parallelkernelbench_task_for
     from tasks.registry import all_tasks
 
     if not os.path.isdir(folder):

@@ -1,4 +1,4 @@
-"""One candidate file screened for the loop, through the batch's machinery (pkb/batch.py: a sandboxed worker
+"""One candidate file screened for the loop, through the batch's machinery (pkb/batch: a sandboxed worker
 process, the screen store, a stored result reused for the same content), at most `workers` at once over
 every task of a run."""
 from __future__ import annotations
@@ -8,7 +8,7 @@ import threading
 from dataclasses import dataclass, field
 
 from pkb.refine.redact import redact_json
-from pkbsim.screen.job import ScreenJob
+from pkb.batch.job import ScreenJob
 from pkbsim.screen.result import ScreenResult
 from pkbsim.screen.defaults import MARGIN, MEMORY_GB, PARALLELKERNELBENCH_DTYPE, RUN_TIMEOUT_S, TIME_LIMIT_S
 

@@ -40,7 +40,7 @@ class Report:
 def collect(db: str) -> Report:
     from hwbackend.store import Store
     from pkb.refine.store import trajectories
-    from pkbsim.screen.store import ScreenStore
+    from pkb.batch.store import ScreenStore
 
     screens = {}
     for r in ScreenStore(db).all():  # later rows replace earlier ones of the same file and task
@@ -74,7 +74,7 @@ def collect(db: str) -> Report:
 
 
 def timeline_path(db: str, r: ScreenResult) -> str | None:
-    """Where the batch wrote this row's timeline (pkb/batch.py names it from the store's place, the task and
+    """Where the batch wrote this row's timeline (pkb/batch names it from the store's place, the task and
     the candidate), or None where the screen recorded none. Never the path the result itself names: a
     result comes from the candidate's side, and the report must not read a file a candidate chose."""
     from pkb.batch import timeline_name, timelines_dir

@@ -1,4 +1,4 @@
-"""A screening worker process: `python -m pkbsim.screen.worker --memory-gb G [--core C]`.
+"""A screening worker process: `python -m pkb.batch.worker --memory-gb G [--core C]`.
 
 Reads one job per line (JSON, with the id the pool gave it) on stdin and answers one result per line, with
 that id, on the protocol pipe. No candidate
@@ -14,7 +14,7 @@ import os
 import resource
 import sys
 
-from pkbsim.screen.job import ScreenJob
+from pkb.batch.job import ScreenJob
 from pkbsim.screen.result import Reason, ReasonKind, ScreenResult, Stage
 
 

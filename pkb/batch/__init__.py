@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pkb.errors import UsageError
-from pkbsim.screen.job import ScreenJob
+from pkb.batch.job import ScreenJob
 from pkbsim.screen.result import ScreenResult, Stage, Verdict
 
 if TYPE_CHECKING:
@@ -31,7 +31,7 @@ def plan(args) -> tuple[list[ScreenJob], list[str]]:
     `args` carries candidates, tasks, parallelkernelbench_root, parallelkernelbench_dtype, topology, world_size,
     seed, margin, timeout, no_cost and db (the `pkb run` arguments)."""
     from pkb.resolve import default_topology, load, parallelkernelbench_tasks, pick_world_size
-    from pkbsim.screen.discover import candidate_files, pair
+    from pkb.batch.discover import candidate_files, pair
     from tasks.registry import all_tasks, get
 
     paths = args.candidates or [p for p in BUILT_IN if os.path.isdir(p)]
@@ -81,7 +81,7 @@ def _known(slug: str, tasks: dict) -> str:
 
 def open_store(db: str):
     """The screen's results store (and the timelines' folder beside it)."""
-    from pkbsim.screen.store import ScreenStore
+    from pkb.batch.store import ScreenStore
 
     os.makedirs(timelines_dir(db), exist_ok=True)
     return ScreenStore(db)
@@ -90,7 +90,7 @@ def open_store(db: str):
 def resume(jobs: list[ScreenJob], store, fresh: bool) -> tuple[dict[tuple[str, str], ScreenResult], list[ScreenJob]]:
     """The stored results of the jobs, by (task, candidate), and the jobs still to screen; each job gets
     its content key ("sha") here."""
-    from pkbsim.screen.store import file_sha
+    from pkb.batch.store import file_sha
 
     results, todo = {}, []
     for job in jobs:
@@ -118,10 +118,10 @@ def screen(todo: list[ScreenJob], store, results: dict, *, executor: str, worker
         on_result(res)
 
     if executor == "ray":
-        from pkbsim.screen.ray_executor import run_ray
+        from pkb.batch.ray_executor import run_ray
         run_ray(todo, time_limit, memory_gb, collect)
     else:
-        from pkbsim.screen.pool import run_local
+        from pkb.batch.pool import run_local
         run_local(todo, workers, time_limit, memory_gb, collect, sandboxed=sandboxed())
 
 

@@ -24,16 +24,16 @@ import time
 from collections import deque
 from collections.abc import Callable
 
-from pkbsim.screen.job import ScreenJob
+from pkb.batch.job import ScreenJob
 from pkbsim.screen.result import ReasonKind, ScreenResult
-from pkbsim.screen.worker import ZYGOTE_GONE_EXIT, inconclusive, rejected
+from pkb.batch.worker import ZYGOTE_GONE_EXIT, inconclusive, rejected
 
 LOG_TAIL = 1 << 16  # bytes of a dead worker's stderr read for the supervisor's line
 
 
 class _Worker:
     def __init__(self, memory_gb: float, core: int | None = None, sandbox: list[str] = ()):
-        cmd = [*sandbox, sys.executable, "-m", "pkbsim.screen.worker", "--memory-gb", str(memory_gb)]
+        cmd = [*sandbox, sys.executable, "-m", "pkb.batch.worker", "--memory-gb", str(memory_gb)]
         self.core = core
         if core is not None:
             cmd += ["--core", str(core)]
