@@ -1,4 +1,4 @@
-"""The layering, checked from the source (docs/layout.md, DESIGN.md "Dependency direction").
+"""The layering, checked from the source (docs/layout.md#dependency-direction).
 
     tasks              imports nothing of ours but tasks
     candidate_sandbox  imports nothing of ours (whoever re-runs a command in it passes the command as data)

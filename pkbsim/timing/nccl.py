@@ -1,7 +1,7 @@
 """NCCL's cost model pieces that are not bandwidth: which algorithms and protocols apply to an operation,
 how many channels run, the latency term, and the protocol's wire overhead and bandwidth caps.
 
-Constants come from data/nccl.toml (NCCL's own tables, sim-anchors §1.3); the bandwidth itself comes from the
+Constants come from data/nccl.toml (NCCL's own tables, docs/sources.md#nccl-cost-model); the bandwidth itself comes from the
 flow plan on the topology (plans.py), so a machine NCCL never saw still gets a meaningful number.
 """
 from __future__ import annotations
@@ -91,7 +91,7 @@ def channels(topo: Topology, algo: str, proto: str, nbytes: int, lay: Layout) ->
 
 
 def latency_us(topo: Topology, op: str, algo: str, proto: str, lay: Layout, nbytes: int, nchannels: int) -> float:
-    """NCCL's latency term for (algo, proto) (tuning.cc, sim-anchors §1.3); p2p and custom kernels as noted."""
+    """NCCL's latency term for (algo, proto) (tuning.cc, docs/sources.md#nccl-cost-model); p2p and custom kernels as noted."""
     k = nccl_constants()
     lat = k["latency"]
     if algo == "p2p":

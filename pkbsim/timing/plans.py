@@ -106,9 +106,10 @@ def _tree(topo, router, op, nbytes, ranks, nch, lat):
 
 
 def _nvls_bytes(topo, op, nbytes, n, nch, fill: bool = True) -> tuple[float, float]:
-    """(egress, ingress) bytes per GPU through the switch. All-reduce moves S(n+1)/n each way (sim-anchors
-    §3.1). NCCL's pipeline adds one step of n x channels x 128 KiB chunks: the first step only reduces and the
-    last only gathers (fill and drain). A fused multimem kernel reduces and stores each element at once: no fill."""
+    """(egress, ingress) bytes per GPU through the switch. All-reduce moves S(n+1)/n each way
+    (docs/sources.md#large-message-bandwidth). NCCL's pipeline adds one step of n x channels x 128 KiB chunks:
+    the first step only reduces and the last only gathers (fill and drain). A fused multimem kernel reduces and
+    stores each element at once: no fill."""
     step = n * nch * topo.nccl["nvls_chunk_bytes"] if fill else 0
     s = nbytes + min(nbytes, step)
     return {"all_reduce": (s * (n + 1) / n, s * (n + 1) / n),
@@ -158,7 +159,7 @@ _BUILDERS = {"ring": _ring, "tree": _tree, "nvls": _nvls, "pat": _pat, "p2p": _p
 
 def kernel_GBps(topo: Topology, algo: str, ctas: int | None) -> tuple[float, int]:
     """A peer-memory kernel's bandwidth per GPU: min(CTAs x per-CTA bandwidth, peak), as NCCL's symmetric
-    kernel model (sym_kernels.cc, sim-anchors §1.3); `ctas` defaults to just enough to reach the peak."""
+    kernel model (sym_kernels.cc, docs/sources.md#nccl-cost-model); `ctas` defaults to just enough to reach the peak."""
     c = topo.nccl
     block = c["sym_block_GiBps"][0]
     peak = c["sym_peak_GiBps"][1 if algo == "nvls_custom" else 0]

@@ -43,7 +43,7 @@ TOP = {
     "name": Field("str", '"hgx-h100"'),
     "title": Field("str", '"NVIDIA HGX H100, 8 GPUs"'),
     "kind": Field("str", '"node"', choices=("node", "cluster")),
-    "sources": Field("str_list", '["sim-anchors.md §2 ..."]'),
+    "sources": Field("str_list", '["docs/sources.md#hardware ..."]'),
     "node": Field("str", '"hgx-h100"', required=False),
     "nodes": Field("int", "2", required=False, positive=True, maximum=MAX_NODES),
 }
