@@ -10,7 +10,8 @@ from __future__ import annotations
 import json
 import os
 import socket
-import stat
+
+from candidate_sandbox.untrusted_file import UntrustedFile, open_regular
 
 
 class Channel:
@@ -30,10 +31,10 @@ class Channel:
     def send_file(self, path: str, **header) -> None:
         """A header line announcing the file's size, then its bytes (a regular file only, opened without
         following a link or blocking: OSError otherwise)."""
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            os.close(fd)
-            raise OSError(f"{path} is not a regular file")
+        try:
+            fd = open_regular(path)
+        except UntrustedFile as e:
+            raise OSError(str(e)) from None
         with os.fdopen(fd, "rb") as f:
             self.send(**header, bytes=os.fstat(f.fileno()).st_size)
             self.sock.sendfile(f)

@@ -6,13 +6,11 @@ never a hang."""
 from __future__ import annotations
 
 import io
-import os
-import stat
-import time
 
 import torch
 
-CHUNK = 8 << 20
+from candidate_sandbox import untrusted_file
+
 MIN_LIMIT = 64 << 20  # bytes: the least any saved file may hold
 
 
@@ -21,14 +19,10 @@ class SavedFileProblem(Exception):
     device, too large, too slow to read)."""
 
 
-_KINDS = {stat.S_IFIFO: "a FIFO", stat.S_IFLNK: "a symbolic link", stat.S_IFSOCK: "a socket",
-          stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device", stat.S_IFDIR: "a folder"}
-
-
 def open_folder(path: str) -> int:
     """A descriptor of the folder itself (not of what a link planted in its place points to)."""
     try:
-        return os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        return untrusted_file.open_folder(path)
     except OSError as e:
         raise SavedFileProblem(f"the output folder is not a plain folder ({e.strerror})") from None
 
@@ -36,33 +30,10 @@ def open_folder(path: str) -> int:
 def read_bytes(folder: int, name: str, limit: int, deadline: float) -> bytes:
     """The bytes of `name` in the folder `folder` (from open_folder). FileNotFoundError where there is none."""
     try:
-        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=folder)
-    except FileNotFoundError:
-        raise
-    except OSError as e:
-        kind = "a symbolic link" if e.errno == 40 else e.strerror  # ELOOP: O_NOFOLLOW met a link
-        raise SavedFileProblem(f"{name} is {kind}, not a file the harness wrote") from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            kind = _KINDS.get(stat.S_IFMT(st.st_mode), "not a regular file")
-            raise SavedFileProblem(f"{name} is {kind}, not a file the harness wrote")
-        if st.st_size > limit:
-            raise SavedFileProblem(f"{name} holds {st.st_size} bytes, above the bound of {limit} for this call")
-        parts, left = [], st.st_size
-        while left > 0:
-            if time.monotonic() > deadline:
-                raise SavedFileProblem(f"{name} could not be read within the time allowed")
-            chunk = os.read(fd, min(CHUNK, left))
-            if not chunk:
-                break
-            parts.append(chunk)
-            left -= len(chunk)
-        if os.read(fd, 1):  # grew while read: not a file the harness wrote and left
-            raise SavedFileProblem(f"{name} kept growing while it was read")
-        return b"".join(parts)
-    finally:
-        os.close(fd)
+        return untrusted_file.read_regular(name, limit, folder, deadline)
+    except untrusted_file.UntrustedFile as e:
+        tail = {"type": ", not a file the harness wrote", "size": " for this call"}.get(e.problem, "")
+        raise SavedFileProblem(f"{e}{tail}") from None
 
 
 def load(folder: int, name: str, limit: int, deadline: float):

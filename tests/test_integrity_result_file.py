@@ -7,7 +7,7 @@ import os
 import pytest
 from hostile import screen
 
-from pkbsim.screen.confinement import UnreadableResult, read_result
+from candidate_sandbox.untrusted_file import UntrustedFile, read_regular
 
 
 @pytest.fixture
@@ -20,8 +20,9 @@ def folder(tmp_path):
 def test_a_regular_file_is_read_whole(folder):
     path, fd = folder
     (path / "result.pt").write_bytes(b"x" * 3000)
-    assert read_result(fd, "result.pt") == b"x" * 3000
-    assert read_result(fd, "missing.pt") is None
+    assert read_regular("result.pt", 4096, fd) == b"x" * 3000
+    with pytest.raises(FileNotFoundError):
+        read_regular("missing.pt", 4096, fd)
 
 
 @pytest.mark.parametrize("plant", ["fifo", "link", "huge", "folder"])
@@ -38,8 +39,8 @@ def test_what_is_not_a_bounded_regular_file_is_refused_at_once(folder, tmp_path_
         target.write_bytes(b"x" * 4097)
     else:
         target.mkdir()
-    with pytest.raises(UnreadableResult):
-        read_result(fd, "result.pt", limit=4096)
+    with pytest.raises(UntrustedFile):
+        read_regular("result.pt", 4096, fd)
 
 
 def test_a_replaced_folder_does_not_redirect_the_read(folder, tmp_path_factory):
@@ -49,7 +50,7 @@ def test_a_replaced_folder_does_not_redirect_the_read(folder, tmp_path_factory):
     os.rename(path, moved)
     os.mkdir(path)
     (path / "result.pt").write_bytes(b"forged")
-    assert read_result(fd, "result.pt") == b"honest"
+    assert read_regular("result.pt", 4096, fd) == b"honest"
 
 
 def test_a_planted_fifo_ends_the_screen_with_a_verdict():

@@ -4,9 +4,8 @@ from __future__ import annotations
 import html
 import json
 import math
-import os
-import stat
 
+from candidate_sandbox.untrusted_file import UntrustedFile, read_regular
 from pkbsim.screen.result import Verdict
 
 
@@ -53,18 +52,11 @@ def load_timeline(path: str) -> list[dict]:
     a FIFO (opened without blocking, then refused as not a regular file), a link (not followed), a huge or
     malformed file. Raises TimelineSkipped naming why; FileNotFoundError when there is none."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except FileNotFoundError:
-        raise
-    except OSError as e:
-        raise TimelineSkipped(f"cannot open it ({e.strerror or e})") from None
-    with os.fdopen(fd, "rb") as f:
-        st = os.fstat(f.fileno())
-        if not stat.S_ISREG(st.st_mode):
-            raise TimelineSkipped("not a regular file")
-        if st.st_size > MAX_TIMELINE_BYTES:
-            raise TimelineSkipped(f"{st.st_size} bytes, over the {MAX_TIMELINE_BYTES >> 20} MiB a timeline may have")
-        data = f.read(MAX_TIMELINE_BYTES + 1)
+        data = read_regular(path, MAX_TIMELINE_BYTES)
+    except UntrustedFile as e:
+        why = {"type": f"not a regular file ({e.what})",
+               "size": f"{e.size} bytes, over the {MAX_TIMELINE_BYTES >> 20} MiB a timeline may have"}
+        raise TimelineSkipped(why.get(e.problem, "it changed while read")) from None
     try:
         doc = json.loads(data)
     except (ValueError, RecursionError) as e:

@@ -9,7 +9,7 @@ So, between the fork and the first line of the candidate's code:
 - the trusted processes (the screen, a worker and its zygote, the keeper below) are not dumpable, so a
   process of the same user cannot ptrace them or open their /proc/<pid>/{fd,mem,environ} (`seal`);
 - every descriptor is closed but stderr (fd 1 points at it too): the result goes to a file the trusted
-  side made and opens itself (`read_result`);
+  side made and opens itself (isolation.py, through candidate_sandbox.untrusted_file);
 - the candidate runs as process 1 of a PID namespace of its own (inside a user namespace of its own):
   no process outside it has a number it can name, so it cannot signal the screen, and every process it
   starts dies with it. The process that made the namespace (the keeper) stays outside, waits for it and
@@ -28,7 +28,6 @@ import platform
 import resource
 import select
 import signal
-import stat
 import struct
 from dataclasses import dataclass
 
@@ -43,7 +42,6 @@ _SYSCALLS = {
 }
 _X32_BIT = 0x40000000   # x86_64's x32 ABI: the same calls under other numbers, refused whole
 
-RESULT_MAX_BYTES = 1 << 30   # a result file larger than this is not read (outputs at screen size are small)
 
 
 def _libc() -> ctypes.CDLL:
@@ -227,39 +225,3 @@ def _keep(init: int, report: int) -> None:
         os._exit(os.WEXITSTATUS(raw) if raw is not None and os.WIFEXITED(raw) else 1)
     finally:
         os._exit(1)
-
-
-class UnreadableResult(Exception):
-    """The result file is not a regular file of a bounded size (a FIFO, a link, a device, too large)."""
-
-
-def read_result(dirfd: int, name: str, limit: int = RESULT_MAX_BYTES) -> bytes | None:
-    """The bytes of `name` in the folder open as `dirfd` (opened by the trusted side when it made the
-    folder: renaming or replacing the folder does not redirect the read). None when there is no such file;
-    UnreadableResult when it is not a regular file of at most `limit` bytes. Never blocks: a FIFO is opened
-    without waiting for a writer and refused."""
-    try:
-        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dirfd)
-    except FileNotFoundError:
-        return None
-    except OSError as e:
-        raise UnreadableResult(f"{name}: {e.strerror}") from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise UnreadableResult(f"{name} is not a regular file")
-        if st.st_size > limit:
-            raise UnreadableResult(f"{name} holds {st.st_size} bytes, more than {limit}")
-        chunks, left = [], limit + 1
-        while left > 0:
-            chunk = os.read(fd, min(left, 1 << 20))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-        data = b"".join(chunks)
-        if len(data) > limit:
-            raise UnreadableResult(f"{name} grew past {limit} bytes while read")
-        return data
-    finally:
-        os.close(fd)

@@ -34,7 +34,8 @@ from dataclasses import dataclass
 
 import torch
 
-from pkbsim.screen.confinement import STOPPED_EXIT, UnreadableResult, confine, read_result, seal
+from candidate_sandbox.untrusted_file import UntrustedFile, open_folder, read_regular
+from pkbsim.screen.confinement import STOPPED_EXIT, confine, seal
 
 
 @dataclass
@@ -65,6 +66,7 @@ class ChildExit:
 
 FAULT_LOG = "fault.txt"   # in the child's working folder: faulthandler's dump of a fatal signal
 RESULT = "result.pt"      # in the child's working folder: what it hands back
+RESULT_MAX_BYTES = 1 << 30   # a larger result is not read (outputs at screen size are small)
 FAULT_LOG_MAX = 8 << 20   # bytes: a larger fault log is not read
 _FATAL = {signal.SIGSEGV, signal.SIGFPE, signal.SIGABRT, signal.SIGBUS, signal.SIGILL}   # what faulthandler dumps
 _FRAME = re.compile(r'^\s*File "(.*)", line (\d+|\?\?\?) in (.*)$', re.M)
@@ -76,8 +78,8 @@ def _frames(dirfd: int, sig: int) -> tuple[tuple[str, int, str], ...]:
     if sig not in _FATAL:
         return ()
     try:
-        text = (read_result(dirfd, FAULT_LOG, FAULT_LOG_MAX) or b"")[-65536:].decode("utf-8", "replace")
-    except UnreadableResult:
+        text = read_regular(FAULT_LOG, FAULT_LOG_MAX, dirfd)[-65536:].decode("utf-8", "replace")
+    except (FileNotFoundError, UntrustedFile):
         return ()
     text = text[text.rfind("Fatal Python error"):] if "Fatal Python error" in text else text
     return tuple((path, int(line) if line.isdigit() else 0, fn.strip()) for path, line, fn in _FRAME.findall(text))
@@ -121,12 +123,12 @@ class Child:
     """A running candidate process: `result()` waits for it and reads what it handed back.
 
     The working folder is opened once, by this (trusted) side, when it is made: its files are read through
-    that descriptor (confinement.read_result), so a candidate that replaces the folder, or plants a FIFO,
-    a link or a huge file in it, cannot redirect, stall or flood the read."""
+    that descriptor (candidate_sandbox.untrusted_file), so a candidate that replaces the folder, or plants a
+    FIFO, a link or a huge file in it, cannot redirect, stall or flood the read."""
 
     def __init__(self, pid: int, workdir: str, wait: Callable[[float], ChildExit]):
         self.pid, self.workdir, self._wait = pid, workdir, wait
-        self._dirfd = os.open(workdir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        self._dirfd = open_folder(workdir)
 
     def result(self, timeout: float) -> tuple[dict | None, ChildExit]:
         """(payload, how it ended); payload is None when the child wrote none."""
@@ -137,10 +139,10 @@ class Child:
             if ended.timed_out:
                 return None, ended
             try:
-                data = read_result(self._dirfd, RESULT)
-                if data is None:
-                    return None, ended
+                data = read_regular(RESULT, RESULT_MAX_BYTES, self._dirfd)
                 payload = torch.load(io.BytesIO(data), weights_only=True)
+            except FileNotFoundError:
+                return None, ended
             except Exception:  # noqa: BLE001 - not plain data (a child that forged or tore it): nothing handed back
                 return None, ChildExit(code=ended.code, signal=ended.signal, unreadable=True)
             return (payload if isinstance(payload, dict) else None), ended
