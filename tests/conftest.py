@@ -38,3 +38,21 @@ def run_program(tmp_path):
         res.output = out.getvalue()
         return res
     return run
+
+
+def score_candidate(name: str, **protocol):
+    """`pkb score` of tests/candidates/<name>.py for all_reduce on gloo at 2 ranks (one launch, one batch of
+    two calls, 60 s unless `protocol` says otherwise)."""
+    from hwbackend.score import Protocol, ScoreRequest, score
+    settings = dict(launches=1, batches=1, calls=2, timeout=60) | protocol
+    return score(ScoreRequest("all_reduce", os.path.join(HERE, "candidates", f"{name}.py"), 2, "gloo"),
+                 Protocol(**settings))
+
+
+def screen_json(capsys, path, *extra):
+    """(exit code, JSON verdict) of `pkb screen` on `path` for all_reduce at 2 ranks, functional stage only."""
+    import json
+
+    from pkb.cli.main import main
+    code = main(["screen", str(path), "--task", "all_reduce", "--world-size", "2", "--no-cost", "--json", *extra])
+    return code, json.loads(capsys.readouterr().out)

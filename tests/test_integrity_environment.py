@@ -15,6 +15,8 @@ import sys
 
 import candidate_sandbox as sandbox
 from pkb.cli.main import main
+
+from conftest import screen_json
 from refine_standin import StandIn
 
 SECRETS = {"OPENAI_API_KEY": "sk-fake-openai-0d9c1e", "MY_TOKEN": "tok-fake-4471aa",
@@ -119,8 +121,7 @@ def _screen(capsys, monkeypatch, tmp_path, *extra):
     monkeypatch.setenv("OPENAI_API_KEY", SECRETS["OPENAI_API_KEY"])
     path = tmp_path / "reads_secrets.py"
     path.write_text(CANDIDATE.format(secret=SECRETS["OPENAI_API_KEY"]))
-    code = main(["screen", str(path), "--task", "all_reduce", "--world-size", "2", "--no-cost", "--json", *extra])
-    return code, json.loads(capsys.readouterr().out)
+    return screen_json(capsys, path, *extra)
 
 
 def test_a_screened_candidate_sees_no_secret_inside_the_sandbox(capsys, monkeypatch, tmp_path):

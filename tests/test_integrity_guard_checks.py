@@ -3,23 +3,17 @@ check inside its process (their code replaced in place, so no watched name chang
 before the import is forged too), then changes its input and returns a view of it. Mutation and aliasing are
 judged by the scorer in its own process, from what the rank held after the call, against the reference
 job's fingerprints: integrity, named. The honest twin: correct, no finding. Gloo, 2 ranks, in the sandbox."""
-import os
 
 import pytest
 
-from hwbackend.score import Protocol, ScoreRequest, score
 
-from conftest import HERE
+from conftest import score_candidate
 
-
-def _score(name):
-    path = os.path.join(HERE, "candidates", f"{name}.py")
-    return score(ScoreRequest("all_reduce", path, 2, "gloo"), Protocol(launches=1, batches=1, calls=2, timeout=60))
 
 
 @pytest.mark.slow
 def test_rewriting_the_harness_checks_does_not_hide_mutation_or_aliasing():
-    res = _score("rewrite_guard_checks")
+    res = score_candidate("rewrite_guard_checks")
     assert res.status == "integrity", res
     messages = [f.message for f in res.findings if f.kind == "integrity"]
     assert any("modified its inputs" in m for m in messages), res.findings
@@ -28,6 +22,6 @@ def test_rewriting_the_harness_checks_does_not_hide_mutation_or_aliasing():
 
 @pytest.mark.slow
 def test_the_honest_twin_is_correct_with_no_finding():
-    res = _score("rewrite_guard_checks_honest")
+    res = score_candidate("rewrite_guard_checks_honest")
     assert res.correct and res.status in ("faster", "slower"), res
     assert res.findings == [], res.findings

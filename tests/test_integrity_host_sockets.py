@@ -17,7 +17,8 @@ import sys
 import pytest
 
 import candidate_sandbox as sandbox
-from pkb.cli.main import main
+
+from conftest import screen_json
 
 PROBE = '''
 import json, socket, sys
@@ -116,8 +117,7 @@ def solution(x):
 def _screen(capsys, tmp_path, paths, *extra):
     path = tmp_path / "talks_to_sockets.py"
     path.write_text(CANDIDATE.format(paths=[p for p in paths if not p.startswith("@")]))
-    code = main(["screen", str(path), "--task", "all_reduce", "--world-size", "2", "--no-cost", "--json", *extra])
-    return code, json.loads(capsys.readouterr().out)
+    return screen_json(capsys, path, *extra)
 
 
 def test_a_screened_candidate_reaches_no_socket_inside_the_sandbox(capsys, tmp_path, sockets):

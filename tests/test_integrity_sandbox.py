@@ -2,28 +2,23 @@
 sandbox (the default) it reaches nothing, so it returns the right answer and passes; its twin is the same
 file under --no-sandbox, where every probe succeeds and the candidate, which returns zeros once it got out,
 is rejected. Also: with no bwrap, a one-line error naming the package."""
-import json
-
 from integrity_probe import probe  # noqa: F401 - the fixture
 
 from pkb.cli.main import main
 
-
-def screen(capsys, path, *extra):
-    code = main(["screen", str(path), "--task", "all_reduce", "--world-size", "2", "--no-cost", "--json", *extra])
-    return code, json.loads(capsys.readouterr().out)
+from conftest import screen_json
 
 
 def test_inside_the_sandbox_the_candidate_reaches_nothing(capsys, probe):  # noqa: F811
     path, target = probe
-    code, res = screen(capsys, path)
+    code, res = screen_json(capsys, path)
     assert (code, res["verdict"]) == (0, "pass"), res["reasons"]
     assert not target.exists()
 
 
 def test_without_it_the_same_candidate_gets_out(capsys, probe):  # noqa: F811
     path, target = probe
-    code, res = screen(capsys, path, "--no-sandbox")
+    code, res = screen_json(capsys, path, "--no-sandbox")
     assert (code, res["verdict"], res["reasons"][0]["kind"]) == (1, "reject", "wrong_output")
     assert target.read_text() == "written from a candidate"
 

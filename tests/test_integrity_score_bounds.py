@@ -7,10 +7,10 @@ import os
 import pytest
 
 from hwbackend import defaults
-from hwbackend.score import Protocol, ScoreRequest, gloo_rank_bound, score
+from hwbackend.score import ScoreRequest, gloo_rank_bound, score
 from pkb.cli.main import main
 
-from conftest import HERE
+from conftest import HERE, score_candidate
 
 CAND = os.path.join(HERE, "candidates", "reference_copy.py")
 
@@ -35,14 +35,10 @@ def test_a_count_at_the_bound_passes_the_bound_check(capsys):
     assert rc == 2 and "bound" not in err and "--trials" in err, err
 
 
-def _score(name):
-    path = os.path.join(HERE, "candidates", f"{name}.py")
-    return score(ScoreRequest("all_reduce", path, 2, "gloo"), Protocol(launches=1, batches=1, calls=2, timeout=20))
-
 
 @pytest.mark.slow
 def test_a_collective_left_running_ends_in_a_timeout_naming_each_ranks_phase():
-    res = _score("collective_after_return")
+    res = score_candidate("collective_after_return", timeout=20)
     assert res.status == "timeout", res
     message = res.findings[0].message
     for rank in (0, 1):  # each silent rank's last step, from the harness's own phases
@@ -53,6 +49,6 @@ def test_a_collective_left_running_ends_in_a_timeout_naming_each_ranks_phase():
 
 @pytest.mark.slow
 def test_the_twin_that_waits_for_its_thread_is_correct():
-    res = _score("collective_after_return_honest")
+    res = score_candidate("collective_after_return_honest", timeout=20)
     assert res.correct and res.status in ("faster", "slower"), res
     assert res.findings == [], res.findings
