@@ -2,7 +2,7 @@
 CUDA headers: the device-only fast path.
 
 A full build of an extension that includes torch/extension.h takes 70-95 s and 3 GB here
-(`../shared/notes/feasibility.md` Q5); the kernels alone compile in about a second. So the host side is
+(`docs/sources.md#compiling-inline-cuda`); the kernels alone compile in about a second. So the host side is
 cut away: every top-level block that mentions torch, ATen, c10 or pybind11 is blanked (line numbers are
 kept, so nvcc's line is the candidate's line), the rest goes to `nvcc -cubin -arch=sm_90a -Xptxas -v`.
 An error inside the kept device code is the candidate's; an error that only the cut could cause (a name

@@ -15,6 +15,7 @@ import threading
 
 import torch
 from torch._subclasses.fake_tensor import FakeTensor
+from torch.multiprocessing.reductions import StorageWeakRef as _weak_ref   # public, in torch 2.11 and 2.13
 
 BASE = 1 << 60
 ALIGN = 512
@@ -44,17 +45,6 @@ class FakeAddresses:
                 self._by_storage = {k: v for k, v in self._by_storage.items() if not v[0].expired()}
                 self._prune_at = max(1024, 2 * len(self._by_storage))
             return address
-
-
-try:   # public since torch 1.x (torch.multiprocessing); guarded all the same
-    from torch.multiprocessing.reductions import StorageWeakRef as _weak_ref
-except ImportError:        # pragma: no cover - a torch without it: the storage's id, never expiring
-    class _weak_ref:  # noqa: N801
-        def __init__(self, storage) -> None:
-            self.cdata, self._storage = storage._cdata, storage
-
-        def expired(self) -> bool:
-            return False
 
 
 def install_fake_pointers(patches) -> FakeAddresses:
