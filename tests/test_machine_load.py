@@ -3,7 +3,6 @@ others slow down finishes instead of timing out, a run on an idle machine times 
 discount never stretches a run beyond MAX_STRETCH times its --timeout."""
 import io
 import itertools
-import os
 import subprocess
 import sys
 import time

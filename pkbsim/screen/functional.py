@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import torch
+
 from pkbsim.errors import SimulatorError
 from pkbsim.screen.candidate import Session
 from pkbsim.screen.cost import SHAPE_RUN_SECONDS, shape_trace
@@ -42,6 +44,7 @@ class ReferenceRun:
     outputs: list = field(default_factory=list)  # per trial, per rank (plain data, as the candidate's)
     aliased: list = field(default_factory=list)  # per trial, per rank: outputs sharing memory with inputs
     mutated: list = field(default_factory=list)  # per trial, per rank: whether the call changed its inputs
+    inputs: list = field(default_factory=list)   # per trial, per rank: the inputs as made, before the call
     limit: Reason | None = None                  # pkb's limit that kept the reference from finishing
     trace: dict | None = None                    # trial 1 at screen size, with `record`
     shape: tuple | None = None                   # (full-size trace or None, why not), with `shape`
@@ -84,7 +87,7 @@ def reference_run(task: TaskSpec, world_size: int, seed: int, timeout: float, re
 def _reference_run(task: TaskSpec, world_size: int, seed: int, timeout: float, record: bool) -> ReferenceRun:
     with Watch() as watch:
         run = run_calls(task, [Call(t) for t in range(TRIALS)], world_size, seed=seed, timeout=timeout,
-                        record_compute=record, keep_inputs=False)
+                        record_compute=record)
     out = ReferenceRun()
     if not all(c.complete for c in run.calls):
         limits = [limit_of(r.error) for r in run.raised]
@@ -98,6 +101,7 @@ def _reference_run(task: TaskSpec, world_size: int, seed: int, timeout: float, r
     out.outputs = [[plain(o) for o in c.outputs] for c in run.calls]
     out.aliased = [c.aliased for c in run.calls]
     out.mutated = [c.mutated for c in run.calls]
+    out.inputs = [[None if m is None else plain(list(x)) for x, m in zip(c.inputs, c.mutated)] for c in run.calls]
     if record:
         out.trace = run.calls[1].trace(task, "screen")
     return out
@@ -107,7 +111,10 @@ def judge(task: TaskSpec, ref: ReferenceRun, cand) -> Functional:
     """Every candidate call's outputs against the reference trial whose inputs it had; then the GPU scorer's
     integrity checks, where the reference does not do the same: an output sharing memory with the call's
     inputs, a call that changes its inputs (a correct answer is still not accepted there). `cand` is the
-    candidate process's CandidateReport."""
+    candidate process's CandidateReport. Whether a call changed its inputs is judged here, from the inputs
+    this process made for the reference's trial: a candidate that rewrites pkb's own flag in its process
+    changes nothing; to pass it must hand back its inputs as they were made, which is what leaving them
+    alone means to a caller. Inputs it withholds count as changed."""
     for i, outs in enumerate(cand.outputs):
         wrong = mismatches(task, outs, ref.outputs[i % TRIALS])
         if wrong:
@@ -116,7 +123,8 @@ def judge(task: TaskSpec, ref: ReferenceRun, cand) -> Functional:
     for i in range(len(cand.outputs)):
         for rank in range(len(cand.outputs[i])):
             problem = _integrity(_at(cand.aliased, i, rank), _at(ref.aliased, i % TRIALS, rank),
-                                 _at(cand.mutated, i, rank), _at(ref.mutated, i % TRIALS, rank))
+                                 _changed(_at(cand.inputs_after, i, rank), _at(ref.inputs, i % TRIALS, rank)),
+                                 _at(ref.mutated, i % TRIALS, rank))
             if problem:
                 kind, what = problem
                 return Functional([Reason(kind, f"{_which(i)}: rank {rank}: {what} (the reference does not): the GPU "
@@ -127,6 +135,22 @@ def judge(task: TaskSpec, ref: ReferenceRun, cand) -> Functional:
 
 def _at(per_call: list, i: int, rank: int):
     return per_call[i][rank] if i < len(per_call) and rank < len(per_call[i]) else None
+
+
+def _changed(after, made) -> bool | None:
+    """Whether inputs handed back differ from those made, bit for bit (None: none were made to compare)."""
+    if made is None:
+        return None
+    return not _same(after, made)
+
+
+def _same(a, b) -> bool:
+    if isinstance(b, torch.Tensor):
+        return (isinstance(a, torch.Tensor) and a.dtype == b.dtype and a.shape == b.shape
+                and torch.equal(a.contiguous().view(-1).view(torch.uint8), b.contiguous().view(-1).view(torch.uint8)))
+    if isinstance(b, (list, tuple)):
+        return isinstance(a, (list, tuple)) and len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return type(a) is type(b) and (a == b or (a != a and b != b))  # a NaN number is itself
 
 
 def _integrity(aliased, ref_aliased, mutated, ref_mutated) -> tuple[str, str] | None:
