@@ -40,6 +40,7 @@ class CandidateJob:
     cost: bool
     parallelkernelbench_root: str | None = None  # a ParallelKernelBench checkout whose problems the task may be one of
     parallelkernelbench_dtype: str = PARALLELKERNELBENCH_DTYPE
+    read_only: tuple = ()  # folders the trusted side writes (timelines): read-only to the candidate's process
 
 
 @dataclass

@@ -15,7 +15,10 @@ So, between the fork and the first line of the candidate's code:
   starts dies with it. The process that made the namespace (the keeper) stays outside, waits for it and
   mirrors its end to the trusted side; the candidate dies with its keeper (PR_SET_PDEATHSIG);
 - a seccomp filter refuses ptrace, process_vm_readv/writev, pidfd_getfd and clearing the parent-death
-  signal, and the candidate holds no capability, even in its own namespaces.
+  signal, and the candidate holds no capability, even in its own namespaces;
+- the folders the trusted side writes into after or beside the candidate (the simulated timelines: in a
+  batch, other candidates' too) are read-only in the candidate's own mount namespace, so it can neither
+  rewrite another's file nor plant a link or FIFO where the trusted side will write (`read_only`).
 
 Where the kernel refuses new namespaces (user namespaces disabled, some container runtimes) the rest
 still applies and `Confinement.namespaced` says so; pkb never blames a candidate for it.
@@ -31,7 +34,11 @@ import signal
 import struct
 from dataclasses import dataclass
 
-_CLONE_NEWUSER, _CLONE_NEWPID = 0x10000000, 0x20000000
+_CLONE_NEWUSER, _CLONE_NEWPID, _CLONE_NEWNS = 0x10000000, 0x20000000, 0x00020000
+_MS_RDONLY, _MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 1, 32, 4096, 16384, 1 << 18
+# flags a mount from the parent namespace keeps locked in a user namespace: a remount must repeat them
+# (statvfs flag -> mount flag: nosuid, nodev, noexec, noatime, nodiratime, relatime)
+_LOCKED = ((2, 2), (4, 4), (8, 8), (1024, 1024), (2048, 2048), (4096, 1 << 21))
 _PR_SET_PDEATHSIG, _PR_SET_DUMPABLE, _PR_CAPBSET_DROP = 1, 4, 24
 _PR_SET_NO_NEW_PRIVS, _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 38, 22, 2
 
@@ -105,11 +112,11 @@ def _write(path: str, text: str) -> None:
         os.close(fd)
 
 
-def _own_namespaces(libc: ctypes.CDLL) -> bool:
-    """Enter a user and a PID namespace of our own, mapping this user to itself; the next fork is process
-    1 of the new PID namespace."""
+def _own_namespaces(libc: ctypes.CDLL, mounts: bool) -> bool:
+    """Enter a user and a PID namespace of our own (and a mount namespace, with `mounts`), mapping this
+    user to itself; the next fork is process 1 of the new PID namespace."""
     uid, gid = os.getuid(), os.getgid()
-    if libc.unshare(_CLONE_NEWUSER | _CLONE_NEWPID) != 0:
+    if libc.unshare(_CLONE_NEWUSER | _CLONE_NEWPID | (_CLONE_NEWNS if mounts else 0)) != 0:
         return False
     try:
         _write("/proc/self/setgroups", "deny")
@@ -118,6 +125,29 @@ def _own_namespaces(libc: ctypes.CDLL) -> bool:
     except OSError:
         pass  # unmapped ids show as nobody: still confined
     return True
+
+
+def _mount(libc: ctypes.CDLL, source: str | None, target: str, flags: int) -> bool:
+    return libc.mount(source and source.encode(), target.encode(), None, flags, None) == 0
+
+
+def _make_read_only(libc: ctypes.CDLL, folders: tuple[str, ...], keep_writable: str) -> bool:
+    """In this process's own mount namespace: `folders` read-only (what lies under them included), except
+    `keep_writable` (the candidate's working folder) wherever it lies. True when every folder is."""
+    if not _mount(libc, None, "/", _MS_REC | _MS_PRIVATE):   # nothing done here reaches the parent's namespace
+        return False
+    # bound onto itself first, the working folder is a mount of its own that the recursive binds below
+    # carry along as it is (writable)
+    done = _mount(libc, keep_writable, keep_writable, _MS_BIND)
+    for folder in folders:
+        if not os.path.isdir(folder):
+            done = False   # the trusted side makes it before the fork: one missing here could be planted
+            continue
+        locked = os.statvfs(folder).f_flag
+        keep = sum(mount for stat, mount in _LOCKED if locked & stat)
+        done = (_mount(libc, folder, folder, _MS_BIND | _MS_REC)
+                and _mount(libc, None, folder, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | keep)) and done
+    return done
 
 
 def _close_descriptors(keep_stderr: int = 2) -> None:
@@ -132,10 +162,12 @@ def _close_descriptors(keep_stderr: int = 2) -> None:
 class Confinement:
     namespaced: bool   # the candidate runs in a PID namespace of its own
     filtered: bool     # the seccomp filter is in place
+    read_only: bool    # the folders asked for are read-only to it
 
 
-def confine() -> Confinement:
+def confine(read_only: tuple[str, ...] = (), workdir: str = "/") -> Confinement:
     """Called in the freshly forked child that will run a candidate; returns in the candidate's process.
+    `read_only`: folders it must not write (`workdir`, its own working folder, stays writable).
 
     With namespaces, three processes: the keeper (this one, outside: it waits and ends as the candidate
     did, the same exit code or the same signal), the namespace's process 1 (a waiter holding nothing:
@@ -145,9 +177,10 @@ def confine() -> Confinement:
     libc = _libc()
     _close_descriptors()
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    namespaced = False
-    if _own_namespaces(libc):
+    namespaced = protected = False
+    if _own_namespaces(libc, mounts=bool(read_only)):
         namespaced = True
+        protected = bool(read_only) and _make_read_only(libc, read_only, workdir)
         report_r, report_w = os.pipe()
         alive_r, alive_w = os.pipe()
         init = os.fork()
@@ -165,7 +198,7 @@ def confine() -> Confinement:
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)   # process 1's end ends it anyway
     libc.prctl(_PR_SET_DUMPABLE, 1, 0, 0, 0)   # the candidate's own tools (faulthandler, its children) as usual
     _drop_capabilities(libc)
-    return Confinement(namespaced, _install_filter(libc))
+    return Confinement(namespaced, _install_filter(libc), protected or not read_only)
 
 
 def _die_with_parent(libc: ctypes.CDLL, alive: int) -> None:

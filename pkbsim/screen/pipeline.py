@@ -49,8 +49,11 @@ def screen(task: TaskSpec, path: str, opts: ScreenOptions, spawner=None) -> Scre
     res.seconds[Stage.STATIC] = round(time.perf_counter() - t0, 3)
     if problems:
         return res.reject(Stage.STATIC, problems)
+    if opts.timeline:   # made before the candidate's process, which sees it read-only (confinement.py)
+        os.makedirs(os.path.dirname(os.path.abspath(opts.timeline)), exist_ok=True)
     job = CandidateJob(task.slug, path, opts.world_size, opts.seed, opts.timeout, opts.build_timeout, opts.cost,
-                       opts.parallelkernelbench_root, opts.parallelkernelbench_dtype)
+                       opts.parallelkernelbench_root, opts.parallelkernelbench_dtype,
+                       (os.path.dirname(os.path.abspath(opts.timeline)),) if opts.timeline else ())
     t0 = time.perf_counter()
     source = Session(path)
     shape = opts.cost and not any(map(source.mentions, ("triton.jit", *BUILD_MARKERS)))  # the candidate's may run
