@@ -95,7 +95,7 @@ def _side_stream_reads_unwaited_on_second_call(x):
     else:
         y = x * 2
         with torch.cuda.stream(s):
-            z = y + 1
+            z = y + 1  # noqa: F841 - work on a side stream, never read
     out = x.clone()
     dist.all_reduce(out)
     return out
