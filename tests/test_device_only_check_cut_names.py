@@ -42,3 +42,29 @@ def test_a_real_device_error_is_still_the_candidates():
     broken = broken.replace("*addr = 1u;", "*addr = 1u")
     report = cuda_check._run_nvcc(find_nvcc(), broken)
     assert report.status == "error" and report.line == 7, report  # nvcc names the line after the statement
+
+
+# a namespace alias of pybind11 outside any host block: the cut removed pybind11's headers, not the candidate
+ALIAS = """\
+#include <torch/extension.h>
+#include <cstdint>
+namespace py = pybind11;
+using namespace torch;
+
+__global__ void scale(float* x, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] *= 2.0f;
+}
+
+void launch(torch::Tensor x) { scale<<<1, 32>>>(x.data_ptr<float>(), x.numel()); }
+"""
+
+
+def test_a_namespace_the_cut_removed_is_not_the_candidates_error():
+    assert cuda_check._run_nvcc(find_nvcc(), ALIAS).status == "ok"
+
+
+def test_a_real_error_after_the_alias_keeps_its_line():
+    broken = ALIAS.replace("x[i] *= 2.0f;", "x[i] *= 2.0f")
+    report = cuda_check._run_nvcc(find_nvcc(), broken)
+    assert report.status == "error" and report.line == 9, report  # nvcc names the line after the statement

@@ -32,8 +32,15 @@ def split(tu: str, prelude: str) -> str | None:
     return f'#ifdef __CUDA_ARCH__\n{kept}\n#else\n#include "{prelude}"\n{tu}\n#endif\n'
 
 
+# a namespace alias or using-directive naming a namespace only the blanked headers declare (`namespace py =
+# pybind11;` is no host block: nothing in it names a member); the cut declares that namespace empty
+CUT_NAMESPACE = re.compile(r"\bnamespace\s+\w+\s*=\s*(torch|at|c10|pybind11)\s*;|\busing\s+namespace\s+(torch|at|c10|pybind11)\s*;")
+
+
 def device_only(source: str) -> tuple[str, set[int]]:
-    """The source with host-only top-level blocks blanked, and the (1-based) lines that were blanked."""
+    """The source with host-only top-level blocks blanked, and the (1-based) lines that were blanked. The
+    namespaces of the blanked headers that kept code still names are declared empty ahead of it, with a
+    `#line 1` so that nvcc's line numbers stay the candidate's."""
     out, blanked = [], set()
     for start, chunk in _top_level_chunks(source):
         if HOST_MARKERS.search(chunk):
@@ -42,7 +49,11 @@ def device_only(source: str) -> tuple[str, set[int]]:
             out.append("\n" * lines)
         else:
             out.append(chunk)
-    return "".join(out), blanked
+    kept = "".join(out)
+    named = sorted({a or b for a, b in CUT_NAMESPACE.findall(kept)})
+    if named:
+        kept = " ".join(f"namespace {n} {{}}" for n in named) + "\n#line 1\n" + kept
+    return kept, blanked
 
 
 def _top_level_chunks(source: str):

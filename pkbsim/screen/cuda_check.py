@@ -27,7 +27,7 @@ from pkbsim.ptx.compile import NVCC_MISSING, cache_root, find_nvcc
 
 ERROR_LINE = re.compile(r"\((\d+)\): (?:catastrophic )?error:? (.*)")
 ARCH = "sm_90a"
-VERSION = 2  # of how nvcc's log is judged: part of the cache key, so that a change re-checks stored results
+VERSION = 3  # of how nvcc's log is judged: part of the cache key, so that a change re-checks stored results
 
 
 @dataclass
