@@ -44,7 +44,7 @@ class CallResult:
     records: list  # per rank: the trace records of this call (with record_compute)
     aliased: list  # per rank: indices of the outputs that share memory with the call's inputs
     mutated: list  # per rank: whether the call changed its inputs (None: inputs too large to check)
-    after: list    # per rank: the inputs as the call left them (with keep_after; None: beyond DIGEST_LIMIT)
+    digests: list  # per rank: (input_digest before the call, after it); None: inputs not digested
 
     @property
     def complete(self) -> bool:
@@ -119,15 +119,15 @@ def run_task(task: TaskSpec, fn: Callable | None, world_size: int, *, seed: int 
 
 def run_calls(task: TaskSpec, calls: list[Call], world_size: int, *, seed: int = 0, preset: str = "screen",
               no_comm: bool = False, timeout: float = RUN_TIMEOUT_S, output=None, record_compute: bool = False,
-              keep_inputs: bool = True, keep_after: bool = False, shape_run: bool | None = None) -> TaskRun:
+              keep_inputs: bool = True, shape_run: bool | None = None) -> TaskRun:
     """Several calls in one run of the simulated world (a world's start-up costs more than a screen-size
     call), separated by barriers so that a call starts only once every rank has finished the previous
     one, except before a call with `sync=False`. A candidate file is imported once per rank (`Call.load`), so no module state is shared between
     ranks. Each call's trace records are kept apart, and the trace covers the calls only, as timing does.
     With `keep_inputs=False` no copy of the inputs is kept (CallResult.inputs stays None): a caller that
-    compares outputs only saves a copy of every call's inputs, all ranks', for the whole run. With `keep_after`,
-    a copy of the inputs as each call left them (CallResult.after): what a screen's candidate process hands
-    back, so that the screen judges mutation itself against inputs it made. A full-size run
+    compares outputs only saves a copy of every call's inputs, all ranks', for the whole run. Each call's inputs
+    are digested before and after it (CallResult.digests): a screen's candidate process hands back the
+    digests after, and the screen compares them with those of the inputs it made. A full-size run
     is a shape run (no data) unless `shape_run` says otherwise."""
     results = [CallResult(*([None] * world_size for _ in range(6))) for _ in calls]
     raised: list[Raised] = []
@@ -164,9 +164,9 @@ def run_calls(task: TaskSpec, calls: list[Call], world_size: int, *, seed: int =
             ctx.trace.enabled = False
             results[i].outputs[ctx.rank] = _copy(as_outputs(out))
             results[i].aliased[ctx.rank] = aliased_outputs(as_outputs(out), args)
-            results[i].mutated[ctx.rank] = None if before is None else input_digest(args) != before
-            if keep_after and before is not None:
-                results[i].after[ctx.rank] = _copy(list(args))
+            after = None if before is None else input_digest(args)
+            results[i].mutated[ctx.rank] = None if before is None else after != before
+            results[i].digests[ctx.rank] = None if before is None else (before, after)
             results[i].records[ctx.rank], ctx.trace.records = ctx.trace.records, []
         dist.destroy_process_group()
 

@@ -2,7 +2,7 @@
 its full-size shape run.
 
 Everything a candidate can tamper with lives here and dies with the process. What leaves is a
-`CandidateReport` of plain data: every call's outputs and inputs as it left them, the simulator's findings, what the run showed about
+`CandidateReport` of plain data: every call's outputs and a digest of its inputs as it left them, the simulator's findings, what the run showed about
 the candidate's own code (an exception raised in it, a loop, a fatal protocol finding), the limits of pkb
 it met, and its traces. The reference's outputs never enter this process; the comparison and the verdict
 are the parent's (pipeline.py), so a candidate that patches them patches a copy nobody reads; so is the
@@ -47,7 +47,7 @@ class CandidateJob:
 class CandidateReport:
     outputs: list = field(default_factory=list)         # per call, per rank: outputs (None: did not return)
     aliased: list = field(default_factory=list)         # per call, per rank: outputs sharing memory with inputs
-    inputs_after: list = field(default_factory=list)    # per call, per rank: the inputs as the call left them
+    input_digests: list = field(default_factory=list)   # per call, per rank: digest of the inputs after the call
     findings: list[Finding] = field(default_factory=list)  # the simulator's findings
     reasons: list = field(default_factory=list)         # Reasons: the candidate's faults the run showed
     limit: Reason | None = None                         # pkb's limit that left the run inconclusive
@@ -129,11 +129,11 @@ def _calls(task: TaskSpec, session: Session, job: CandidateJob, load, rep: Candi
     calls = candidate_calls(load)
     with Watch() as watch:
         run = run_calls(task, calls, job.world_size, seed=job.seed, timeout=job.timeout, record_compute=job.cost,
-                        keep_inputs=False, keep_after=True)
+                        keep_inputs=False)
     rep.findings = list(run.result.findings)
     rep.outputs = [[plain(o) for o in c.outputs] for c in run.calls]
     rep.aliased = [c.aliased for c in run.calls]
-    rep.inputs_after = [[plain(a) for a in c.after] for c in run.calls]
+    rep.input_digests = [[d and d[1] for d in c.digests] for c in run.calls]
     # the session's own limits are recorded where they are raised
     for lim in filter(None, (limit_of(r.error) for r in run.raised if not isinstance(r.error, RecordedLimit))):
         session.limit(lim)

@@ -18,8 +18,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import torch
-
 from pkbsim.errors import SimulatorError
 from pkbsim.screen.candidate import Session
 from pkbsim.screen.cost import SHAPE_RUN_SECONDS, shape_trace
@@ -44,7 +42,7 @@ class ReferenceRun:
     outputs: list = field(default_factory=list)  # per trial, per rank (plain data, as the candidate's)
     aliased: list = field(default_factory=list)  # per trial, per rank: outputs sharing memory with inputs
     mutated: list = field(default_factory=list)  # per trial, per rank: whether the call changed its inputs
-    inputs: list = field(default_factory=list)   # per trial, per rank: the inputs as made, before the call
+    digests: list = field(default_factory=list)  # per trial, per rank: digest of the inputs as made (None: none)
     limit: Reason | None = None                  # pkb's limit that kept the reference from finishing
     trace: dict | None = None                    # trial 1 at screen size, with `record`
     shape: tuple | None = None                   # (full-size trace or None, why not), with `shape`
@@ -87,7 +85,7 @@ def reference_run(task: TaskSpec, world_size: int, seed: int, timeout: float, re
 def _reference_run(task: TaskSpec, world_size: int, seed: int, timeout: float, record: bool) -> ReferenceRun:
     with Watch() as watch:
         run = run_calls(task, [Call(t) for t in range(TRIALS)], world_size, seed=seed, timeout=timeout,
-                        record_compute=record)
+                        record_compute=record, keep_inputs=False)
     out = ReferenceRun()
     if not all(c.complete for c in run.calls):
         limits = [limit_of(r.error) for r in run.raised]
@@ -101,7 +99,7 @@ def _reference_run(task: TaskSpec, world_size: int, seed: int, timeout: float, r
     out.outputs = [[plain(o) for o in c.outputs] for c in run.calls]
     out.aliased = [c.aliased for c in run.calls]
     out.mutated = [c.mutated for c in run.calls]
-    out.inputs = [[None if m is None else plain(list(x)) for x, m in zip(c.inputs, c.mutated)] for c in run.calls]
+    out.digests = [[d and d[0] for d in c.digests] for c in run.calls]
     if record:
         out.trace = run.calls[1].trace(task, "screen")
     return out
@@ -112,9 +110,11 @@ def judge(task: TaskSpec, ref: ReferenceRun, cand) -> Functional:
     integrity checks, where the reference does not do the same: an output sharing memory with the call's
     inputs, a call that changes its inputs (a correct answer is still not accepted there). `cand` is the
     candidate process's CandidateReport. Whether a call changed its inputs is judged here, from the inputs
-    this process made for the reference's trial: a candidate that rewrites pkb's own flag in its process
-    changes nothing; to pass it must hand back its inputs as they were made, which is what leaving them
-    alone means to a caller. Inputs it withholds count as changed."""
+    this process made for the reference's trial: the candidate's process hands back a digest of its inputs
+    after each call, compared here with the digest of the same inputs as made. A candidate that rewrites
+    pkb's flag or digest in its process no longer passes; one that hashes its inputs on entry and hands that
+    digest back through pkb's own code still can (the GPU scorer, which is final, judges mutation on its
+    trusted side). A digest it withholds counts as a change."""
     for i, outs in enumerate(cand.outputs):
         wrong = mismatches(task, outs, ref.outputs[i % TRIALS])
         if wrong:
@@ -123,7 +123,7 @@ def judge(task: TaskSpec, ref: ReferenceRun, cand) -> Functional:
     for i in range(len(cand.outputs)):
         for rank in range(len(cand.outputs[i])):
             problem = _integrity(_at(cand.aliased, i, rank), _at(ref.aliased, i % TRIALS, rank),
-                                 _changed(_at(cand.inputs_after, i, rank), _at(ref.inputs, i % TRIALS, rank)),
+                                 _changed(_at(cand.input_digests, i, rank), _at(ref.digests, i % TRIALS, rank)),
                                  _at(ref.mutated, i % TRIALS, rank))
             if problem:
                 kind, what = problem
@@ -137,20 +137,9 @@ def _at(per_call: list, i: int, rank: int):
     return per_call[i][rank] if i < len(per_call) and rank < len(per_call[i]) else None
 
 
-def _changed(after, made) -> bool | None:
-    """Whether inputs handed back differ from those made, bit for bit (None: none were made to compare)."""
-    if made is None:
-        return None
-    return not _same(after, made)
-
-
-def _same(a, b) -> bool:
-    if isinstance(b, torch.Tensor):
-        return (isinstance(a, torch.Tensor) and a.dtype == b.dtype and a.shape == b.shape
-                and torch.equal(a.contiguous().view(-1).view(torch.uint8), b.contiguous().view(-1).view(torch.uint8)))
-    if isinstance(b, (list, tuple)):
-        return isinstance(a, (list, tuple)) and len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
-    return type(a) is type(b) and (a == b or (a != a and b != b))  # a NaN number is itself
+def _changed(after: str | None, made: str | None) -> bool | None:
+    """Whether the digest handed back differs from that of the inputs made (None: none made to compare)."""
+    return None if made is None else after != made
 
 
 def _integrity(aliased, ref_aliased, mutated, ref_mutated) -> tuple[str, str] | None:
