@@ -19,7 +19,7 @@ import candidate_sandbox as sandbox
 from hwbackend import saved
 from hwbackend.failures import cuda_error_line
 from hwbackend.job_spec import JobSpec
-from hwbackend.protocol import Channel
+from hwbackend.protocol import Channel, unix_call
 from hwbackend.result import FailureKind
 from tasks.parallelkernelbench.checkout import checkout_of
 
@@ -145,7 +145,7 @@ class Job:
     def start(self) -> None:
         sock_path = os.path.join(self.dir, "ctl.sock")
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        listener.bind(sock_path)
+        unix_call(listener, sock_path, "bind")
         listener.listen(self.spec.nproc)
         self.launch(sock_path)
         self.accept_ranks(listener)

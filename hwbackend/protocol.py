@@ -64,11 +64,27 @@ def tcp_address(host: str, port: int, token: str) -> str:
     return f"{TCP_SCHEME}{host}:{port}/{token}"
 
 
+UNIX_PATH_MAX = 107  # bytes of a socket's path the kernel takes (sun_path, less its terminating NUL)
+
+
+def unix_call(sock: socket.socket, path: str, call: str) -> None:
+    """`sock.bind(path)` or `sock.connect(path)` (`call`), however long the path: a longer one than the kernel
+    takes (a job folder deep in a user's tree) is reached through its folder's descriptor in /proc/self/fd."""
+    if len(os.fsencode(path)) <= UNIX_PATH_MAX:
+        getattr(sock, call)(path)
+        return
+    folder = os.open(os.path.dirname(path) or ".", os.O_PATH | os.O_DIRECTORY)
+    try:
+        getattr(sock, call)(f"/proc/self/fd/{folder}/{os.path.basename(path)}")
+    finally:
+        os.close(folder)
+
+
 def connect(address: str) -> Channel:
     """A Unix socket path, or a `tcp_address` (then the token is sent first)."""
     if not address.startswith(TCP_SCHEME):
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.connect(address)
+        unix_call(s, address, "connect")
         return Channel(s)
     hostport, token = address[len(TCP_SCHEME):].rsplit("/", 1)
     host, port = hostport.rsplit(":", 1)
