@@ -76,9 +76,14 @@ def run_wrapped(argv: list[str]) -> int | None:
 
 def _screen_bound(argv: list[str]) -> float:
     """The wall-clock bound on a sandboxed screen: its build, two functional runs and the reference's, the
-    shape run and the cost stage, with room for a loaded machine."""
-    from pkb.cli.main import build_parser
-    return SCREEN_SLACK_S + 4 * build_parser().parse_args(argv).timeout
+    shape run and the cost stage, with room for a loaded machine. Only --timeout is read here: the whole
+    parser imports every command, and some of them torch (1.2 s before the sandbox even started)."""
+    import argparse
+
+    from pkbsim.screen.defaults import RUN_TIMEOUT_S
+    p = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    p.add_argument("--timeout", type=float, default=RUN_TIMEOUT_S)
+    return SCREEN_SLACK_S + 4 * p.parse_known_args(argv[1:])[0].timeout
 
 
 def _verdict_here(argv: list[str], verdict: str, reason) -> int:
