@@ -20,7 +20,7 @@ from pkbsim.screen.result import ScreenResult, Stage, Verdict
 if TYPE_CHECKING:
     from hwbackend.result import RunRecord, ScoreResult
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repository
 BUILT_IN = [os.path.join(ROOT, "tasks", "solutions"), os.path.join(ROOT, "tests", "broken_candidates")]
 TIMELINES = "pkb_timelines"  # beside the results file
 
