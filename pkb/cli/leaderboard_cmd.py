@@ -15,7 +15,10 @@ from pkb.cli._arguments import add_db_argument
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("leaderboard", help="aggregate scored runs: correctness, fast_p, geomean speed-up")
+    p = sub.add_parser("leaderboard", help="aggregate scored runs: correctness, fast_p, geomean speed-up",
+                       description="Aggregate the scored runs of a results file per model: correct count, fast_p "
+                                   "and geomean speed-up. Exit: 0 printed (also when nothing is scored yet), 2 bad "
+                                   "usage (no results file).")
     add_db_argument(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(run=run)

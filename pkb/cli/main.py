@@ -31,7 +31,21 @@ def build_parser() -> argparse.ArgumentParser:
     for info in sorted(pkgutil.iter_modules(cli_pkg.__path__), key=lambda m: m.name):
         if info.name.endswith("_cmd"):
             importlib.import_module(f"pkb.cli.{info.name}").add_parser(sub)
+    for command in sub.choices.values():
+        _state_defaults(command)
     return parser
+
+
+def _state_defaults(parser: argparse.ArgumentParser) -> None:
+    """Every option whose help does not say its default gets "(default: X)" (a flag's False and an unset
+    None say nothing); subcommands' own subparsers too."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                _state_defaults(child)
+        elif (action.option_strings and action.help not in (None, argparse.SUPPRESS)
+              and action.default not in (None, False, argparse.SUPPRESS) and "default" not in action.help.lower()):
+            action.help += " (default: %(default)s)"
 
 
 def _report_native_crashes() -> None:
