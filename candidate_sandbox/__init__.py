@@ -46,6 +46,10 @@ SPARE_TMP = "/var/tmp"   # a private tmpfs here when the machine's /tmp covers t
 HIDDEN = ("/run", "/var/run", "/var/lib", "/var/tmp", "/root", "/home")
 CACHE_BINDS = 64   # entries of the machine's build cache bound into a sandbox's private one, at most (_private_cache)
 OWN_BUILDS = ("cuda-rt", "cuda-driver", "thunderkittens")  # kinds of the cache that hold pkb's own builds
+# the build cache's folder of per-candidate caches (one folder per candidate file's content, kept across
+# sandboxes): bound writable into every sandbox; the candidate's process sees its own folder only
+# (pkbsim/screen/confinement.py)
+CANDIDATE_CACHES = "by-candidate"
 
 
 @dataclass(frozen=True)
@@ -113,12 +117,14 @@ def build_cache() -> str:
 
 
 def prefix(writable: list[str] = (), readable: list[str] = (), limits: Limits = Limits(),
-           network: bool = False, cwd: str | None = None) -> list[str]:
+           network: bool = False, cwd: str | None = None, candidate_caches: bool = False) -> list[str]:
     """The bwrap command line that runs a command inside the sandbox, under the supervisor's `limits`.
     `writable` folders (created if missing: the caller's build caches, its output folders) stay writable;
     `readable` ones stay visible although under /tmp (the private /tmp hides the machine's own). `network`:
     keep the machine's network (a job across nodes needs it), else only a loopback of its own. `cwd`: where
-    the command starts (a folder visible inside; by default this process's own).
+    the command starts (a folder visible inside; by default this process's own). `candidate_caches`: bind the
+    per-candidate build caches writable (only for a command that confines each candidate's process to its
+    own: `pkb screen` and `pkb run`'s workers).
 
     The environment: only the variables supervisor.allowed names go in (none whose name holds KEY, TOKEN,
     SECRET, PASSWORD or CREDENTIAL); HOME is a private folder of the sandbox's own /tmp; where the build
@@ -152,7 +158,7 @@ def prefix(writable: list[str] = (), readable: list[str] = (), limits: Limits = 
         path = os.path.abspath(path)
         os.makedirs(path, exist_ok=True)
         if path == cache:  # never writable as it is: see _private_cache
-            args += _private_cache(cache)
+            args += _private_cache(cache, candidate_caches)
             counted.append(cache)
         else:
             args += ["--bind", path, path]
@@ -172,7 +178,7 @@ def prefix(writable: list[str] = (), readable: list[str] = (), limits: Limits = 
     return args
 
 
-def _private_cache(cache: str) -> list[str]:
+def _private_cache(cache: str, candidate_caches: bool = False) -> list[str]:
     """pkb's build cache inside a sandbox: a private tmpfs at its place, with entries the machine's cache holds
     now bound into it read-only. Builds made inside go to the tmpfs (counted as the sandbox's memory) and end
     with the sandbox, so nothing a candidate writes there (a build planted for another candidate's content
@@ -182,11 +188,13 @@ def _private_cache(cache: str) -> list[str]:
     costs bwrap about 2 ms on a loaded machine, so at most CACHE_BINDS entries are bound: every entry of pkb's
     own builds (OWN_BUILDS: one per toolchain), then the most recently made of the candidates' builds; one
     left out is built again inside if needed. The price: a build made inside is not kept for the next sandbox
-    (the machine's cache fills from builds made outside, such as `--no-sandbox` runs)."""
+    (the machine's cache fills from builds made outside, such as `--no-sandbox` runs), except in the
+    per-candidate caches (CANDIDATE_CACHES), bound writable: each is seen only by its own candidate's
+    process, so what one candidate builds there serves later screens of the same file, and nobody else."""
     entries: list[tuple[bool, float, str]] = []   # (not pkb's own, -mtime, path)
     for kind in sorted(os.listdir(cache)):
         top = os.path.join(cache, kind)
-        if _scratch(kind) or os.path.islink(top):
+        if _scratch(kind) or os.path.islink(top) or kind == CANDIDATE_CACHES:
             continue
         paths = [top] if not os.path.isdir(top) else [
             os.path.join(top, e) for e in sorted(os.listdir(top)) if not _scratch(e)]
@@ -200,7 +208,11 @@ def _private_cache(cache: str) -> list[str]:
     args = ["--tmpfs", cache]
     for _, _, path in sorted(entries)[:CACHE_BINDS]:
         args += ["--ro-bind", path, path]
-    return args
+    if not candidate_caches:
+        return args
+    own = os.path.join(cache, CANDIDATE_CACHES)
+    os.makedirs(own, exist_ok=True)
+    return [*args, "--bind", own, own]
 
 
 def _scratch(name: str) -> bool:
@@ -339,12 +351,13 @@ class Relayed:
 
 
 def run_inside(command: list[str], writable: list[str], readable: list[str],
-               timeout: float | None = None) -> Relayed:
+               timeout: float | None = None, candidate_caches: bool = False) -> Relayed:
     """Run `command` (the caller's, e.g. its own command line again) inside the sandbox, relaying its output
     (line by line) and its exit code (the caller names its build caches among `writable`). `timeout`: a
-    wall-clock bound kept here, outside the sandbox: past it the whole sandbox is killed (code None)."""
+    wall-clock bound kept here, outside the sandbox: past it the whole sandbox is killed (code None).
+    `candidate_caches`: as for `prefix`."""
     check()
-    cmd = [*prefix(writable, readable), *command]
+    cmd = [*prefix(writable, readable, candidate_caches=candidate_caches), *command]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     breaches: list[str] = []
     printed: list[bool] = []

@@ -101,7 +101,7 @@ def sandbox_prefix(jobs: list[ScreenJob]) -> list[str]:
     readable = ({os.path.dirname(j.candidate) for j in jobs}
                 | {j.parallelkernelbench_root for j in jobs if j.parallelkernelbench_root})
     writable = {os.path.dirname(j.timeline) for j in jobs if j.timeline}
-    return sandbox.prefix([cache_root(), *sorted(writable)], sorted(readable))
+    return sandbox.prefix([cache_root(), *sorted(writable)], sorted(readable), candidate_caches=True)
 
 
 def run_local(jobs: list[ScreenJob], workers: int, time_limit: float, memory_gb: float,

@@ -57,7 +57,8 @@ def run_wrapped(argv: list[str]) -> int | None:
             readable.add(value if os.path.isdir(value) else os.path.dirname(os.path.abspath(value)))
     bound = _screen_bound(argv) if cmd == "screen" else None
     try:
-        relayed = sandbox.run_inside([*PKB, *argv], [cache_root(), *sorted(writable)], sorted(readable), bound)
+        relayed = sandbox.run_inside([*PKB, *argv], [cache_root(), *sorted(writable)], sorted(readable), bound,
+                                     candidate_caches=cmd == "screen")
     except sandbox.SandboxUnavailable as e:
         print(f"pkb {cmd}: error: {e}", file=sys.stderr)
         return 2

@@ -33,7 +33,7 @@ from pkbsim.cuda.toolchain import (
     torch_dirs,
 )
 from pkbsim.errors import CompileError, SimulatorLimit
-from pkbsim.ptx.compile import cache_root, nvcc_version
+from pkbsim.ptx.compile import EXTENSION_CACHE, cache_root, nvcc_version
 
 PRELUDE = os.path.join(RUNTIME_SRC, "prelude.h")
 KEPT_FLAG = re.compile(r"^(-D|-U|-I|-O\d?$|--use_fast_math$|-use_fast_math$|--expt-|-std=)")
@@ -91,8 +91,12 @@ def build(name: str, tu: str, extra_cuda_cflags: list[str], include_paths: list[
         if driver.wanted(tu, thunderkittens.uses_thunderkittens(tu)):
             parts.append(driver.digest())  # the tensor-map stand-in it may link (others' keys unchanged)
         key = hashlib.sha256("\0".join(parts).encode())
-        out_dir = os.path.join(cache_root(), "cuda-ext", f"{name}_{key.hexdigest()[:8]}")
+        entry = f"{name}_{key.hexdigest()[:8]}"
+        out_dir = os.path.join(cache_root(), "cuda-ext", entry)   # the machine's (read-only in a sandbox)
         so = os.path.join(out_dir, f"{name}.so")
+        if not os.path.exists(so) and os.environ.get(EXTENSION_CACHE):   # else the candidate's own, kept
+            out_dir = os.path.join(os.environ[EXTENSION_CACHE], entry)
+            so = os.path.join(out_dir, f"{name}.so")
         if not os.path.exists(so):
             with file_lock(out_dir + ".lock"):
                 if not os.path.exists(so):

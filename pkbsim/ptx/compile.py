@@ -30,6 +30,10 @@ def cache_root() -> str:
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "pkb")
 
 
+# where the screened candidate's own extension builds go: set in its process by pkbsim/screen/confinement.py
+EXTENSION_CACHE = "PKB_EXTENSION_CACHE"
+
+
 def cache_dir() -> str:
     return os.path.join(cache_root(), "ptx")
 

@@ -41,6 +41,7 @@ class CandidateJob:
     parallelkernelbench_root: str | None = None  # a ParallelKernelBench checkout whose problems the task may be one of
     parallelkernelbench_dtype: str = PARALLELKERNELBENCH_DTYPE
     read_only: tuple = ()  # folders the trusted side writes (timelines): read-only to the candidate's process
+    own_cache: str = ""    # its per-candidate build cache (the only one its process sees), made by the trusted side
 
 
 @dataclass

@@ -18,7 +18,10 @@ So, between the fork and the first line of the candidate's code:
   signal, and the candidate holds no capability, even in its own namespaces;
 - the folders the trusted side writes into after or beside the candidate (the simulated timelines: in a
   batch, other candidates' too) are read-only in the candidate's own mount namespace, so it can neither
-  rewrite another's file nor plant a link or FIFO where the trusted side will write (`read_only`).
+  rewrite another's file nor plant a link or FIFO where the trusted side will write (`read_only`);
+- of the per-candidate build caches (one per candidate file's content, kept across screens), it sees its
+  own alone, in its working folder: the folder of all of them is covered by an empty read-only tmpfs, so
+  what it builds serves later screens of the same file and cannot be planted for another (`own_cache`).
 
 Where the kernel refuses new namespaces (user namespaces disabled, some container runtimes) the rest
 still applies and `Confinement.namespaced` says so; pkb never blames a candidate for it.
@@ -33,6 +36,8 @@ import select
 import signal
 import struct
 from dataclasses import dataclass
+
+from pkbsim.ptx.compile import EXTENSION_CACHE
 
 _CLONE_NEWUSER, _CLONE_NEWPID, _CLONE_NEWNS = 0x10000000, 0x20000000, 0x00020000
 _MS_RDONLY, _MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 1, 32, 4096, 16384, 1 << 18
@@ -134,8 +139,6 @@ def _mount(libc: ctypes.CDLL, source: str | None, target: str, flags: int) -> bo
 def _make_read_only(libc: ctypes.CDLL, folders: tuple[str, ...], keep_writable: str) -> bool:
     """In this process's own mount namespace: `folders` read-only (what lies under them included), except
     `keep_writable` (the candidate's working folder) wherever it lies. True when every folder is."""
-    if not _mount(libc, None, "/", _MS_REC | _MS_PRIVATE):   # nothing done here reaches the parent's namespace
-        return False
     # bound onto itself first, the working folder is a mount of its own that the recursive binds below
     # carry along as it is (writable)
     done = _mount(libc, keep_writable, keep_writable, _MS_BIND)
@@ -148,6 +151,17 @@ def _make_read_only(libc: ctypes.CDLL, folders: tuple[str, ...], keep_writable: 
         done = (_mount(libc, folder, folder, _MS_BIND | _MS_REC)
                 and _mount(libc, None, folder, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | keep)) and done
     return done
+
+
+def _only_own_cache(libc: ctypes.CDLL, own: str, workdir: str) -> str | None:
+    """`own` (a per-candidate build cache) bound at a folder of `workdir`, and the folder holding every
+    per-candidate cache covered by an empty read-only tmpfs; the path to use, or None where a step failed."""
+    seen = os.path.join(workdir, "extension-cache")
+    os.makedirs(seen, exist_ok=True)
+    if not (os.path.isdir(own) and _mount(libc, own, seen, _MS_BIND)):
+        return None
+    cover = libc.mount(b"tmpfs", os.path.dirname(own).encode(), b"tmpfs", _MS_RDONLY | 2 | 4, b"size=4k,mode=0555")
+    return seen if cover == 0 else None
 
 
 def _close_descriptors(keep_stderr: int = 2) -> None:
@@ -165,9 +179,10 @@ class Confinement:
     read_only: bool    # the folders asked for are read-only to it
 
 
-def confine(read_only: tuple[str, ...] = (), workdir: str = "/") -> Confinement:
+def confine(read_only: tuple[str, ...] = (), workdir: str = "/", own_cache: str = "") -> Confinement:
     """Called in the freshly forked child that will run a candidate; returns in the candidate's process.
-    `read_only`: folders it must not write (`workdir`, its own working folder, stays writable).
+    `read_only`: folders it must not write (`workdir`, its own working folder, stays writable); `own_cache`:
+    its per-candidate build cache, the only one it sees (its builds go there: EXTENSION_CACHE).
 
     With namespaces, three processes: the keeper (this one, outside: it waits and ends as the candidate
     did, the same exit code or the same signal), the namespace's process 1 (a waiter holding nothing:
@@ -178,9 +193,14 @@ def confine(read_only: tuple[str, ...] = (), workdir: str = "/") -> Confinement:
     _close_descriptors()
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     namespaced = protected = False
-    if _own_namespaces(libc, mounts=bool(read_only)):
+    mounts = bool(read_only or own_cache)
+    if _own_namespaces(libc, mounts):
         namespaced = True
-        protected = bool(read_only) and _make_read_only(libc, read_only, workdir)
+        private = mounts and _mount(libc, None, "/", _MS_REC | _MS_PRIVATE)   # nothing reaches the parent's
+        protected = bool(read_only) and private and _make_read_only(libc, read_only, workdir)
+        seen = private and own_cache and _only_own_cache(libc, own_cache, workdir)
+        if seen:
+            os.environ[EXTENSION_CACHE] = seen
         report_r, report_w = os.pipe()
         alive_r, alive_w = os.pipe()
         init = os.fork()

@@ -91,7 +91,7 @@ def _child(job: dict, workdir: str) -> None:
     code = 0
     path = os.path.join(workdir, RESULT)
     try:
-        confine(tuple(job.get("read_only", ())), workdir)
+        confine(tuple(job.get("read_only", ())), workdir, job.get("own_cache", ""))
         # a fatal signal (a native crash) writes the crashing thread's Python stack here, for the parent
         fault = open(os.path.join(workdir, FAULT_LOG), "w")
         faulthandler.enable(fault, all_threads=False)

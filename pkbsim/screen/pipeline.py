@@ -4,10 +4,13 @@ header not installed here, the simulation's time, a reference that fails on the 
 inconclusive, with the limit named, so it goes to hardware instead of being accepted or rejected."""
 from __future__ import annotations
 
+import hashlib
 import os
 import time
 from dataclasses import asdict, dataclass
 
+from candidate_sandbox import CANDIDATE_CACHES
+from pkbsim.ptx.compile import cache_root
 from pkbsim.screen.candidate import Session
 from pkbsim.screen.candidate_side import CandidateJob, CandidateReport
 from pkbsim.screen.cost import SHAPE_RUN_SECONDS, predict
@@ -51,11 +54,12 @@ def screen(task: TaskSpec, path: str, opts: ScreenOptions, spawner=None) -> Scre
         return res.reject(Stage.STATIC, problems)
     if opts.timeline:   # made before the candidate's process, which sees it read-only (confinement.py)
         os.makedirs(os.path.dirname(os.path.abspath(opts.timeline)), exist_ok=True)
+    source = Session(path)
     job = CandidateJob(task.slug, path, opts.world_size, opts.seed, opts.timeout, opts.build_timeout, opts.cost,
                        opts.parallelkernelbench_root, opts.parallelkernelbench_dtype,
-                       (os.path.dirname(os.path.abspath(opts.timeline)),) if opts.timeline else ())
+                       (os.path.dirname(os.path.abspath(opts.timeline)),) if opts.timeline else (),
+                       own_cache(path) if any(map(source.mentions, BUILD_MARKERS)) else "")
     t0 = time.perf_counter()
-    source = Session(path)
     shape = opts.cost and not any(map(source.mentions, ("triton.jit", *BUILD_MARKERS)))  # the candidate's may run
     spawner = spawner or Fork()
     child = spawner.start(asdict(job))
@@ -116,6 +120,16 @@ def screen(task: TaskSpec, path: str, opts: ScreenOptions, spawner=None) -> Scre
                                                     f"{opts.margin:g}x ({p.bottleneck}: candidate "
                                                     f"{p.candidate_us:.1f} us vs reference {p.reference_us:.1f} us)")])
     return res
+
+
+def own_cache(path: str) -> str:
+    """The candidate file's own build cache, made here (the trusted side) before its process starts: one per
+    file content, kept across screens (confinement.py shows the candidate this one alone)."""
+    with open(path, "rb") as f:
+        digest = hashlib.sha256(f.read()).hexdigest()[:32]
+    folder = os.path.join(cache_root(), CANDIDATE_CACHES, digest)
+    os.makedirs(folder, exist_ok=True)
+    return folder
 
 
 def _ended(res: ScreenResult, ended: ChildExit) -> ScreenResult:

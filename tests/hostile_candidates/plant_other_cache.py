@@ -1,0 +1,31 @@
+"""Attack: plant a build in another candidate's build cache (pkb keeps one per candidate file, for later
+screens of the same file). The victim's folder is named by its content's hash, which anyone holding the
+victim's file can compute; the test hands it over in PKB_PROBE_VICTIM_CACHE. The file also writes a marker
+into its own cache (PKB_EXTENSION_CACHE: where pkb puts its builds) to show that one is writable and kept.
+Outcomes go to descriptor 2. It mentions load_inline (here, in this line), which is what gives a file its cache."""
+import os
+
+import torch.distributed as dist
+
+
+def _try(what, attempt):
+    try:
+        attempt()
+        os.write(2, f"probe: {what} done\n".encode())
+    except OSError as e:
+        os.write(2, f"probe: {what} refused ({e.strerror})\n".encode())
+
+
+_victim = os.environ.get("PKB_PROBE_VICTIM_CACHE", "")
+_own = os.environ.get("PKB_EXTENSION_CACHE", "")
+if _victim:
+    _try("plant", lambda: open(os.path.join(_victim, "planted.so"), "w").write("bogus"))
+    _try("list", lambda: os.write(2, f"probe: sees {sorted(os.listdir(os.path.dirname(_victim)))}\n".encode()))
+if _own:
+    _try("own", lambda: open(os.path.join(_own, "marker"), "w").write("mine"))
+
+
+def solution(x):
+    out = x.clone()
+    dist.all_reduce(out)
+    return out
