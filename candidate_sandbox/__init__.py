@@ -50,6 +50,9 @@ OWN_BUILDS = ("cuda-rt", "cuda-driver", "thunderkittens")  # kinds of the cache 
 # sandboxes): bound writable into every sandbox; the candidate's process sees its own folder only
 # (pkbsim/screen/confinement.py)
 CANDIDATE_CACHES = "by-candidate"
+# kinds of pkb's own builds that the trusted screening process makes before a candidate's process starts, and
+# that this process sees read-only: bound writable whole into screen and run sandboxes, so they are kept
+TRUSTED_BUILDS = ("cuda-rt",)
 
 
 @dataclass(frozen=True)
@@ -124,7 +127,8 @@ def prefix(writable: list[str] = (), readable: list[str] = (), limits: Limits = 
     keep the machine's network (a job across nodes needs it), else only a loopback of its own. `cwd`: where
     the command starts (a folder visible inside; by default this process's own). `candidate_caches`: bind the
     per-candidate build caches writable (only for a command that confines each candidate's process to its
-    own: `pkb screen` and `pkb run`'s workers).
+    own: `pkb screen` and `pkb run`'s workers), with pkb's TRUSTED_BUILDS, which the screening process makes
+    and shows its candidates read-only.
 
     The environment: only the variables supervisor.allowed names go in (none whose name holds KEY, TOKEN,
     SECRET, PASSWORD or CREDENTIAL); HOME is a private folder of the sandbox's own /tmp; where the build
@@ -194,7 +198,8 @@ def _private_cache(cache: str, candidate_caches: bool = False) -> list[str]:
     entries: list[tuple[bool, float, str]] = []   # (not pkb's own, -mtime, path)
     for kind in sorted(os.listdir(cache)):
         top = os.path.join(cache, kind)
-        if _scratch(kind) or os.path.islink(top) or kind == CANDIDATE_CACHES:
+        if (_scratch(kind) or os.path.islink(top) or kind == CANDIDATE_CACHES
+                or candidate_caches and kind in TRUSTED_BUILDS):
             continue
         paths = [top] if not os.path.isdir(top) else [
             os.path.join(top, e) for e in sorted(os.listdir(top)) if not _scratch(e)]
@@ -210,9 +215,11 @@ def _private_cache(cache: str, candidate_caches: bool = False) -> list[str]:
         args += ["--ro-bind", path, path]
     if not candidate_caches:
         return args
-    own = os.path.join(cache, CANDIDATE_CACHES)
-    os.makedirs(own, exist_ok=True)
-    return [*args, "--bind", own, own]
+    for kind in (CANDIDATE_CACHES, *TRUSTED_BUILDS):
+        path = os.path.join(cache, kind)
+        os.makedirs(path, exist_ok=True)
+        args += ["--bind", path, path]
+    return args
 
 
 def _scratch(name: str) -> bool:

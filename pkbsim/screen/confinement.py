@@ -19,9 +19,10 @@ So, between the fork and the first line of the candidate's code:
 - the folders the trusted side writes into after or beside the candidate (the simulated timelines: in a
   batch, other candidates' too) are read-only in the candidate's own mount namespace, so it can neither
   rewrite another's file nor plant a link or FIFO where the trusted side will write (`read_only`);
-- of the per-candidate build caches (one per candidate file's content, kept across screens), it sees its
-  own alone, in its working folder: the folder of all of them is covered by an empty read-only tmpfs, so
-  what it builds serves later screens of the same file and cannot be planted for another (`own_cache`).
+- it writes its extension builds into the build cache of its own file (one per file content, kept across
+  screens), bound into its working folder (`own_cache`); the folder of every file's cache and pkb's own
+  stand-in runtime are among the read-only folders, so what it builds serves later screens of the same
+  file, and it can plant nothing for another candidate or for pkb.
 
 Where the kernel refuses new namespaces (user namespaces disabled, some container runtimes) the rest
 still applies and `Confinement.namespaced` says so; pkb never blames a candidate for it.
@@ -141,7 +142,7 @@ def _make_read_only(libc: ctypes.CDLL, folders: tuple[str, ...], keep_writable: 
     `keep_writable` (the candidate's working folder) wherever it lies. True when every folder is."""
     # bound onto itself first, the working folder is a mount of its own that the recursive binds below
     # carry along as it is (writable)
-    done = _mount(libc, keep_writable, keep_writable, _MS_BIND)
+    done = _mount(libc, keep_writable, keep_writable, _MS_BIND | _MS_REC)   # its own cache (bound in it) too
     for folder in folders:
         if not os.path.isdir(folder):
             done = False   # the trusted side makes it before the fork: one missing here could be planted
@@ -153,15 +154,12 @@ def _make_read_only(libc: ctypes.CDLL, folders: tuple[str, ...], keep_writable: 
     return done
 
 
-def _only_own_cache(libc: ctypes.CDLL, own: str, workdir: str) -> str | None:
-    """`own` (a per-candidate build cache) bound at a folder of `workdir`, and the folder holding every
-    per-candidate cache covered by an empty read-only tmpfs; the path to use, or None where a step failed."""
+def _own_cache_at(libc: ctypes.CDLL, own: str, workdir: str) -> str | None:
+    """`own` (this candidate's build cache) bound, writable, at a folder of `workdir`: before the folders
+    above it are made read-only, whose binds would carry that to it. The path to use (None: not bound)."""
     seen = os.path.join(workdir, "extension-cache")
     os.makedirs(seen, exist_ok=True)
-    if not (os.path.isdir(own) and _mount(libc, own, seen, _MS_BIND)):
-        return None
-    cover = libc.mount(b"tmpfs", os.path.dirname(own).encode(), b"tmpfs", _MS_RDONLY | 2 | 4, b"size=4k,mode=0555")
-    return seen if cover == 0 else None
+    return seen if os.path.isdir(own) and _mount(libc, own, seen, _MS_BIND) else None
 
 
 def _close_descriptors(keep_stderr: int = 2) -> None:
@@ -197,8 +195,8 @@ def confine(read_only: tuple[str, ...] = (), workdir: str = "/", own_cache: str 
     if _own_namespaces(libc, mounts):
         namespaced = True
         private = mounts and _mount(libc, None, "/", _MS_REC | _MS_PRIVATE)   # nothing reaches the parent's
+        seen = private and own_cache and _own_cache_at(libc, own_cache, workdir)
         protected = bool(read_only) and private and _make_read_only(libc, read_only, workdir)
-        seen = private and own_cache and _only_own_cache(libc, own_cache, workdir)
         if seen:
             os.environ[EXTENSION_CACHE] = seen
         report_r, report_w = os.pipe()

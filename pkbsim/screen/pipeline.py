@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import hashlib
 import os
+import subprocess
 import time
 from dataclasses import asdict, dataclass
 
-from candidate_sandbox import CANDIDATE_CACHES
+from candidate_sandbox import CANDIDATE_CACHES, TRUSTED_BUILDS
+from pkbsim.errors import SimulatorError
 from pkbsim.ptx.compile import cache_root
 from pkbsim.screen.candidate import Session
 from pkbsim.screen.candidate_side import CandidateJob, CandidateReport
@@ -55,10 +57,13 @@ def screen(task: TaskSpec, path: str, opts: ScreenOptions, spawner=None) -> Scre
     if opts.timeline:   # made before the candidate's process, which sees it read-only (confinement.py)
         os.makedirs(os.path.dirname(os.path.abspath(opts.timeline)), exist_ok=True)
     source = Session(path)
+    builds = any(map(source.mentions, BUILD_MARKERS))
+    if builds:
+        build_runtime()
     job = CandidateJob(task.slug, path, opts.world_size, opts.seed, opts.timeout, opts.build_timeout, opts.cost,
                        opts.parallelkernelbench_root, opts.parallelkernelbench_dtype,
-                       (os.path.dirname(os.path.abspath(opts.timeline)),) if opts.timeline else (),
-                       own_cache(path) if any(map(source.mentions, BUILD_MARKERS)) else "")
+                       ((os.path.dirname(os.path.abspath(opts.timeline)),) if opts.timeline else ())
+                       + pkbs_builds(), own_cache(path) if builds else "")
     t0 = time.perf_counter()
     shape = opts.cost and not any(map(source.mentions, ("triton.jit", *BUILD_MARKERS)))  # the candidate's may run
     spawner = spawner or Fork()
@@ -120,6 +125,25 @@ def screen(task: TaskSpec, path: str, opts: ScreenOptions, spawner=None) -> Scre
                                                     f"{opts.margin:g}x ({p.bottleneck}: candidate "
                                                     f"{p.candidate_us:.1f} us vs reference {p.reference_us:.1f} us)")])
     return res
+
+
+def build_runtime() -> None:
+    """pkb's own stand-in runtime, built here (the trusted side) before the candidate's process starts: that
+    process sees its folder read-only (pkbs_builds). Where it cannot be built, the candidate's process meets
+    the same limit itself, as before."""
+    from pkbsim.cuda.runtime_libs import runtime_dir
+    try:
+        runtime_dir()
+    except (SimulatorError, OSError, RuntimeError, subprocess.SubprocessError):
+        pass
+
+
+def pkbs_builds() -> tuple[str, ...]:
+    """The build cache's folders a candidate's process must not write, whatever it is: every file's own
+    cache (its own is bound elsewhere for it) and pkb's own builds, where they exist (in a screen or run
+    sandbox both are bound writable: candidate_sandbox._private_cache)."""
+    folders = (os.path.join(cache_root(), kind) for kind in (CANDIDATE_CACHES, *TRUSTED_BUILDS))
+    return tuple(f for f in folders if os.path.isdir(f))
 
 
 def own_cache(path: str) -> str:

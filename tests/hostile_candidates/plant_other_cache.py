@@ -1,5 +1,5 @@
 """Attack: plant a build in another candidate's build cache (pkb keeps one per candidate file, for later
-screens of the same file). The victim's folder is named by its content's hash, which anyone holding the
+screens of the same file), or in pkb's own stand-in runtime's folder (every inline-CUDA candidate loads it). The victim's folder is named by its content's hash, which anyone holding the
 victim's file can compute; the test hands it over in PKB_PROBE_VICTIM_CACHE. The file also writes a marker
 into its own cache (PKB_EXTENSION_CACHE: where pkb puts its builds) to show that one is writable and kept.
 Outcomes go to descriptor 2. It mentions load_inline (here, in this line), which is what gives a file its cache."""
@@ -20,7 +20,8 @@ _victim = os.environ.get("PKB_PROBE_VICTIM_CACHE", "")
 _own = os.environ.get("PKB_EXTENSION_CACHE", "")
 if _victim:
     _try("plant", lambda: open(os.path.join(_victim, "planted.so"), "w").write("bogus"))
-    _try("list", lambda: os.write(2, f"probe: sees {sorted(os.listdir(os.path.dirname(_victim)))}\n".encode()))
+    _runtime = os.path.join(os.environ.get("PKB_CACHE_DIR", "/nonexistent"), "cuda-rt")
+    _try("runtime", lambda: open(os.path.join(_runtime, "planted"), "w").write("bogus"))
 if _own:
     _try("own", lambda: open(os.path.join(_own, "marker"), "w").write("mine"))
 
