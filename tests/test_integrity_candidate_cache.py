@@ -7,6 +7,7 @@ cache, and that is kept for the next screen of the file."""
 import json
 import os
 import subprocess
+import sys
 
 import pytest
 from hostile import BOUND_S, PKB, path
@@ -53,3 +54,27 @@ def test_a_second_screen_of_the_same_file_finds_its_build(tmp_path, monkeypatch)
         seen.append(_builds(folder))
     assert verdicts == ["pass", "pass"]
     assert len(seen[0]) == 1 and seen[1] == seen[0]   # built once, then found (not rebuilt)
+
+
+RUNTIME_PROBE = """
+from pkbsim.cuda.runtime_libs import runtime_dir
+from pkbsim.screen.limits import limit_of
+try:
+    runtime_dir()
+    print("built")
+except Exception as e:
+    print("limit" if limit_of(e) else f"fault {type(e).__name__}")
+"""
+
+
+@pytest.mark.skipif(find_nvcc() is None, reason="nvcc is not installed: the runtime is never built")
+def test_a_runtime_build_the_screen_did_not_make_is_pkbs_limit_not_the_candidates(tmp_path):
+    # a candidate that reaches load_inline through code the screen did not see mention it meets pkb's
+    # runtime folder read-only (as its process sees it): inconclusive, never an error charged to it
+    (tmp_path / "cuda-rt").mkdir()
+    script = (f"mount -t tmpfs -o ro tmpfs {tmp_path}/cuda-rt && "
+              f"PKB_CACHE_DIR={tmp_path} {sys.executable} -c '{RUNTIME_PROBE}'")
+    proc = subprocess.run(["unshare", "-rm", "sh", "-c", script], capture_output=True, text=True, timeout=120)
+    if proc.returncode != 0 and "unshare" in proc.stderr:
+        pytest.skip(f"no mount namespace here: {proc.stderr.strip()[-200:]}")
+    assert proc.stdout.strip() == "limit", proc.stderr[-2000:]

@@ -9,6 +9,7 @@ misses a runtime symbol at load time. The cache key covers the sources, torch an
 from __future__ import annotations
 
 import ctypes
+import errno
 import glob
 import hashlib
 import os
@@ -26,6 +27,7 @@ from pkbsim.cuda.toolchain import (
     require_nvcc,
     torch_dirs,
 )
+from pkbsim.errors import CannotSimulate
 from pkbsim.ptx.compile import cache_root, nvcc_version
 
 NAMES = ("libcudart.so.13", "libc10_cuda.so", "libtorch_cuda.so")
@@ -46,9 +48,17 @@ def runtime_dir() -> str:
             h.update(f.read())
     out = os.path.join(cache_root(), "cuda-rt", h.hexdigest()[:20])
     if not _built(out):
-        with file_lock(out + ".lock"):  # once, not once per rank or worker that needs it at the same time
-            if not _built(out):
-                _build(out, cuda_home(nvcc))
+        try:
+            with file_lock(out + ".lock"):  # once, not once per rank or worker that needs it at the same time
+                if not _built(out):
+                    _build(out, cuda_home(nvcc))
+        except OSError as e:
+            if e.errno != errno.EROFS:
+                raise
+            # a screened candidate's process sees pkb's builds read-only: the screen builds the runtime before it
+            # starts, for files that mention load_inline; one that reaches it another way meets pkb's limit
+            raise CannotSimulate("pkb's CUDA runtime stand-in was not built before the candidate's process started "
+                                 "(its extension is built from code the screen did not see mention load_inline)") from None
     return out
 
 
