@@ -47,8 +47,8 @@ HIDDEN = ("/run", "/var/run", "/var/lib", "/var/tmp", "/root", "/home")
 CACHE_BINDS = 64   # entries of the machine's build cache bound into a sandbox's private one, at most (_private_cache)
 OWN_BUILDS = ("cuda-rt", "cuda-driver", "thunderkittens")  # kinds of the cache that hold pkb's own builds
 # the build cache's folder of per-candidate caches (one folder per candidate file's content, kept across
-# sandboxes): bound writable into every sandbox; the candidate's process sees its own folder only
-# (pkbsim/screen/confinement.py)
+# sandboxes): bound writable into screen and run sandboxes; a candidate's process may write its own folder
+# alone (pkbsim/screen/confinement.py)
 CANDIDATE_CACHES = "by-candidate"
 # kinds of pkb's own builds that the trusted screening process makes before a candidate's process starts, and
 # that this process sees read-only: bound writable whole into screen and run sandboxes, so they are kept
@@ -193,8 +193,8 @@ def _private_cache(cache: str, candidate_caches: bool = False) -> list[str]:
     own builds (OWN_BUILDS: one per toolchain), then the most recently made of the candidates' builds; one
     left out is built again inside if needed. The price: a build made inside is not kept for the next sandbox
     (the machine's cache fills from builds made outside, such as `--no-sandbox` runs), except in the
-    per-candidate caches (CANDIDATE_CACHES), bound writable: each is seen only by its own candidate's
-    process, so what one candidate builds there serves later screens of the same file, and nobody else."""
+    per-candidate caches (CANDIDATE_CACHES), bound writable: each is writable by its own candidate's process
+    alone, so what one candidate builds there serves later screens of the same file, and nobody else."""
     entries: list[tuple[bool, float, str]] = []   # (not pkb's own, -mtime, path)
     for kind in sorted(os.listdir(cache)):
         top = os.path.join(cache, kind)
