@@ -43,8 +43,12 @@ class CallResult:
     outputs: list  # per rank
     records: list  # per rank: the trace records of this call (with record_compute)
     aliased: list  # per rank: indices of the outputs that share memory with the call's inputs
-    mutated: list  # per rank: whether the call changed its inputs (None: inputs too large to check)
     digests: list  # per rank: (input_digest before the call, after it); None: inputs not digested
+
+    @property
+    def mutated(self) -> list:
+        """Per rank: whether the call changed its inputs (None: inputs too large to check)."""
+        return [None if d is None else d[0] != d[1] for d in self.digests]
 
     @property
     def complete(self) -> bool:
@@ -129,7 +133,7 @@ def run_calls(task: TaskSpec, calls: list[Call], world_size: int, *, seed: int =
     are digested before and after it (CallResult.digests): a screen's candidate process hands back the
     digests after, and the screen compares them with those of the inputs it made. A full-size run
     is a shape run (no data) unless `shape_run` says otherwise."""
-    results = [CallResult(*([None] * world_size for _ in range(6))) for _ in calls]
+    results = [CallResult(*([None] * world_size for _ in range(5))) for _ in calls]
     raised: list[Raised] = []
 
     def body(ctx) -> None:
@@ -164,9 +168,7 @@ def run_calls(task: TaskSpec, calls: list[Call], world_size: int, *, seed: int =
             ctx.trace.enabled = False
             results[i].outputs[ctx.rank] = _copy(as_outputs(out))
             results[i].aliased[ctx.rank] = aliased_outputs(as_outputs(out), args)
-            after = None if before is None else input_digest(args)
-            results[i].mutated[ctx.rank] = None if before is None else after != before
-            results[i].digests[ctx.rank] = None if before is None else (before, after)
+            results[i].digests[ctx.rank] = None if before is None else (before, input_digest(args))
             results[i].records[ctx.rank], ctx.trace.records = ctx.trace.records, []
         dist.destroy_process_group()
 
