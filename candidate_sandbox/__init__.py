@@ -45,14 +45,14 @@ SPARE_TMP = "/var/tmp"   # a private tmpfs here when the machine's /tmp covers t
 # Python install, its packages, the repository, the candidate, the build cache, output folders) is bound back.
 HIDDEN = ("/run", "/var/run", "/var/lib", "/var/tmp", "/root", "/home")
 CACHE_BINDS = 64   # entries of the machine's build cache bound into a sandbox's private one, at most (_private_cache)
-OWN_BUILDS = ("cuda-rt", "cuda-driver", "thunderkittens")  # kinds of the cache that hold pkb's own builds
+OWN_BUILDS = ("cuda-rt", "cuda-pch", "cuda-driver", "thunderkittens")  # kinds of the cache that hold pkb's own builds
 # the build cache's folder of per-candidate caches (one folder per candidate file's content, kept across
 # sandboxes): bound writable into screen and run sandboxes; a candidate's process may write its own folder
 # alone (pkbsim/screen/confinement.py)
 CANDIDATE_CACHES = "by-candidate"
 # kinds of pkb's own builds that the trusted screening process makes before a candidate's process starts, and
 # that this process sees read-only: bound writable whole into screen and run sandboxes, so they are kept
-TRUSTED_BUILDS = ("cuda-rt",)
+TRUSTED_BUILDS = ("cuda-rt", "cuda-pch")
 
 
 @dataclass(frozen=True)

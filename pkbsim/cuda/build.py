@@ -20,7 +20,8 @@ import tempfile
 
 import torch
 
-from pkbsim.cuda import device_pass, driver, rewrite, thunderkittens
+from pkbsim.cuda import device_pass, driver, host_header, rewrite, thunderkittens, two_units
+from pkbsim.cuda.host_header import PRELUDE
 from pkbsim.cuda.runtime_libs import NAMES, runtime_dir
 from pkbsim.cuda.toolchain import (
     RUNTIME_SRC,
@@ -35,7 +36,7 @@ from pkbsim.cuda.toolchain import (
 from pkbsim.errors import CompileError, SimulatorLimit
 from pkbsim.ptx.compile import EXTENSION_CACHE, cache_root, nvcc_version
 
-PRELUDE = os.path.join(RUNTIME_SRC, "prelude.h")
+HOST_FLAG = re.compile(r"^(-D|-U|-I|-std=)")   # what of a candidate's nvcc flags g++ sees in a host unit
 KEPT_FLAG = re.compile(r"^(-D|-U|-I|-O\d?$|--use_fast_math$|-use_fast_math$|--expt-|-std=)")
 ERROR = re.compile(r"^(?P<file>[^\s(]+)\((?P<line>\d+)\): (?:catastrophic )?error:?\s*(?P<msg>.*)$")
 GCC_ERROR = re.compile(r"^(?P<file>[^\s:]+):(?P<line>\d+):(?:\d+:)? (?:fatal )?error: (?P<msg>.*)$")
@@ -100,29 +101,32 @@ def build(name: str, tu: str, extra_cuda_cflags: list[str], include_paths: list[
         if not os.path.exists(so):
             with file_lock(out_dir + ".lock"):
                 if not os.path.exists(so):
-                    _compile(name, tu, flags, nvcc, rt, out_dir, origin)
+                    host = [*host_header.base_flags(slim), *(f"-I{p}" for p in include_paths),
+                            *(f for f in extra_cuda_cflags if HOST_FLAG.match(f))]
+                    _compile(name, tu, flags, nvcc, rt, out_dir, origin, (host, slim))
     return so, name
 
 
-def _compile(name: str, tu: str, flags: list[str], nvcc: str, rt: str, out_dir: str, origin: str) -> None:
+def _compile(name: str, tu: str, flags: list[str], nvcc: str, rt: str, out_dir: str, origin: str,
+             host: tuple[list[str], bool]) -> None:
     os.makedirs(os.path.dirname(out_dir), exist_ok=True)
     tmp = tempfile.mkdtemp(prefix=f".{name}-", dir=os.path.dirname(out_dir))
     try:
-        obj = _object(name, tu, flags, nvcc, tmp, origin)
+        objs = _objects(name, tu, flags, nvcc, tmp, origin, host)
         _, torch_lib = torch_dirs()
-        link = ["g++", "-shared", "-o", os.path.join(tmp, f"{name}.so"), obj, f"-L{rt}", f"-l:{NAMES[0]}", "-lc10_cuda",
+        link = ["g++", "-shared", "-o", os.path.join(tmp, f"{name}.so"), *objs, f"-L{rt}", f"-l:{NAMES[0]}", "-lc10_cuda",
                 "-ltorch_cuda", f"-L{torch_lib}", "-lc10", "-ltorch_cpu", "-ltorch", "-ltorch_python",
                 f"-Wl,-rpath,{rt}", f"-Wl,-rpath,{torch_lib}"]
         missing = _undefined(link)
         if set(missing) & driver.SYMBOLS:  # TMA tensor maps and driver error names: pkb's stand-in
-            link.insert(5, driver.object_path())
+            link.insert(4 + len(objs), driver.object_path())
             missing = [n for n in missing if n not in driver.SYMBOLS]
         if missing:
             stubs = os.path.join(tmp, "autostub.c")
             with open(stubs, "w") as f:
                 f.write(autostub(missing))
             subprocess.run(["gcc", "-c", "-fPIC", "-fexceptions", stubs, "-o", stubs[:-1] + "o"], check=True)
-            link.insert(5, stubs[:-1] + "o")
+            link.insert(4 + len(objs), stubs[:-1] + "o")
         proc = subprocess.run(link, capture_output=True, text=True, check=False)
         if proc.returncode != 0:
             raise ExtensionBuildError(f"linking extension {name!r} failed: {_first_error(proc.stderr)}")
@@ -131,20 +135,52 @@ def _compile(name: str, tu: str, flags: list[str], nvcc: str, rt: str, out_dir: 
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _object(name: str, tu: str, flags: list[str], nvcc: str, tmp: str, origin: str) -> str:
-    """nvcc's object for `tu`: with torch's headers kept out of the device pass where that applies
-    (device_pass.py), else, or when that does not compile, the whole unit in both passes."""
+def _objects(name: str, tu: str, flags: list[str], nvcc: str, tmp: str, origin: str,
+             host: tuple[list[str], bool]) -> list[str]:
+    """The objects for `tu`: its kernel and host units built apart where two_units allows it (nvcc and g++
+    at once), else nvcc's object of the whole unit with torch's headers kept out of the device pass where
+    that applies (device_pass.py), else of the whole unit in both passes. A failure of a faster way falls
+    through to the next, so that an error is the one nvcc reports for the whole unit."""
     env = dict(os.environ, CUDA_HOME=cuda_home(nvcc))
-    src, obj = os.path.join(tmp, f"{name}.cu"), os.path.join(tmp, f"{name}.o")
     split = _split(tu)
+    units = two_units.split(tu, name) if split else None
+    if units is not None:
+        objs, kernels_built = _two_units(name, units, flags, nvcc, tmp, env, host)
+        if objs:
+            return objs
+        split = split if kernels_built else None   # the cut itself fails in nvcc: only the whole unit is left
+    src, obj = os.path.join(tmp, f"{name}.cu"), os.path.join(tmp, f"{name}.o")
     attempts = [(split, [f for f in flags if f not in ("-include", PRELUDE)])] if split else []
     for text, fl in [*attempts, (tu, flags)]:
         with open(src, "w") as f:
             f.write(text)
         proc = subprocess.run([nvcc, "-c", src, "-o", obj, *fl], capture_output=True, text=True, env=env, check=False)
         if proc.returncode == 0:
-            return obj
+            return [obj]
     raise _build_error(proc.stdout + proc.stderr, origin, "nvcc")
+
+
+def _two_units(name: str, units: two_units.Units, flags: list[str], nvcc: str, tmp: str, env: dict,
+               host: tuple[list[str], bool]) -> tuple[list[str], bool]:
+    """(the kernel unit's and the host unit's objects, or [] if either failed; whether the kernel unit built)."""
+    host_flags, slim = host
+    host_src = os.path.join(tmp, f"{name}_host.cpp")
+    kernel_src = os.path.join(tmp, f"{name}_kernels.cu") if units.kernel_unit is not None else None
+    for path, text in ((kernel_src, units.kernel_unit), (host_src, units.host_unit)):
+        if path:
+            with open(path, "w") as f:
+                f.write(text)
+    objs = [p for p in (kernel_src and kernel_src[:-3] + ".o", host_src[:-4] + ".o") if p]
+    kernel_flags = [f for f in flags if f not in ("-include", PRELUDE)]
+    with contextlib.ExitStack() as stack:   # the two compilers at once
+        kernel_proc = kernel_src and stack.enter_context(subprocess.Popen(
+            [nvcc, "-c", kernel_src, "-o", objs[0], *kernel_flags], env=env, stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL))
+        host_rc = subprocess.run(["g++", "-c", host_src, "-o", objs[-1], *host_flags, "-include",
+                                  host_header.prelude_include(slim), "-include", host_header.HOST_UNIT],
+                                 capture_output=True, check=False).returncode
+        kernel_rc = kernel_proc.wait() if kernel_proc else 0
+    return (objs if kernel_rc == host_rc == 0 else []), kernel_rc == 0
 
 
 def _split(tu: str) -> str | None:

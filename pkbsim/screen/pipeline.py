@@ -128,12 +128,15 @@ def screen(task: TaskSpec, path: str, opts: ScreenOptions, spawner=None) -> Scre
 
 
 def build_runtime() -> None:
-    """pkb's own stand-in runtime, built here (the trusted side) before the candidate's process starts: that
-    process sees its folder read-only (pkbs_builds). Where it cannot be built, the candidate's process meets
-    the same limit itself, as before."""
+    """pkb's own stand-in runtime and the precompiled header of host units, built here (the trusted side)
+    before the candidate's process starts: that process sees their folders read-only (pkbs_builds). Where the
+    runtime cannot be built, the candidate's process meets the same limit itself, as before; without the
+    header its host unit takes longer."""
+    from pkbsim.cuda.host_header import precompiled
     from pkbsim.cuda.runtime_libs import runtime_dir
     try:
         runtime_dir()
+        precompiled()
     except (SimulatorError, OSError, RuntimeError, subprocess.SubprocessError):
         pass
 
