@@ -2,13 +2,17 @@
 
 Each file is screened twice through the command line, as a user runs it: first in a build cache that has
 never seen that candidate's extension (cold: nvcc to PTX and the host build included), then again in the
-same cache (warm: nothing to build). All files share one fresh cache, so the stand-in runtime is built once,
-by the first file; its row says so. Prints one row per file and the medians; no asserts.
-Usage: python benchmarks/pkb_cuda_screen_time.py --pkb-root PKB0 FILE... [--world-size 8] [--json]
+same cache (warm: nothing to build). All files share one fresh cache, so pkb's own builds (the stand-in
+runtime, the precompiled header of host units) are made once, by the first file; its row says so and the
+medians leave it out. With --before REV the same is done, file by file in turn, by the code of commit REV
+(a git worktree), so that both columns come from one run on one machine. Prints one row per file and the
+medians; no asserts.
+Usage: python benchmarks/pkb_cuda_screen_time.py --pkb-root PKB0 FILE... [--world-size 8] [--before REV] [--json]
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -18,13 +22,17 @@ import tempfile
 import time
 
 
-def screen_once(pkb_root: str, path: str, world_size: int, cache: str) -> dict:
-    """One `pkb screen --json --no-cost` run; its verdict, its stage times and the wall time around it."""
-    env = dict(os.environ, PKB_CACHE_DIR=cache)
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def screen_once(pkb_root: str, path: str, world_size: int, cache: str, code: str = ROOT) -> dict:
+    """One `pkb screen --json --no-cost` run by the code in folder `code`; its verdict, its stage times and the
+    wall time around it."""
+    env = dict(os.environ, PKB_CACHE_DIR=cache, PYTHONPATH=code)
     cmd = [sys.executable, "-c", "from pkb.cli.main import main; raise SystemExit(main())", "screen",
            "--pkb-root", pkb_root, "--world-size", str(world_size), "--no-cost", "--json", path]
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=code)
     wall = time.perf_counter() - t0
     try:
         res = json.loads(proc.stdout)
@@ -38,28 +46,50 @@ def main() -> int:
     ap.add_argument("--pkb-root", required=True)
     ap.add_argument("files", nargs="+")
     ap.add_argument("--world-size", type=int, default=8)
+    ap.add_argument("--before", metavar="REV", help="also screen each file with the code of this commit")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
-    rows = []
-    with tempfile.TemporaryDirectory(prefix="pkb-cold-cache-") as cache:
+    with contextlib.ExitStack() as stack:
+        codes = {"now": ROOT}
+        if args.before:
+            codes = {"before": stack.enter_context(_worktree(args.before)), **codes}
+        caches = {k: stack.enter_context(tempfile.TemporaryDirectory(prefix=f"pkb-cold-cache-{k}-")) for k in codes}
+        rows = []
         for i, path in enumerate(args.files):
-            cold = screen_once(args.pkb_root, path, args.world_size, cache)
-            warm = screen_once(args.pkb_root, path, args.world_size, cache)
-            rows.append({"file": os.path.basename(path), "cold": cold, "warm": warm, "builds_runtime": i == 0})
+            row = {"file": os.path.basename(path), "first": i == 0}
+            for k, code in codes.items():
+                row[k] = {"cold": screen_once(args.pkb_root, path, args.world_size, caches[k], code),
+                          "warm": screen_once(args.pkb_root, path, args.world_size, caches[k], code)}
+            rows.append(row)
             if not args.json:
-                print(f"{rows[-1]['file']:55s} {cold['verdict']:12s} cold {cold['wall_s']:6.1f} s "
-                      f"(build {cold['seconds'].get('build', 0):.1f})  warm {warm['wall_s']:6.1f} s"
-                      + ("  [cold builds the stand-in runtime too]" if i == 0 else ""), flush=True)
-    summary = {"world_size": args.world_size, "rows": rows,
-               "median_cold_s": statistics.median(r["cold"]["wall_s"] for r in rows),
-               "median_warm_s": statistics.median(r["warm"]["wall_s"] for r in rows),
-               "load_after": os.getloadavg()[0]}
+                print(f"{row['file'][:48]:48s}" + "".join(
+                    f"  {k}: {r['cold']['verdict']:6s} cold {r['cold']['wall_s']:5.1f} s (build "
+                    f"{r['cold']['seconds'].get('build', 0):4.1f}) warm {r['warm']['wall_s']:4.1f} s"
+                    for k, r in ((k, row[k]) for k in codes)) + ("  [makes pkb's own builds]" if i == 0 else ""),
+                    flush=True)
+    later = [r for r in rows if not r["first"]] or rows
+    summary = {"world_size": args.world_size, "rows": rows, "load_after": os.getloadavg()[0],
+               **{f"median_{k}_{w}_s": statistics.median(r[k][w]["wall_s"] for r in later)
+                  for k in codes for w in ("cold", "warm")}}
     if args.json:
         print(json.dumps(summary))
     else:
-        print(f"median over {len(rows)} files at {args.world_size} ranks: cold {summary['median_cold_s']:.1f} s, "
-              f"warm {summary['median_warm_s']:.1f} s (load average at the end {summary['load_after']:.1f})")
+        print(f"medians over {len(later)} files (the first left out) at {args.world_size} ranks: " + "; ".join(
+            f"{k}: cold {summary[f'median_{k}_cold_s']:.1f} s, warm {summary[f'median_{k}_warm_s']:.1f} s"
+            for k in codes) + f" (load average at the end {summary['load_after']:.1f})")
     return 0
+
+
+@contextlib.contextmanager
+def _worktree(rev: str):
+    """A checkout of commit `rev` in a temporary folder, removed afterwards."""
+    folder = tempfile.mkdtemp(prefix="pkb-before-")
+    subprocess.run(["git", "-C", ROOT, "worktree", "add", "--detach", "-f", folder, rev], check=True,
+                   capture_output=True)
+    try:
+        yield folder
+    finally:
+        subprocess.run(["git", "-C", ROOT, "worktree", "remove", "--force", folder], check=False, capture_output=True)
 
 
 if __name__ == "__main__":

@@ -48,8 +48,10 @@ def options(args, task):
         raise_usage("--margin and --timeout must be positive")
     topo = load(args.topology or default_topology(task))
     seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "little")
+    root = getattr(args, "parallelkernelbench_root", None)
+    dtype = {"parallelkernelbench_dtype": args.parallelkernelbench_dtype} if root else {}
     return ScreenOptions(pick_world_size(task, args.world_size, topo.num_gpus), topo, seed, args.margin,
-                         args.timeout, cost=not args.no_cost)
+                         args.timeout, cost=not args.no_cost, parallelkernelbench_root=root, **dtype)
 
 
 def raise_usage(msg: str):

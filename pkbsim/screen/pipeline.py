@@ -19,7 +19,7 @@ from pkbsim.screen.cost import SHAPE_RUN_SECONDS, predict
 from pkbsim.screen.functional import ReferenceFailed, judge, reference_run
 from pkbsim.screen.confinement import STOPPED_EXIT
 from pkbsim.screen.isolation import ChildExit, Fork
-from pkbsim.screen.prebuild import BUILD_MARKERS
+from pkbsim.screen.prebuild import builds_extensions
 from pkbsim.screen.result import Reason, ReasonKind, ScreenResult, Stage
 from pkbsim.screen.static import static_reasons
 from pkbsim.timing.topology import Topology
@@ -57,7 +57,7 @@ def screen(task: TaskSpec, path: str, opts: ScreenOptions, spawner=None) -> Scre
     if opts.timeline:   # made before the candidate's process, which sees it read-only (confinement.py)
         os.makedirs(os.path.dirname(os.path.abspath(opts.timeline)), exist_ok=True)
     source = Session(path)
-    builds = any(map(source.mentions, BUILD_MARKERS))
+    builds = builds_extensions(path, tuple(r for r in (opts.parallelkernelbench_root,) if r))
     if builds:
         build_runtime()
     job = CandidateJob(task.slug, path, opts.world_size, opts.seed, opts.timeout, opts.build_timeout, opts.cost,
@@ -65,7 +65,7 @@ def screen(task: TaskSpec, path: str, opts: ScreenOptions, spawner=None) -> Scre
                        ((os.path.dirname(os.path.abspath(opts.timeline)),) if opts.timeline else ())
                        + pkbs_builds(), own_cache(path) if builds else "")
     t0 = time.perf_counter()
-    shape = opts.cost and not any(map(source.mentions, ("triton.jit", *BUILD_MARKERS)))  # the candidate's may run
+    shape = opts.cost and not builds and not source.mentions("triton.jit")  # the candidate's may run
     spawner = spawner or Fork()
     child = spawner.start(asdict(job))
     try:

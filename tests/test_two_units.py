@@ -1,0 +1,108 @@
+"""Extension builds as two units (pkbsim/cuda/two_units.py): the kernels through nvcc, the host code through g++.
+
+The split must never change what a build means: wherever g++ could read the host code otherwise than nvcc
+does, or a kernel could be lost, it gives None and the whole unit is built by nvcc, as before. Each rule has
+a case that must fall back and its twin that splits; the builds check that an error is still nvcc's own."""
+import os
+
+import pytest
+
+from pkbsim.cuda import build, two_units
+from pkbsim.cuda.build import ExtensionBuildError
+from pkbsim.ptx.compile import find_nvcc
+
+KERNEL = "__global__ void scale(float* x, int n) {\n  int i = threadIdx.x;\n  if (i < n) x[i] *= 2.f;\n}\n"
+LAUNCH = ("torch::Tensor run(torch::Tensor x) {\n  scale<<<1, 32, 0,\n      at::cuda::getCurrentCUDAStream()>>>(\n"
+          "      x.data_ptr<float>(), (int)x.numel());\n  return x;\n}\n")
+BINDING = 'PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("run", &run); }\n'
+
+
+def unit(*parts: str) -> str:
+    return '#line 10 "/c/cand.py"\n#include <torch/extension.h>\n' + "".join(parts) + BINDING
+
+
+def test_a_launch_is_written_as_nvcc_writes_it_and_no_line_moves():
+    tu = unit(KERNEL, LAUNCH)
+    units = two_units.split(tu, "ext")
+    assert units is not None and units.kernels == ("scale",)
+    host = units.host_unit.split("\n", 1)[1]   # after the extension's name
+    assert host.count("\n") == tu.count("\n")
+    assert "<<<" not in host and "(__cudaPushCallConfiguration(1, 32, 0,\n      at::cuda::getCurrentCUDAStream()) ? " \
+        "(void)0 : scale(\n      x.data_ptr<float>(), (int)x.numel()))" in host
+    # the kernel's body is gone from the host unit: its name now declares the stub the kernel unit defines
+    assert "void scale(float* x, int n);" in host and "threadIdx" not in host
+    assert "torch" not in units.kernel_unit and "__global__ void scale" in units.kernel_unit
+    assert units.kernel_unit.count("\n") >= tu.count("\n") - 1
+
+
+def test_a_kernel_called_without_a_launch_is_built_whole():
+    # nvcc rejects a plain call of a kernel; in the host unit it would be an ordinary call of the stub
+    tu = unit(KERNEL, "void run(float* x) { scale(x, 4); }\n")
+    assert two_units.split(tu, "ext") is None
+    assert two_units.split(unit(KERNEL, "void run(float* x) { scale<<<1, 4>>>(x, 4); }\n"), "ext") is not None
+
+
+def test_code_that_tests_for_nvcc_is_built_whole():
+    # nvcc's host pass defines __CUDACC__, g++ does not: the two would compile different code
+    guarded = "#ifdef __CUDACC__\nint on_nvcc = 1;\n#endif\n"
+    assert two_units.split(unit(guarded, KERNEL, LAUNCH), "ext") is None
+    assert two_units.split(unit("int on_nvcc = 1;\n", KERNEL, LAUNCH), "ext") is not None
+
+
+@pytest.mark.parametrize("kernel", [
+    "template <typename T>\n__global__ void scale(T* x, int n) { x[0] = n; }\n",   # instantiated by host code
+    "namespace {\n__global__ void scale(float* x, int n) { x[0] = n; }\n}\n",     # internal to each unit
+    "static __global__ void scale(float* x, int n) { x[0] = n; }\n",              # the same
+])
+def test_kernels_the_other_unit_could_not_name_are_built_whole(kernel):
+    assert two_units.split(unit(kernel, LAUNCH.replace("scale<<<", "scale<float><<<" if "template" in kernel
+                                                       else "scale<<<")), "ext") is None
+
+
+def test_host_only_functions_are_defined_in_the_host_unit_alone():
+    helper = "int blocks_for(int n) {\n  return (n + 31) / 32;\n}\n"
+    units = two_units.split(unit(helper, KERNEL, LAUNCH), "ext")
+    assert "blocks_for" in units.host_unit and "blocks_for" not in units.kernel_unit
+    device_helper = "__device__ float twice(float v) {\n  return 2.f * v;\n}\n"
+    units = two_units.split(unit(device_helper, KERNEL, LAUNCH), "ext")
+    assert "twice" in units.kernel_unit and "twice" not in units.host_unit
+
+
+needs_nvcc = pytest.mark.skipif(find_nvcc() is None, reason="nvcc is not installed")
+
+
+def _entry_files(so: str) -> list[str]:
+    return sorted(os.listdir(os.path.dirname(so)))
+
+
+@pytest.mark.slow
+@needs_nvcc
+def test_a_split_build_links_the_kernel_and_host_objects(tmp_path, monkeypatch):
+    monkeypatch.setenv("PKB_CACHE_DIR", str(tmp_path))
+    so, _ = build.build("pkb_two_units", unit(KERNEL, LAUNCH), [], [], "/c/cand.py")
+    files = _entry_files(so)
+    assert any(f.endswith("_host.o") for f in files) and any(f.endswith("_kernels.o") for f in files), files
+
+
+@pytest.mark.slow
+@needs_nvcc
+def test_host_code_g_plus_plus_cannot_build_falls_back_to_the_whole_unit(tmp_path, monkeypatch):
+    # a __constant__ symbol that host code fills: blanked from the host unit, so g++ fails there; nvcc builds it
+    const = "__constant__ float factor[1];\n__global__ void use(float* x) { x[0] *= factor[0]; }\n"
+    host = ("void run(float* x) {\n  float f = 2.f;\n  cudaMemcpyToSymbol(factor, &f, sizeof f);\n"
+            "  use<<<1, 1>>>(x);\n}\n")
+    tu = '#line 10 "/c/cand.py"\n#include <torch/extension.h>\n' + const + host
+    assert two_units.split(tu, "ext") is not None   # splittable on its face: the host unit's build fails
+    monkeypatch.setenv("PKB_CACHE_DIR", str(tmp_path))
+    so, _ = build.build("pkb_two_units_const", tu, [], [], "/c/cand.py")
+    assert not any(f.endswith("_host.o") for f in _entry_files(so)) and os.path.exists(so)
+
+
+@pytest.mark.slow
+@needs_nvcc
+def test_a_compile_error_is_nvccs_with_the_candidates_line(tmp_path, monkeypatch):
+    # the kernel unit fails, then the whole unit: the message is nvcc's, at the kernel's line in the candidate
+    monkeypatch.setenv("PKB_CACHE_DIR", str(tmp_path))
+    broken = KERNEL.replace("x[i] *= 2.f;", "x[i] *= undeclared_name;")
+    with pytest.raises(ExtensionBuildError, match=r"cand\.py:13: nvcc: error: identifier \"undeclared_name\""):
+        build.build("pkb_two_units_error", unit(broken, LAUNCH), [], [], "/c/cand.py")
