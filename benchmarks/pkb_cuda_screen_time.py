@@ -7,7 +7,8 @@ runtime, the precompiled header of host units) are made once, by the first file;
 medians leave it out. With --before REV the same is done, file by file in turn, by the code of commit REV
 (a git worktree), so that both columns come from one run on one machine. Prints one row per file and the
 medians; no asserts.
-Usage: python benchmarks/pkb_cuda_screen_time.py --pkb-root PKB0 FILE... [--world-size 8] [--before REV] [--json]
+Usage: python benchmarks/pkb_cuda_screen_time.py --pkb-root PKB0 FILE... [--world-size 8] [--before REV]
+       [--no-sandbox] [--json]
 """
 from __future__ import annotations
 
@@ -25,12 +26,12 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def screen_once(pkb_root: str, path: str, world_size: int, cache: str, code: str = ROOT) -> dict:
+def screen_once(pkb_root: str, path: str, world_size: int, cache: str, code: str = ROOT, extra=()) -> dict:
     """One `pkb screen --json --no-cost` run by the code in folder `code`; its verdict, its stage times and the
     wall time around it."""
     env = dict(os.environ, PKB_CACHE_DIR=cache, PYTHONPATH=code)
     cmd = [sys.executable, "-c", "from pkb.cli.main import main; raise SystemExit(main())", "screen",
-           "--pkb-root", pkb_root, "--world-size", str(world_size), "--no-cost", "--json", path]
+           "--pkb-root", pkb_root, "--world-size", str(world_size), "--no-cost", "--json", *extra, path]
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=code)
     wall = time.perf_counter() - t0
@@ -47,8 +48,10 @@ def main() -> int:
     ap.add_argument("files", nargs="+")
     ap.add_argument("--world-size", type=int, default=8)
     ap.add_argument("--before", metavar="REV", help="also screen each file with the code of this commit")
+    ap.add_argument("--no-sandbox", action="store_true", help="screen outside the sandbox (both codes)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
+    extra = ["--no-sandbox"] if args.no_sandbox else []
     with contextlib.ExitStack() as stack:
         codes = {"now": ROOT}
         if args.before:
@@ -58,8 +61,8 @@ def main() -> int:
         for i, path in enumerate(args.files):
             row = {"file": os.path.basename(path), "first": i == 0}
             for k, code in codes.items():
-                row[k] = {"cold": screen_once(args.pkb_root, path, args.world_size, caches[k], code),
-                          "warm": screen_once(args.pkb_root, path, args.world_size, caches[k], code)}
+                row[k] = {w: screen_once(args.pkb_root, path, args.world_size, caches[k], code, extra)
+                          for w in ("cold", "warm")}
             rows.append(row)
             if not args.json:
                 print(f"{row['file'][:48]:48s}" + "".join(

@@ -199,3 +199,17 @@ def test_the_built_in_set_is_found_without_arguments(tmp_path):
     jobs, _ = plan(args)
     names = {os.path.basename(j.candidate) for j in jobs}
     assert "all_reduce__wrong_output.py" in names and any(j.candidate.startswith(BUILT_IN[0]) for j in jobs)
+
+
+def test_progress_lines_estimate_the_time_left_from_this_runs_pace(monkeypatch, capsys):
+    from pkb.cli import run_cmd
+    from pkbsim.screen.result import ScreenResult
+
+    clock = iter([100.0, 160.0])   # the start, then 60 s for the first candidate screened
+    monkeypatch.setattr(run_cmd.time, "monotonic", lambda: next(clock))
+    progress = run_cmd._Progress(total=5, done=1, quiet=False)   # one row came from the store, in no time
+    row = ScreenResult("all_reduce", "/c/a.py", 2, "hgx-h100", 1)
+    progress.advance(row)
+    assert capsys.readouterr().err.splitlines()[-1].endswith("[2/5] all_reduce: a.py: pass (static), about 3 min left")
+    progress.done = 5
+    assert progress.left() == ""   # nothing left: no estimate

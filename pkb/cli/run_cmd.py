@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 
 from pkb import batch
 from pkb.cli._arguments import add_batch_limits, add_db_argument, add_parallelkernelbench_arguments
@@ -70,10 +71,12 @@ def _scoring(r: ScreenResult, nproc: int, backend: str) -> None:
 
 
 class _Progress:
-    """A progress bar on a terminal, one line per candidate otherwise."""
+    """A progress bar on a terminal (rich's, with its estimate of the time left), one line per candidate
+    otherwise, with an estimate of the time left from this run's pace (the store's rows took no time)."""
 
     def __init__(self, total: int, done: int, quiet: bool):
         self.total, self.done, self.quiet, self.bar = total, done, quiet, None
+        self.started, self.resumed = time.monotonic(), done
         if not quiet and sys.stderr.isatty():
             from rich.progress import Progress
             self.bar = Progress(transient=True)
@@ -88,7 +91,15 @@ class _Progress:
             self.bar.update(self.task, advance=1, description=f"screened {os.path.basename(res.candidate)}")
         elif not self.quiet:
             print(f"[{self.done}/{self.total}] {res.task}: {os.path.basename(res.candidate)}: {res.verdict.value} "
-                  f"({res.stage})", file=sys.stderr)
+                  f"({res.stage}){self.left()}", file=sys.stderr)
+
+    def left(self) -> str:
+        """', about N min left' at this run's pace so far ('' once done)."""
+        remaining, screened = self.total - self.done, self.done - self.resumed
+        if remaining <= 0 or screened <= 0:
+            return ""
+        seconds = (time.monotonic() - self.started) / screened * remaining
+        return f", about {seconds / 60:.0f} min left" if seconds >= 90 else f", about {seconds:.0f} s left"
 
     def close(self) -> None:
         if self.bar:
