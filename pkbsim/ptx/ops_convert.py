@@ -175,6 +175,26 @@ def cvta(ins, ctx):
     return lambda g, m: w(g, np.asarray(r(g)).astype(np.uint64) + np.uint64(window), m)
 
 
+@builds("isspacep")
+def isspacep(ins, ctx):
+    """Whether a generic address falls in a state space: shared and local addresses are this interpreter's
+    windows (cvta), any other generic address is global. CCCL (13.5) asks `isspacep.local` in its atomics. A
+    generic address of the const or param space looks like a global one here: not simulated."""
+    space = ins.parts[1].split("::")[0]
+    if space not in ("global", "shared", "local"):
+        raise ctx.fail(ins.opcode)
+    r, w = ctx.read(ins.operands[1], "u64"), ctx.write(ins.operands[0], "pred")
+    high = np.uint64(~WINDOW_MASK & (2**64 - 1))
+
+    def run(g, m):
+        window = np.asarray(r(g)).astype(np.uint64) & high
+        if space == "global":
+            w(g, (window != np.uint64(SHARED_WINDOW)) & (window != np.uint64(LOCAL_WINDOW)), m)
+        else:
+            w(g, window == np.uint64(SHARED_WINDOW if space == "shared" else LOCAL_WINDOW), m)
+    return run
+
+
 _CMP = {
     "eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater,
     "ge": np.greater_equal, "lo": np.less, "ls": np.less_equal, "hi": np.greater, "hs": np.greater_equal,
