@@ -30,9 +30,16 @@ def test_a_launch_is_written_as_nvcc_writes_it_and_no_line_moves():
     assert "<<<" not in host and "(__cudaPushCallConfiguration(1, 32, 0,\n      at::cuda::getCurrentCUDAStream()) ? " \
         "(void)0 : scale(\n      x.data_ptr<float>(), (int)x.numel()))" in host
     # the kernel's body is gone from the host unit: its name now declares the stub the kernel unit defines
-    assert "void scale(float* x, int n);" in host and "threadIdx" not in host
+    assert "void scale(float* x, int n) ;" in host and "threadIdx" not in host
     assert "torch" not in units.kernel_unit and "__global__ void scale" in units.kernel_unit
     assert units.kernel_unit.count("\n") >= tu.count("\n") - 1
+
+
+def test_a_kernels_declaration_ends_where_its_body_began_past_a_comment():
+    # a parameter list that ends in a line comment: a `;` after the last parameter would be commented out
+    kernel = "__global__ void scale(float* x,\n    int n)   // elements\n{\n  x[0] = n;\n}\n"
+    units = two_units.split(unit(kernel, LAUNCH), "ext")
+    assert "int n)   // elements\n;" in units.host_unit
 
 
 def test_a_kernel_called_without_a_launch_is_built_whole():

@@ -98,7 +98,7 @@ def _declaration(chunk: str) -> str:
         head = head[:m.start()] + re.sub(r"[^\n]", " ", head[m.start():end]) + head[end:]
     if body < 0:
         return head
-    return head.rstrip() + ";" + "\n" * (chunk.count("\n") - head.count("\n"))
+    return head + ";" + "\n" * (chunk.count("\n") - head.count("\n"))   # where the body began: past any comment
 
 
 def _close(text: str, open_at: int) -> int:
