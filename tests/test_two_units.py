@@ -57,13 +57,24 @@ def test_code_that_tests_for_nvcc_is_built_whole():
 
 
 @pytest.mark.parametrize("kernel", [
-    "template <typename T>\n__global__ void scale(T* x, int n) { x[0] = n; }\n",   # instantiated by host code
     "namespace {\n__global__ void scale(float* x, int n) { x[0] = n; }\n}\n",     # internal to each unit
     "static __global__ void scale(float* x, int n) { x[0] = n; }\n",              # the same
 ])
 def test_kernels_the_other_unit_could_not_name_are_built_whole(kernel):
-    assert two_units.split(unit(kernel, LAUNCH.replace("scale<<<", "scale<float><<<" if "template" in kernel
-                                                       else "scale<<<")), "ext") is None
+    assert two_units.split(unit(kernel, LAUNCH), "ext") is None
+
+
+TEMPLATE = "template <typename T>\n__global__ void scale(T* x, int n) {\n  x[threadIdx.x] *= (T)2;\n}\n"
+
+
+def test_a_template_kernels_launched_instances_are_instantiated_in_the_kernel_unit():
+    units = two_units.split(unit(TEMPLATE, LAUNCH.replace("scale<<<", "scale<float> <<<")), "ext")
+    assert units is not None
+    assert "(void)0 : reinterpret_cast<decltype(&scale<float>)>(__pkb_ext_instance_0)(" in units.host_unit
+    assert "extern void* __pkb_ext_instance_0;" in units.host_unit and "template <typename T>\n" in units.host_unit
+    assert units.kernel_unit.rstrip().endswith("void* __pkb_ext_instance_0 = (void*)&scale<float>;")
+    # deduced template arguments: the kernel unit could not name the instance, so the whole unit is built
+    assert two_units.split(unit(TEMPLATE, LAUNCH), "ext") is None
 
 
 def test_host_only_functions_are_defined_in_the_host_unit_alone():
@@ -113,3 +124,32 @@ def test_a_compile_error_is_nvccs_with_the_candidates_line(tmp_path, monkeypatch
     broken = KERNEL.replace("x[i] *= 2.f;", "x[i] *= undeclared_name;")
     with pytest.raises(ExtensionBuildError, match=r"cand\.py:13: nvcc: error: identifier \"undeclared_name\""):
         build.build("pkb_two_units_error", unit(broken, LAUNCH), [], [], "/c/cand.py")
+    # the same unit again: the kept error, with its line, and no compiler run (a re-screen costs no build)
+    monkeypatch.setattr(build, "_compile", lambda *a, **k: pytest.fail("built again"))
+    with pytest.raises(ExtensionBuildError, match=r"cand\.py:13: nvcc: error: identifier \"undeclared_name\"") as e:
+        build.build("pkb_two_units_error", unit(broken, LAUNCH), [], [], "/c/cand.py")
+    assert e.value.site == "cand.py:13"
+
+
+@pytest.mark.slow
+@needs_nvcc
+@pytest.mark.parametrize("bug,verdict", [("", "pass"), ("skip_last", "reject")])
+def test_a_template_kernel_built_apart_runs_on_the_simulated_ranks(bug, verdict, monkeypatch, tmp_path):
+    # the launch reaches the instance's stub through the kernel unit's pointer: the right kernel runs, and a
+    # wrong one is still seen (an empty cache, so that it is built here; no precompiled header: it is speed alone)
+    from pkbsim.cuda import host_header
+    from pkbsim.ptx.compile import cache_root
+    from pkbsim.screen.pipeline import ScreenOptions, own_cache, screen
+    from pkbsim.timing.topology import load_topology
+    from tasks.registry import get
+
+    monkeypatch.setenv("PKB_CANDIDATE_BUG", bug)
+    monkeypatch.setenv("PKB_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(host_header, "precompiled", lambda *a, **k: None)
+    cand = os.path.join(os.path.dirname(__file__), "cuda_candidates", "template_kernel_all_reduce.py")
+    res = screen(get("all_reduce"), cand, ScreenOptions(2, load_topology("hgx-h100"), seed=1, cost=False))
+    assert res.verdict.value == verdict, res.reasons
+    folders = (own_cache(cand), os.path.join(cache_root(), "cuda-ext"))
+    built = [os.path.join(d, e) for d in folders if os.path.isdir(d) for e in os.listdir(d)
+             if e.startswith("pkb_template_copy_") and os.path.isdir(os.path.join(d, e))]
+    assert any(f.endswith("_host.o") for e in built for f in os.listdir(e)), built

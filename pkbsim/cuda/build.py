@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -95,16 +96,44 @@ def build(name: str, tu: str, extra_cuda_cflags: list[str], include_paths: list[
         entry = f"{name}_{key.hexdigest()[:8]}"
         out_dir = os.path.join(cache_root(), "cuda-ext", entry)   # the machine's (read-only in a sandbox)
         so = os.path.join(out_dir, f"{name}.so")
+        _raise_stored(out_dir)
         if not os.path.exists(so) and os.environ.get(EXTENSION_CACHE):   # else the candidate's own, kept
             out_dir = os.path.join(os.environ[EXTENSION_CACHE], entry)
             so = os.path.join(out_dir, f"{name}.so")
         if not os.path.exists(so):
             with file_lock(out_dir + ".lock"):
+                _raise_stored(out_dir)
                 if not os.path.exists(so):
                     host = [*host_header.base_flags(slim), *(f"-I{p}" for p in include_paths),
                             *(f for f in extra_cuda_cflags if HOST_FLAG.match(f))]
-                    _compile(name, tu, flags, nvcc, rt, out_dir, origin, (host, slim))
+                    try:
+                        _compile(name, tu, flags, nvcc, rt, out_dir, origin, (host, slim))
+                    except ExtensionBuildError as e:
+                        _store(out_dir, e)
+                        raise
     return so, name
+
+
+def _store(out_dir: str, error: ExtensionBuildError) -> None:
+    """Keep a compile error beside where its build would be: the same unit fails the same way next time, so a
+    re-screen (a refine step, a resumed batch) is not charged the failed builds again (a minute here). Where
+    the folder is read-only, nothing is kept."""
+    try:
+        with open(out_dir + ".failed.tmp", "w") as f:
+            json.dump({"message": str(error), "site": error.site}, f)
+        os.replace(out_dir + ".failed.tmp", out_dir + ".failed")
+    except OSError:
+        pass
+
+
+def _raise_stored(out_dir: str) -> None:
+    """Raise the compile error kept for this build, if there is one."""
+    try:
+        with open(out_dir + ".failed") as f:
+            kept = json.load(f)
+    except (OSError, ValueError):
+        return
+    raise ExtensionBuildError(str(kept.get("message", "")), str(kept.get("site", "")))
 
 
 def _compile(name: str, tu: str, flags: list[str], nvcc: str, rt: str, out_dir: str, origin: str,
@@ -143,7 +172,7 @@ def _objects(name: str, tu: str, flags: list[str], nvcc: str, tmp: str, origin: 
     through to the next, so that an error is the one nvcc reports for the whole unit."""
     env = dict(os.environ, CUDA_HOME=cuda_home(nvcc))
     split = _split(tu)
-    units = two_units.split(tu, name) if split else None
+    units = None if thunderkittens.uses_thunderkittens(tu) else two_units.split(tu, name)
     if units is not None:
         objs, kernels_built = _two_units(name, units, flags, nvcc, tmp, env, host)
         if objs:
