@@ -118,6 +118,19 @@ def test_host_code_g_plus_plus_cannot_build_falls_back_to_the_whole_unit(tmp_pat
 
 @pytest.mark.slow
 @needs_nvcc
+def test_units_that_do_not_link_as_one_fall_back_to_the_whole_unit(tmp_path, monkeypatch):
+    # a host variable at file scope lands in both units: two definitions at the link (the whole unit has one)
+    monkeypatch.setenv("PKB_CACHE_DIR", str(tmp_path))
+    counter = "long launches = 0;\n"
+    host = "void run(float* x) {\n  launches += 1;\n  scale<<<1, 32>>>(x, 4);\n}\n"
+    tu = '#line 10 "/c/cand.py"\n#include <torch/extension.h>\n' + counter + KERNEL + host
+    assert two_units.split(tu, "ext") is not None
+    so, _ = build.build("pkb_two_units_link", tu, [], [], "/c/cand.py")
+    assert os.path.exists(so) and not any(f.endswith("_host.o") for f in _entry_files(so))
+
+
+@pytest.mark.slow
+@needs_nvcc
 def test_a_compile_error_is_nvccs_with_the_candidates_line(tmp_path, monkeypatch):
     # the kernel unit fails, then the whole unit: the message is nvcc's, at the kernel's line in the candidate
     monkeypatch.setenv("PKB_CACHE_DIR", str(tmp_path))

@@ -142,37 +142,48 @@ def _compile(name: str, tu: str, flags: list[str], nvcc: str, rt: str, out_dir: 
     tmp = tempfile.mkdtemp(prefix=f".{name}-", dir=os.path.dirname(out_dir))
     try:
         objs = _objects(name, tu, flags, nvcc, tmp, origin, host)
-        _, torch_lib = torch_dirs()
-        link = ["g++", "-shared", "-o", os.path.join(tmp, f"{name}.so"), *objs, f"-L{rt}", f"-l:{NAMES[0]}", "-lc10_cuda",
-                "-ltorch_cuda", f"-L{torch_lib}", "-lc10", "-ltorch_cpu", "-ltorch", "-ltorch_python",
-                f"-Wl,-rpath,{rt}", f"-Wl,-rpath,{torch_lib}"]
-        missing = _undefined(link)
-        if set(missing) & driver.SYMBOLS:  # TMA tensor maps and driver error names: pkb's stand-in
-            link.insert(4 + len(objs), driver.object_path())
-            missing = [n for n in missing if n not in driver.SYMBOLS]
-        if missing:
-            stubs = os.path.join(tmp, "autostub.c")
-            with open(stubs, "w") as f:
-                f.write(autostub(missing))
-            subprocess.run(["gcc", "-c", "-fPIC", "-fexceptions", stubs, "-o", stubs[:-1] + "o"], check=True)
-            link.insert(4 + len(objs), stubs[:-1] + "o")
-        proc = subprocess.run(link, capture_output=True, text=True, check=False)
-        if proc.returncode != 0:
-            raise ExtensionBuildError(f"linking extension {name!r} failed: {_first_error(proc.stderr)}")
+        error = _link(name, objs, rt, tmp)
+        if error and len(objs) > 1:   # two units that do not link as one unit does (a variable defined in both)
+            for o in objs:
+                os.remove(o)
+            objs = _objects(name, tu, flags, nvcc, tmp, origin, host, two=False)
+            error = _link(name, objs, rt, tmp)
+        if error:
+            raise ExtensionBuildError(f"linking extension {name!r} failed: {error}")
         publish(tmp, out_dir)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def _link(name: str, objs: list[str], rt: str, tmp: str) -> str | None:
+    """Link `objs` into tmp/name.so, with stubs for the symbols nothing provides; the linker's first error, if any."""
+    _, torch_lib = torch_dirs()
+    link = ["g++", "-shared", "-o", os.path.join(tmp, f"{name}.so"), *objs, f"-L{rt}", f"-l:{NAMES[0]}", "-lc10_cuda",
+            "-ltorch_cuda", f"-L{torch_lib}", "-lc10", "-ltorch_cpu", "-ltorch", "-ltorch_python",
+            f"-Wl,-rpath,{rt}", f"-Wl,-rpath,{torch_lib}"]
+    missing = _undefined(link)
+    if set(missing) & driver.SYMBOLS:  # TMA tensor maps and driver error names: pkb's stand-in
+        link.insert(4 + len(objs), driver.object_path())
+        missing = [n for n in missing if n not in driver.SYMBOLS]
+    if missing:
+        stubs = os.path.join(tmp, "autostub.c")
+        with open(stubs, "w") as f:
+            f.write(autostub(missing))
+        subprocess.run(["gcc", "-c", "-fPIC", "-fexceptions", stubs, "-o", stubs[:-1] + "o"], check=True)
+        link.insert(4 + len(objs), stubs[:-1] + "o")
+    proc = subprocess.run(link, capture_output=True, text=True, check=False)
+    return _first_error(proc.stderr) if proc.returncode != 0 else None
+
+
 def _objects(name: str, tu: str, flags: list[str], nvcc: str, tmp: str, origin: str,
-             host: tuple[list[str], bool]) -> list[str]:
+             host: tuple[list[str], bool], two: bool = True) -> list[str]:
     """The objects for `tu`: its kernel and host units built apart where two_units allows it (nvcc and g++
     at once), else nvcc's object of the whole unit with torch's headers kept out of the device pass where
     that applies (device_pass.py), else of the whole unit in both passes. A failure of a faster way falls
     through to the next, so that an error is the one nvcc reports for the whole unit."""
     env = dict(os.environ, CUDA_HOME=cuda_home(nvcc))
     split = _split(tu)
-    units = None if thunderkittens.uses_thunderkittens(tu) else two_units.split(tu, name)
+    units = None if not two or thunderkittens.uses_thunderkittens(tu) else two_units.split(tu, name)
     if units is not None:
         objs, kernels_built = _two_units(name, units, flags, nvcc, tmp, env, host)
         if objs:
