@@ -61,11 +61,10 @@ def nvcc_flags(name: str, slim: bool, extra: list[str], include_paths: list[str]
     nvcc = require_nvcc()
     compress = "--compress-mode=none" if "release 13" in nvcc_version(nvcc) else "-Xfatbin=-compress=false"
     shadow = [f"-I{os.path.join(RUNTIME_SRC, 'slim')}"] if slim else []
-    return [f"-DTORCH_EXTENSION_NAME={name}", "-DTORCH_API_INCLUDE_EXTENSION_H", "-DC10_CUDA_NO_CMAKE_CONFIGURE_FILE",
+    return [f"-DTORCH_EXTENSION_NAME={name}", *host_header.TORCH_MACROS,
             *shadow, *(f"-I{i}" for i in incs), f"-I{python_include()}", f"-I{os.path.join(RUNTIME_SRC, 'include')}",
             *(f"-I{p}" for p in include_paths), "-std=c++17", "-Xcompiler", "-fPIC", "--expt-relaxed-constexpr",
-            "-D__CUDA_NO_HALF_OPERATORS__", "-D__CUDA_NO_HALF_CONVERSIONS__", "-D__CUDA_NO_BFLOAT16_CONVERSIONS__",
-            "-D__CUDA_NO_HALF2_OPERATORS__", "-diag-suppress", "3189,3306", "-gencode", "arch=compute_90a,code=compute_90a",
+            *host_header.HALF_MACROS, "-diag-suppress", "3189,3306", "-gencode", "arch=compute_90a,code=compute_90a",
             compress, "-lineinfo", "-include", PRELUDE,
             *(f for f in extra if KEPT_FLAG.match(f))]
 

@@ -25,8 +25,9 @@ PRELUDE = os.path.join(RUNTIME_SRC, "prelude.h")
 HOST_UNIT = os.path.join(RUNTIME_SRC, "host_unit.h")   # after the prelude: what nvcc declares for host code alone
 KIND = "cuda-pch"   # its folder in the build cache (candidate_sandbox.TRUSTED_BUILDS)
 # nvcc's host pass sees these from build.nvcc_flags; g++ must see the same
-CUDA_MACROS = ("-D__CUDA_NO_HALF_OPERATORS__", "-D__CUDA_NO_HALF_CONVERSIONS__", "-D__CUDA_NO_BFLOAT16_CONVERSIONS__",
-               "-D__CUDA_NO_HALF2_OPERATORS__", "-DTORCH_API_INCLUDE_EXTENSION_H", "-DC10_CUDA_NO_CMAKE_CONFIGURE_FILE")
+TORCH_MACROS = ("-DTORCH_API_INCLUDE_EXTENSION_H", "-DC10_CUDA_NO_CMAKE_CONFIGURE_FILE")
+HALF_MACROS = ("-D__CUDA_NO_HALF_OPERATORS__", "-D__CUDA_NO_HALF_CONVERSIONS__", "-D__CUDA_NO_BFLOAT16_CONVERSIONS__",
+               "-D__CUDA_NO_HALF2_OPERATORS__")
 
 
 def base_flags(slim: bool) -> list[str]:
@@ -35,7 +36,7 @@ def base_flags(slim: bool) -> list[str]:
     home = cuda_home(require_nvcc())
     shadow = [f"-I{os.path.join(RUNTIME_SRC, 'slim')}"] if slim else []
     cccl = os.path.join(home, "include", "cccl")   # CUDA 13 keeps CCCL apart; nvcc adds it itself
-    return ["-std=c++17", "-fPIC", "-w", *CUDA_MACROS, *shadow, *(f"-I{i}" for i in incs), f"-I{python_include()}",
+    return ["-std=c++17", "-fPIC", "-w", *HALF_MACROS, *TORCH_MACROS, *shadow, *(f"-I{i}" for i in incs), f"-I{python_include()}",
             f"-I{os.path.join(RUNTIME_SRC, 'include')}", "-isystem", os.path.join(home, "include"),
             *(["-isystem", cccl] if os.path.isdir(cccl) else [])]
 
