@@ -42,8 +42,9 @@ def base_flags(slim: bool) -> list[str]:
 
 
 def prelude_include(slim: bool) -> str:
-    """What `-include` names: the precompiled prelude where the cache holds one, else the prelude."""
-    return precompiled(slim, build=False) or PRELUDE
+    """What `-include` names: the precompiled prelude where the cache holds one, else the prelude. Only the
+    slim prelude is precompiled: units that need all of torch are rare."""
+    return (precompiled(build=False) if slim else None) or PRELUDE
 
 
 @functools.cache
@@ -51,37 +52,34 @@ def _compiler() -> str:
     return subprocess.run(["g++", "--version"], capture_output=True, text=True, check=False).stdout
 
 
-def _entry(slim: bool) -> str:
+def _entry() -> str:
     with open(PRELUDE) as f:
-        parts = [f.read(), *base_flags(slim), _compiler(), torch.__version__, torch.__file__]
+        parts = [f.read(), *base_flags(True), _compiler(), torch.__version__, torch.__file__]
     return os.path.join(cache_root(), KIND, hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16])
 
 
-def precompiled(slim: bool = True, build: bool = True) -> str | None:
-    """The precompiled prelude's `prelude.h` (its `.gch` beside it), built here (`build`: the trusted side) if
-    the cache lacks it; None where there is none (not built, the cache read-only, no g++, the build failing):
-    g++ then parses the prelude itself. A candidate's process never builds it: it would take a sandbox's
-    private cache 0.5 GB of memory and 25 s each time. Only the slim prelude is precompiled: units that need
-    all of torch are rare."""
-    if not slim:
-        return None
+def precompiled(build: bool = True) -> str | None:
+    """The precompiled slim prelude's `prelude.h` (its `.gch` beside it), built here (`build`: the trusted
+    side) if the cache lacks it; None where there is none (not built, the cache read-only, no g++, the build
+    failing): g++ then parses the prelude itself. A candidate's process never builds it: it would take a
+    sandbox's private cache 0.5 GB of memory and 25 s each time."""
     try:
-        entry = _entry(slim)
+        entry = _entry()
         header = os.path.join(entry, "prelude.h")
         if build and not os.path.exists(header + ".gch"):
             with file_lock(entry + ".lock"):
                 if not os.path.exists(header + ".gch"):
-                    _build(slim, entry)
+                    _build(entry)
         return header if os.path.exists(header + ".gch") else None
     except (OSError, subprocess.SubprocessError):
         return None
 
 
-def _build(slim: bool, entry: str) -> None:
+def _build(entry: str) -> None:
     tmp = tempfile.mkdtemp(prefix=".pch-", dir=os.path.dirname(entry))
     try:
         shutil.copy(PRELUDE, os.path.join(tmp, "prelude.h"))
-        proc = subprocess.run(["g++", "-x", "c++-header", *base_flags(slim), os.path.join(tmp, "prelude.h"),
+        proc = subprocess.run(["g++", "-x", "c++-header", *base_flags(True), os.path.join(tmp, "prelude.h"),
                                "-o", os.path.join(tmp, "prelude.h.gch")], capture_output=True, text=True, check=False)
         if proc.returncode == 0:
             publish(tmp, entry)

@@ -56,9 +56,10 @@ def runtime_dir() -> str:
             if e.errno != errno.EROFS:
                 raise
             # a screened candidate's process sees pkb's builds read-only: the screen builds the runtime before it
-            # starts, for files that mention load_inline; one that reaches it another way meets pkb's limit
+            # starts, for files that build (prebuild.builds_extensions); one that reaches it another way meets
+            # pkb's limit
             raise CannotSimulate("pkb's CUDA runtime stand-in was not built before the candidate's process started "
-                                 "(its extension is built from code the screen did not see mention load_inline)") from None
+                                 "(its extension is built from code the screen did not see build)") from None
     return out
 
 
