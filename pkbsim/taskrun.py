@@ -148,6 +148,7 @@ def run_calls(task: TaskSpec, calls: list[Call], world_size: int, *, seed: int =
             if i and c.sync:
                 host_sync.wait_streams(ctx)  # the scorer synchronizes the device between calls (every stream)
                 dist.barrier(group=between)
+            ctx.call = i + 1
             try:
                 if c.load is not None and c.load not in loaded:
                     loaded[c.load] = c.load()

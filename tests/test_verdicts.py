@@ -173,7 +173,8 @@ def test_a_screen_result_is_json_only_at_its_boundaries():
     job = ScreenJob("all_reduce", "/c/x.py", 2, "hgx-h100", 1)
     late = inconclusive(job, ReasonKind.TIME_LIMIT, "too slow").to_json()
     assert (late["verdict"], late["stage"], late["reasons"]) == (
-        "inconclusive", "time_limit", [{"kind": "time_limit", "message": "too slow", "site": ""}])
+        "inconclusive", "time_limit", [{"kind": "time_limit", "message": "too slow", "site": "", "pkb_only": False}])
+    assert late["verdicts"] == {"pkb": "inconclusive", "parallelkernelbench": "inconclusive"}
     assert rejected(job, ReasonKind.RESOURCE_LIMIT, "cap").to_json()["stage"] == "sandbox"
     assert inconclusive(job, ReasonKind.WORKER_CRASH, "gone").stage is Stage.WORKER_CRASH
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from pkb.errors import UsageError
 from pkb.batch.job import ScreenJob
-from pkbsim.screen.result import ScreenResult, Stage, Verdict
+from pkbsim.screen.result import ScreenResult, Semantics, Stage, Verdict
 
 if TYPE_CHECKING:
     from hwbackend.result import RunRecord, ScoreResult
@@ -182,7 +182,18 @@ def summary_row(r: ScreenResult, score: ScoreResult | RunRecord | None = None) -
 
 
 def tally(rows: list[ScreenResult]) -> str:
-    """'N passed, N inconclusive (...), N rejected' (shared by `pkb run` and `pkb report`)."""
+    """'N passed, N inconclusive (...), N rejected' under the rules the rows are under, and the counts under
+    the other rule set where they differ (shared by `pkb run` and `pkb report`)."""
     n = {v: sum(r.verdict is v for r in rows) for v in Verdict}
-    return (f"{n[Verdict.PASS]} passed, {n[Verdict.INCONCLUSIVE]} inconclusive (a limit of pkb: scored on hardware "
+    line = (f"{n[Verdict.PASS]} passed, {n[Verdict.INCONCLUSIVE]} inconclusive (a limit of pkb: scored on hardware "
             f"like a pass), {n[Verdict.REJECT]} rejected")
+    rules = {r.semantics for r in rows}
+    if len(rules) != 1:
+        return line
+    (mine,) = rules
+    other = next(s for s in Semantics if s != mine)
+    m = {v: sum(r.verdicts.get(other, r.verdict) is v for r in rows) for v in Verdict}
+    if m == n:
+        return f"{line} (under {mine}'s rules, and {other}'s alike)"
+    return (f"{line} under {mine}'s rules; under {other}'s: {m[Verdict.PASS]} passed, {m[Verdict.INCONCLUSIVE]} "
+            f"inconclusive, {m[Verdict.REJECT]} rejected")

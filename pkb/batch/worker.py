@@ -27,12 +27,12 @@ def limit_memory(gb: float) -> None:
 def inconclusive(job: ScreenJob, kind: ReasonKind, message: str) -> ScreenResult:
     """The result of a job that pkb could not finish (a time or memory limit, a crash, a bug of pkb): never
     the candidate's fault, so it goes on to hardware scoring. Its stage is the limit that ended it."""
-    return _unfinished(job).inconclusive(Stage(kind), Reason(kind, message))
+    return _unfinished(job).inconclusive(Stage(kind), Reason(kind, message)).settle()
 
 
 def rejected(job: ScreenJob, kind: ReasonKind, message: str) -> ScreenResult:
     """The result of a job whose worker the candidate ended (a sandbox cap it broke: the supervisor's line)."""
-    return _unfinished(job).reject(Stage.SANDBOX, [Reason(kind, message)])
+    return _unfinished(job).reject(Stage.SANDBOX, [Reason(kind, message)]).settle()
 
 
 def _unfinished(job: ScreenJob) -> ScreenResult:

@@ -91,6 +91,7 @@ def _verdict_here(argv: list[str], verdict: str, reason) -> int:
     """The screen inside ended without its verdict (the sandbox's supervisor killed it for a cap the candidate
     broke, or it outlived its wall-clock bound), so the verdict is written out here: a reject naming the cap,
     or inconclusive (never the candidate's fault where pkb cannot tell)."""
+    from pkb.cli._arguments import semantics
     from pkb.cli.main import build_parser
     from pkbsim.screen.result import ScreenResult, Stage
     args = build_parser().parse_args(argv)
@@ -99,6 +100,7 @@ def _verdict_here(argv: list[str], verdict: str, reason) -> int:
         res.reject(Stage.SANDBOX, [reason])
     else:
         res.inconclusive(Stage.SANDBOX, reason)
+    res = res.settle().under(semantics(args))
     text = f"{res.verdict.upper()} at stage sandbox: {reason.kind}: {reason.message}"
     print(json.dumps(res.to_json(), indent=1) if args.json else text)
     return res.verdict.exit_code

@@ -1,8 +1,6 @@
 """The batch's table on a terminal (shared by `pkb run` and `pkb report`)."""
 from __future__ import annotations
 
-from __future__ import annotations
-
 from typing import TYPE_CHECKING
 
 from pkb.batch import summary_row, tally

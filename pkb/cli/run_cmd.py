@@ -7,7 +7,8 @@ import sys
 import time
 
 from pkb import batch
-from pkb.cli._arguments import add_batch_limits, add_db_argument, add_parallelkernelbench_arguments
+from pkb.cli._arguments import (add_batch_limits, add_db_argument, add_parallelkernelbench_arguments,
+                                add_semantics_argument, semantics)
 from pkb.cli._sandbox import add_sandbox_argument, sandbox_ready
 from pkb.cli._table import print_table
 from pkb.errors import UsageError
@@ -36,6 +37,7 @@ def add_parser(sub) -> None:
     p.add_argument("--correctness-only", action="store_true",
                    help="with --score: correctness trials only, no timing (hardware status 'correct')")
     add_parallelkernelbench_arguments(p)
+    add_semantics_argument(p)
     add_db_argument(p)
     p.add_argument("--fresh", action="store_true", help="screen again even where the store has a result")
     p.add_argument("--json", action="store_true", help="print the batch's results as one JSON object")
@@ -53,9 +55,10 @@ def run(args) -> int:
     results, todo = batch.resume(jobs, store, args.fresh)
     progress = _Progress(len(jobs), len(results), quiet=args.json)
     batch.screen(todo, store, results, executor=args.executor, workers=args.workers, time_limit=args.time_limit,
-                 memory_gb=args.memory_gb, sandboxed=lambda: sandbox_ready(args), on_result=progress.advance)
+                 memory_gb=args.memory_gb, sandboxed=lambda: sandbox_ready(args),
+                 on_result=lambda r: progress.advance(r.under(semantics(args))))
     progress.close()
-    rows = batch.in_order(jobs, results)
+    rows = [r.under(semantics(args)) for r in batch.in_order(jobs, results)]
     scores = batch.score(rows, args.db, args.correctness_only, None if args.json else _scoring) if args.score else {}
     if args.json:
         print(json.dumps({"db": os.path.abspath(args.db), "results": [r.to_json() for r in rows],

@@ -6,7 +6,7 @@ import os
 import sys
 import tempfile
 
-from pkb.cli._arguments import add_parallelkernelbench_arguments
+from pkb.cli._arguments import add_parallelkernelbench_arguments, add_semantics_argument, semantics
 from pkb.cli._sandbox import add_sandbox_argument
 from pkb.errors import UsageError
 from pkb.resolve import DEFAULT_TOPOLOGY, default_topology, load, pick_world_size, task_of
@@ -36,6 +36,7 @@ def add_parser(sub) -> None:
                    help="short structured output for refinement loops: first failing stage, site, bottleneck")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     add_parallelkernelbench_arguments(p)
+    add_semantics_argument(p)
     add_sandbox_argument(p)
     p.set_defaults(run=run)
 
@@ -51,7 +52,8 @@ def options(args, task):
     root = getattr(args, "parallelkernelbench_root", None)
     dtype = {"parallelkernelbench_dtype": args.parallelkernelbench_dtype} if root else {}
     return ScreenOptions(pick_world_size(task, args.world_size, topo.num_gpus), topo, seed, args.margin,
-                         args.timeout, cost=not args.no_cost, parallelkernelbench_root=root, **dtype)
+                         args.timeout, cost=not args.no_cost, parallelkernelbench_root=root, semantics=semantics(args),
+                         **dtype)
 
 
 def raise_usage(msg: str):
@@ -97,6 +99,9 @@ def render(res) -> str:
     lines = [head]
     for r in res.reasons:
         lines.append(f"  {r.kind}: {r.message}" + (f"\n    at {r.site}" if r.site else ""))
+    for r in res.warnings:
+        lines.append(f"  warning ({r.kind}, a fault under pkb's rules only): {r.message}"
+                     + (f"\n    at {r.site}" if r.site else ""))
     for f in res.findings:
         lines += ["  " + ln for ln in [f"{f.kind.upper()}: {f.message}", *f.details[:4]]]
     for name, rep in (res.compile or {}).items():
@@ -112,5 +117,7 @@ def render(res) -> str:
             lines.append(f"  timeline: {res.timeline} (open in ui.perfetto.dev)")
     checked = ", ".join(res.checked) or "nothing"
     secs = sum(res.seconds.values())
-    lines.append(f"{res.verdict.upper()} at stage {res.stage} (checked: {checked}; {secs:.1f} s)")
+    others = "".join(f"; {v} under {s}'s" for s, v in res.verdicts.items() if s != res.semantics and v != res.verdict)
+    lines.append(f"{res.verdict.upper()} under {res.semantics}'s rules{others}, at stage {res.stage} (checked: "
+                 f"{checked}; {secs:.1f} s)")
     return "\n".join(lines)

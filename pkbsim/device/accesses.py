@@ -27,7 +27,7 @@ class Access:
         self.lo, self.hi, self.nbytes, self.region = lo, hi, nbytes, region
         self.runs = runs  # the contiguous byte ranges within [lo, hi) it touches (None: all of it)
         self.sectors = nbytes if sectors is None else sectors  # bytes of the 32-byte sectors it touches
-        self.rank, self.world_size = ctx.rank, ctx.world.size
+        self.rank, self.world_size, self.call = ctx.rank, ctx.world.size, getattr(ctx, "call", 0)
 
     @classmethod
     def find(cls, ctx, lo: int, hi: int, nbytes: int) -> Access:
@@ -42,7 +42,7 @@ class Access:
     def data_events(self, kind: str, site: str, where: str) -> list[Event]:
         """The race-checked get/put events of a data access of a symmetric buffer: one per contiguous run."""
         r = self.region
-        return [Event(kind, self.rank, site, where, r.owner, lo - r.base, hi - r.base)
+        return [Event(kind, self.rank, site, where, r.owner, lo - r.base, hi - r.base, call=self.call)
                 for lo, hi in (self.runs or [(self.lo, self.hi)])]
 
     def event(self, kind: str, site: str, where: str, **kw) -> Event:
@@ -52,7 +52,7 @@ class Access:
         if r.on_pad:
             word = (self.lo - r.base) // 4
             return Event(kind, self.rank, site, where, r.owner, word, word + 1, True, **kw)
-        return Event(kind, self.rank, site, where, r.owner, self.lo - r.base, self.hi - r.base, **kw)
+        return Event(kind, self.rank, site, where, r.owner, self.lo - r.base, self.hi - r.base, call=self.call, **kw)
 
     @property
     def peer(self) -> int | None:

@@ -23,6 +23,7 @@ class Event:
     op: str = ""  # signal: "set" | "add" | "cas" | "xchg" ...; wait: "==" | "!=" | "poll"
     value: int | None = None
     sem: str = ""  # "release" | "acquire" | "acq_rel" | "relaxed" | "" (not an atomic)
+    call: int = 0  # the harness's call the issuing rank was in (RankContext.call)
 
     def describe(self) -> str:
         mem = "" if self.owner < 0 else (f" rank {self.owner} " + ("signal pad word" if self.on_pad else "buffer bytes")

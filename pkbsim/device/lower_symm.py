@@ -58,7 +58,8 @@ def on_host_access(ctx, reads: list[torch.Tensor], writes: list[torch.Tensor], w
         if region is None or region.on_pad or hi <= lo:
             continue
         for a, b in _view_runs(t, lo, hi):
-            emit(ctx.world, Event("put" if write else "get", ctx.rank, site, what, region.owner, a, b), region)
+            emit(ctx.world, Event("put" if write else "get", ctx.rank, site, what, region.owner, a, b, call=ctx.call),
+                 region)
 
 
 def _view_runs(t: torch.Tensor, lo: int, hi: int, limit: int = 1 << 16) -> list[tuple[int, int]]:

@@ -158,7 +158,7 @@ def _check_race(world, st: DeviceState, region, ev: Event) -> None:
     earlier, what = hit
     msg = _race_message(st, ev, earlier, what)
     world.fail(Finding("race", msg, sorted({ev.rank, earlier.rank}), [ev.site, earlier.site],
-                       [earlier.describe(), ev.describe()]), unless_failed=True)
+                       [earlier.describe(), ev.describe()], calls=[earlier.call, ev.call]), unless_failed=True)
     raise SimAbort(msg)
 
 

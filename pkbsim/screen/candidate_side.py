@@ -112,7 +112,7 @@ def candidate_side(task: TaskSpec, job: CandidateJob) -> CandidateReport:
         rep.problems = [Reason(p.kind, str(p), p.site) for p in session.problems]
         rep.not_simulated = sorted(session.not_simulated)
         rep.solution_site = session.solution_site
-        if job.cost and not (rep.problems or rep.not_simulated or rep.limit or rep.reasons):
+        if job.cost and not (rep.problems or rep.not_simulated or rep.limit or _decisive(rep.reasons)):
             t0 = time.perf_counter()
             if session.mentions("triton.jit"):
                 rep.shape_why = "the candidate launches Triton kernels"
@@ -149,10 +149,24 @@ def _calls(task: TaskSpec, session: Session, job: CandidateJob, load, rep: Candi
     elif run.result.verdict == "error":
         rep.reasons, rep.limit = _errors(run, session)
     elif run.result.verdict != "ok":
-        rep.reasons = [Reason(f.kind, f.message, f.sites[0] if f.sites else "")
+        rep.reasons = [Reason(f.kind, f.message + _calls_of(f), f.sites[0] if f.sites else "", f.between_calls)
                        for f in run.result.findings if is_fatal(f)][:3]
-    elif job.cost and len(run.calls) > 1:
+    if job.cost and len(run.calls) > 1 and run.calls[1].complete and not (rep.limit or _decisive(rep.reasons)):
         rep.screen_trace = run.calls[1].trace(task, "screen")
+
+
+def _decisive(reasons: list[Reason]) -> bool:
+    """Whether the run showed a fault under every rule set (one under pkb's alone leaves the cost to find)."""
+    return any(not r.pkb_only for r in reasons)
+
+
+def _calls_of(f: Finding) -> str:
+    """The calls a race between two calls spans, in the words of a timing loop."""
+    if not f.between_calls:
+        return ""
+    first, then = sorted(set(f.calls))[:2]
+    return (f" (between call {first} and call {then}, which followed it with no barrier between them, as a timing "
+            f"loop calls it)")
 
 
 def _errors(run: TaskRun, session: Session) -> tuple[list[Reason], Reason | None]:

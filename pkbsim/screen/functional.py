@@ -108,28 +108,36 @@ def _reference_run(task: TaskSpec, world_size: int, seed: int, timeout: float, r
 def judge(task: TaskSpec, ref: ReferenceRun, cand) -> Functional:
     """Every candidate call's outputs against the reference trial whose inputs it had; then the GPU scorer's
     integrity checks, where the reference does not do the same: an output sharing memory with the call's
-    inputs, a call that changes its inputs (a correct answer is still not accepted there). `cand` is the
+    inputs, a call that changes its inputs (a correct answer is still not accepted there). Only the first
+    call's outputs decide under every rule set (ParallelKernelBench's correctness trial is a fresh process
+    with one call); the later calls' and the integrity checks are pkb's rules alone (`Reason.pkb_only`): its
+    scorer checks every timed call, that harness's timing loop checks none. A later call some rank did not
+    finish is not compared when a race between calls ended the run (its reason says so); the first call is
+    always compared, so no report from the candidate's process can skip it. `cand` is the
     candidate process's CandidateReport. Whether a call changed its inputs is judged here, from the inputs
     this process made for the reference's trial: the candidate's process hands back a digest of its inputs
     after each call, compared here with the digest of the same inputs as made. A candidate that rewrites
     pkb's flag or digest in its process no longer passes; one that hashes its inputs on entry and hands that
     digest back through pkb's own code still can (the GPU scorer, which is final, judges mutation on its
     trusted side). A digest it withholds counts as a change."""
-    for i, outs in enumerate(cand.outputs):
-        wrong = mismatches(task, outs, ref.outputs[i % TRIALS])
+    cut_short = any(r.pkb_only for r in cand.reasons)
+    outputs = cand.outputs or [[None] * len(ref.outputs[0])]
+    compared = [i for i, outs in enumerate(outputs) if not (i and cut_short and any(o is None for o in outs))]
+    for i in compared:
+        wrong = mismatches(task, outputs[i], ref.outputs[i % TRIALS])
         if wrong:
-            return Functional([Reason(ReasonKind.WRONG_OUTPUT, f"{_which(i)}: {m}", cand.solution_site)
+            return Functional([Reason(ReasonKind.WRONG_OUTPUT, f"{_which(i)}: {m}", cand.solution_site, i > 0)
                                for m in wrong[:3]], False)
-    for i in range(len(cand.outputs)):
-        for rank in range(len(cand.outputs[i])):
+    for i in compared:
+        for rank in range(len(outputs[i])):
             problem = _integrity(_at(cand.aliased, i, rank), _at(ref.aliased, i % TRIALS, rank),
                                  _changed(_at(cand.input_digests, i, rank), _at(ref.digests, i % TRIALS, rank)),
                                  _at(ref.mutated, i % TRIALS, rank))
             if problem:
                 kind, what = problem
-                return Functional([Reason(kind, f"{_which(i)}: rank {rank}: {what} (the reference does not): the GPU "
-                                                f"scorer rejects it as an integrity violation", cand.solution_site)],
-                                  True)
+                return Functional([Reason(kind, f"{_which(i)}: rank {rank}: {what} (the reference does not): pkb's "
+                                                f"GPU scorer rejects it as an integrity violation", cand.solution_site,
+                                         True)], True)
     return Functional(correct=True)
 
 

@@ -20,7 +20,7 @@ from pkbsim.screen.functional import ReferenceFailed, judge, reference_run
 from pkbsim.screen.confinement import STOPPED_EXIT
 from pkbsim.screen.isolation import ChildExit, Fork
 from pkbsim.screen.prebuild import builds_extensions
-from pkbsim.screen.result import Reason, ReasonKind, ScreenResult, Stage
+from pkbsim.screen.result import Reason, ReasonKind, ScreenResult, Semantics, Stage
 from pkbsim.screen.static import static_reasons
 from pkbsim.timing.topology import Topology
 from pkbsim.screen.defaults import MARGIN, PARALLELKERNELBENCH_DTYPE, RUN_TIMEOUT_S
@@ -42,12 +42,18 @@ class ScreenOptions:
     # the ParallelKernelBench checkout the task comes from (a zygote's child registers its problems again)
     parallelkernelbench_root: str | None = None
     parallelkernelbench_dtype: str = PARALLELKERNELBENCH_DTYPE
+    semantics: Semantics = Semantics.PKB  # whose rules the verdict is under (both are in ScreenResult.verdicts)
 
 
 def screen(task: TaskSpec, path: str, opts: ScreenOptions, spawner=None) -> ScreenResult:
     """`spawner` starts the candidate's process (isolation.py): a pool worker's Zygote, else a fork of this
-    process, which must not yet have run the reference."""
-    path = os.path.abspath(path)
+    process, which must not yet have run the reference. The result is under the rules of `opts.semantics`,
+    with the verdict under each rule set in `verdicts`: the stages decide under ParallelKernelBench's rules
+    and set aside the faults only pkb's count (`Reason.pkb_only`), so one screen gives both."""
+    return _screen(task, os.path.abspath(path), opts, spawner).settle().under(opts.semantics)
+
+
+def _screen(task: TaskSpec, path: str, opts: ScreenOptions, spawner) -> ScreenResult:
     res = ScreenResult(task.slug, path, opts.world_size, opts.topology.name, opts.seed)
     t0 = time.perf_counter()
     problems = static_reasons(path)
@@ -103,16 +109,17 @@ def screen(task: TaskSpec, path: str, opts: ScreenOptions, spawner=None) -> Scre
         return res.inconclusive(Stage.FUNCTIONAL, Reason(ReasonKind.NOT_SIMULATED, "; ".join(rep.not_simulated)))
     if rep.limit:
         return res.inconclusive(Stage.FUNCTIONAL, rep.limit)
-    if rep.reasons:
+    if any(not r.pkb_only for r in rep.reasons):
         return res.reject(Stage.FUNCTIONAL, rep.reasons)
     fn = judge(task, ref, rep)
     res.correct = fn.correct
-    if fn.reasons:
-        return res.reject(Stage.FUNCTIONAL, fn.reasons)
+    res.warnings = [r for r in rep.reasons + fn.reasons if r.pkb_only]
+    if any(not r.pkb_only for r in fn.reasons):
+        return res.reject(Stage.FUNCTIONAL, [r for r in fn.reasons if not r.pkb_only])
     res.checked.append(Stage.FUNCTIONAL)
     res.stage = Stage.FUNCTIONAL
-    if not opts.cost:
-        return res
+    if not opts.cost or (rep.screen_trace is None and res.warnings):
+        return res  # no trace of a whole call to time: a race between calls ended the run before one
     t0 = time.perf_counter()
     res.predicted = predict(task, source, rep, ref.trace, opts.world_size, opts.topology, opts.seed,
                             opts.timeout, opts.timeline, ref.shape)

@@ -3,10 +3,21 @@
 `to_json` and `from_json` are that boundary, and `from_json(r.to_json())` gives `r` back."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from enum import StrEnum
 
 from pkbsim.world.findings import Finding
+
+
+class Semantics(StrEnum):
+    """Whose rules decide a verdict (docs/screening.md). pkb's: its GPU scorer's protocol, fresh inputs on every
+    call, calls back to back with every output checked, no output aliasing an input, no input changed.
+    ParallelKernelBench's: that harness as it runs, each correctness trial a fresh process with one call, the
+    timing loop back to back on identical inputs with no output checked, no aliasing or mutation check. A fault
+    only pkb's rules see (`Reason.pkb_only`) rejects under pkb's and is a warning under the other's."""
+    PKB = "pkb"
+    PARALLELKERNELBENCH = "parallelkernelbench"
+
 
 class Stage(StrEnum):
     """Where a screen ended (`ScreenResult.stage`): the last of the pipeline's stages that ran (static,
@@ -74,12 +85,13 @@ class Reason:
     kind: str       # a ReasonKind, or a fatal finding's kind
     message: str
     site: str = ""  # file:line where known
+    pkb_only: bool = False  # a fault under pkb's rules only (Semantics): ParallelKernelBench's harness cannot see it
 
     def __post_init__(self):
         self.kind = ReasonKind(self.kind) if self.kind in ReasonKind._value2member_map_ else str(self.kind)
 
     def to_json(self) -> dict:
-        return {"kind": str(self.kind), "message": self.message, "site": self.site}
+        return {"kind": str(self.kind), "message": self.message, "site": self.site, "pkb_only": self.pkb_only}
 
     @classmethod
     def from_json(cls, d: dict) -> Reason:
@@ -116,10 +128,39 @@ class ScreenResult:
     not_simulated: list[str] = field(default_factory=list)
     compile: dict | None = None      # nvcc report for inline CUDA sources (resources per kernel)
     seconds: dict = field(default_factory=dict)  # wall time per stage (and "build", "shape": parts of one)
+    semantics: Semantics = Semantics.PKB  # whose rules `verdict` and `reasons` are under
+    verdicts: dict = field(default_factory=dict)  # Semantics -> the Verdict under it ({}: a row of an older pkb)
+    warnings: list[Reason] = field(default_factory=list)  # faults the rules in force do not count (pkb_only)
 
     def __post_init__(self):
         self.stage = _stage(self.stage)
         self.checked = [_stage(s) for s in self.checked]
+        self.semantics = Semantics(self.semantics)
+        self.verdicts = {Semantics(k): Verdict(v) for k, v in self.verdicts.items()}
+
+    def settle(self) -> ScreenResult:
+        """The verdict under each rule set, from the pipeline's: the pipeline decides under ParallelKernelBench's
+        rules and keeps the faults only pkb's count in `warnings`; here they join `reasons`, under pkb's rules."""
+        bench = self.verdict
+        self.verdicts = {Semantics.PARALLELKERNELBENCH: bench,
+                         Semantics.PKB: Verdict.REJECT if self.warnings else bench}
+        self.reasons, self.warnings = self.warnings + self.reasons, []
+        self.verdict, self.semantics = self.verdicts[Semantics.PKB], Semantics.PKB
+        return self
+
+    def under(self, semantics: Semantics | str) -> ScreenResult:
+        """This result as the given rules decide it (a copy). Under ParallelKernelBench's, faults only pkb's
+        rules count become warnings; under pkb's they are reasons, first. A row of an older pkb, which
+        decided under pkb's rules alone, is returned as it is."""
+        semantics = Semantics(semantics)
+        if not self.verdicts:
+            return self
+        every = self.reasons + self.warnings
+        own, shared = [r for r in every if r.pkb_only], [r for r in every if not r.pkb_only]
+        if semantics is Semantics.PKB:
+            return replace(self, verdict=self.verdicts[semantics], reasons=own + shared, warnings=[],
+                           semantics=semantics)
+        return replace(self, verdict=self.verdicts[semantics], reasons=shared, warnings=own, semantics=semantics)
 
     def reject(self, stage: Stage, reasons: list[Reason]) -> ScreenResult:
         self.verdict, self.stage = Verdict.REJECT, _stage(stage)
@@ -133,7 +174,9 @@ class ScreenResult:
 
     def to_json(self) -> dict:
         return dict(asdict(self), verdict=self.verdict.value, stage=str(self.stage), reasons=[r.to_json() for r in self.reasons],
-                    checked=[str(s) for s in self.checked], seconds={str(k): v for k, v in self.seconds.items()})
+                    checked=[str(s) for s in self.checked], seconds={str(k): v for k, v in self.seconds.items()},
+                    semantics=str(self.semantics), verdicts={str(k): str(v) for k, v in self.verdicts.items()},
+                    warnings=[r.to_json() for r in self.warnings])
 
     @classmethod
     def from_json(cls, d: dict) -> ScreenResult:
@@ -142,6 +185,7 @@ class ScreenResult:
         known = {f.name for f in fields(cls)}
         return cls(**{**{k: v for k, v in d.items() if k in known},
                       "verdict": Verdict(d["verdict"]), "reasons": [Reason.from_json(r) for r in d.get("reasons", [])],
+                      "warnings": [Reason.from_json(r) for r in d.get("warnings", [])],
                       "findings": [Finding(**f) for f in d.get("findings", [])],
                       "predicted": Prediction(**p) if p else None})
 

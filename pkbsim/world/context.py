@@ -40,6 +40,7 @@ class RankContext:
     unwaited: dict[int, SimWork] = field(default_factory=dict)  # async collectives not yet waited for
     plugin_states: dict = field(default_factory=dict)  # plugins.RankState -> that plug-in's state here
     gone: bool = False  # the rank called os._exit: what its thread does while it unwinds is not shown
+    call: int = 0  # the harness's call the rank is in (1-based, taskrun.run_calls; 0: not a harness run)
 
     @property
     def stream_id(self) -> int:

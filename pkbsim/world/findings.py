@@ -33,9 +33,16 @@ class Finding:
     ranks: list[int] = field(default_factory=list)
     sites: list[str] = field(default_factory=list)
     details: list[str] = field(default_factory=list)
+    calls: list[int] = field(default_factory=list)  # a race's accesses: the harness calls they were in (if known)
 
     def to_json(self) -> dict:
         return asdict(self)
+
+    @property
+    def between_calls(self) -> bool:
+        """A race of one harness call's access with another's (no exit barrier: a rank's next call reuses a
+        buffer a peer still reads in the previous one), not within one call."""
+        return self.kind == "race" and len(set(self.calls)) > 1
 
     def render(self) -> str:
         head = f"{self.kind.upper().replace('_', ' ')}: {self.message}"
