@@ -7,6 +7,7 @@ import json
 import pathlib
 
 import pytest
+import torch
 
 from pkb.batch import tally
 from pkb.cli._arguments import semantics
@@ -16,6 +17,7 @@ from pkbsim.screen.functional import ReferenceRun, judge
 from pkbsim.screen.pipeline import ScreenOptions, screen
 from pkbsim.screen.result import ScreenResult, Semantics, Verdict
 from pkbsim.timing.topology import load_topology
+from tasks.api import TaskContext
 from tasks.registry import get
 
 HERE = pathlib.Path(__file__).parent
@@ -72,9 +74,28 @@ def solution(x):
 '''
 
 
-def run_screen(path, rules: Semantics, world_size: int = 2) -> ScreenResult:
-    opts = ScreenOptions(world_size, load_topology("hgx-h100"), seed=3, timeout=120.0, cost=False, semantics=rules)
+# wrong wherever a rank's first input element is negative: a fault of the data, which a fresh process shows too
+DATA_BUG = '''import torch.distributed as dist
+
+
+def solution(x):
+    out = x.clone()
+    dist.all_reduce(out)
+    if float(x.flatten()[0]) < 0:
+        out = out + 1
+    return out
+'''
+
+
+def run_screen(path, rules: Semantics, world_size: int = 2, seed: int = 3) -> ScreenResult:
+    opts = ScreenOptions(world_size, load_topology("hgx-h100"), seed=seed, timeout=120.0, cost=False, semantics=rules)
     return screen(get("all_reduce"), str(path), opts)
+
+
+def first_elements(seed: int, trial: int, world_size: int = 2) -> list[float]:
+    task = get("all_reduce")
+    return [float(task.make_inputs(TaskContext(r, world_size, seed, trial, "screen", dict(task.sizes["screen"]),
+                                               torch.device("cpu")))[0].flatten()[0]) for r in range(world_size)]
 
 
 def written(tmp_path, name: str, text: str) -> pathlib.Path:
@@ -109,9 +130,20 @@ def test_a_wrong_answer_on_later_calls_only_is_pkbs_fault_alone(tmp_path):
     res = run_screen(written(tmp_path, "cached", CACHED_ANSWER), BENCH)
     assert res.verdicts == {PKB: Verdict.REJECT, BENCH: Verdict.PASS}, res.reasons
     assert res.warnings[0].kind == "wrong_output" and res.warnings[0].message.startswith("call 2"), res.warnings
+    assert "right in a fresh process" in res.warnings[0].message
     assert res.under(PKB).reasons[0].kind == "wrong_output"
     honest = run_screen(written(tmp_path, "no_cache", NO_CACHE), BENCH)
     assert honest.verdicts == {PKB: Verdict.PASS, BENCH: Verdict.PASS} and not honest.warnings
+
+
+def test_a_later_call_wrong_on_its_own_inputs_rejects_under_both(tmp_path):
+    """The twin of the cached answer: wrong first on call 2, but because of trial 1's data, not of call 1: the
+    fresh process on trial 1's inputs is wrong too, so ParallelKernelBench's correctness trial would fail it."""
+    seed = next(s for s in range(200) if min(first_elements(s, 0)) >= 0 > min(first_elements(s, 1)))
+    res = run_screen(written(tmp_path, "data_bug", DATA_BUG), BENCH, seed=seed)
+    assert res.verdicts == {PKB: Verdict.REJECT, BENCH: Verdict.REJECT}, res.warnings
+    assert res.reasons[0].message.startswith("call 2") and "fresh process" in res.reasons[0].message
+    assert not res.reasons[0].pkb_only
 
 
 def test_an_output_aliasing_an_input_is_pkbs_fault_alone():

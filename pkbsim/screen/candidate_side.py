@@ -23,7 +23,7 @@ from pkbsim.screen.plain import plain
 from pkbsim.screen.prebuild import prebuild
 from pkbsim.screen.defaults import PARALLELKERNELBENCH_DTYPE
 from pkbsim.screen.result import Reason, ReasonKind
-from pkbsim.taskrun import TaskRun, run_calls
+from pkbsim.taskrun import Call, TaskRun, run_calls
 from pkbsim.world.findings import Finding, is_fatal
 from tasks.registry import TaskSpec
 
@@ -42,6 +42,7 @@ class CandidateJob:
     parallelkernelbench_dtype: str = PARALLELKERNELBENCH_DTYPE
     read_only: tuple = ()  # folders the trusted side writes (timelines): read-only to the candidate's process
     own_cache: str = ""    # its per-candidate build cache (the only one its process sees), made by the trusted side
+    fresh_trial: int = -1  # >= 0: only this trial's inputs, one call in a fresh world (functional.fresh_call)
 
 
 @dataclass
@@ -112,7 +113,8 @@ def candidate_side(task: TaskSpec, job: CandidateJob) -> CandidateReport:
         rep.problems = [Reason(p.kind, str(p), p.site) for p in session.problems]
         rep.not_simulated = sorted(session.not_simulated)
         rep.solution_site = session.solution_site
-        if job.cost and not (rep.problems or rep.not_simulated or rep.limit or _decisive(rep.reasons)):
+        if job.cost and job.fresh_trial < 0 and not (rep.problems or rep.not_simulated or rep.limit
+                                                      or _decisive(rep.reasons)):
             t0 = time.perf_counter()
             if session.mentions("triton.jit"):
                 rep.shape_why = "the candidate launches Triton kernels"
@@ -127,7 +129,7 @@ def candidate_side(task: TaskSpec, job: CandidateJob) -> CandidateReport:
 
 def _calls(task: TaskSpec, session: Session, job: CandidateJob, load, rep: CandidateReport) -> None:
     """The candidate's calls at screen size (functional.candidate_calls); what they showed, into `rep`."""
-    calls = candidate_calls(load)
+    calls = candidate_calls(load) if job.fresh_trial < 0 else [Call(job.fresh_trial, load=load, poison=True)]
     with Watch() as watch:
         run = run_calls(task, calls, job.world_size, seed=job.seed, timeout=job.timeout, record_compute=job.cost,
                         keep_inputs=False)

@@ -52,6 +52,19 @@ class ReferenceRun:
 class Functional:
     reasons: list[Reason] = field(default_factory=list)  # the candidate's faults
     correct: bool | None = None
+    # later calls' wrong outputs by the trial whose inputs they had, where no earlier call had those inputs:
+    # pkb's fault alone only if the candidate is right on them in a fresh process (`fresh_call`)
+    unconfirmed: dict = field(default_factory=dict)
+
+
+def fresh_call(fn: Functional, trial: int, right: bool | None) -> None:
+    """Settle the wrong outputs `fn` holds for `trial` by the candidate's answer to that trial alone, in a fresh
+    process with one call (ParallelKernelBench's correctness trial): right there, they need an earlier call's
+    state and are pkb's fault alone; wrong there, or no answer (None), they are faults under every rule set."""
+    for r in fn.unconfirmed.pop(trial, []):
+        r.pkb_only = bool(right)
+        r.message += ("; right in a fresh process with one call on the same inputs" if right else
+                      "; wrong in a fresh process with one call on the same inputs too" if right is False else "")
 
 
 def candidate_calls(load) -> list[Call]:
@@ -123,11 +136,20 @@ def judge(task: TaskSpec, ref: ReferenceRun, cand) -> Functional:
     cut_short = any(r.pkb_only for r in cand.reasons)
     outputs = cand.outputs or [[None] * len(ref.outputs[0])]
     compared = [i for i, outs in enumerate(outputs) if not (i and cut_short and any(o is None for o in outs))]
+    fn = Functional()
     for i in compared:
         wrong = mismatches(task, outputs[i], ref.outputs[i % TRIALS])
-        if wrong:
-            return Functional([Reason(ReasonKind.WRONG_OUTPUT, f"{_which(i)}: {m}", cand.solution_site, i > 0)
-                               for m in wrong[:3]], False)
+        if not wrong:
+            continue
+        reasons = [Reason(ReasonKind.WRONG_OUTPUT, f"{_which(i)}: {m}", cand.solution_site, i > 0) for m in wrong[:3]]
+        if i == 0:
+            return Functional(reasons, False)
+        if not any(j % TRIALS == i % TRIALS for j in compared[:compared.index(i)]):
+            fn.unconfirmed.setdefault(i % TRIALS, []).extend(reasons)
+        fn.reasons += reasons
+    if fn.reasons:
+        fn.correct = False
+        return fn
     for i in compared:
         for rank in range(len(outputs[i])):
             problem = _integrity(_at(cand.aliased, i, rank), _at(ref.aliased, i % TRIALS, rank),

@@ -10,9 +10,9 @@ candidate's first line the child is confined (confinement.py): a PID and user na
 descriptor of the parent's, no tracing, so it can neither reach the screen nor write its output.
 
 The process a child is forked from must hold nothing the candidate may not see (reference outputs,
-another candidate's state): `pkb screen` forks itself before it runs the reference (`Fork`); a pool
-worker, which screens many candidates, keeps a `Zygote`, forked once right after its imports, which forks
-one child per candidate and has run nothing else.
+another candidate's state): a `Zygote`, forked before the reference runs (by `pkb screen` for its one
+candidate, by a pool worker once right after its imports), forks one child per candidate job (a screen may
+ask for a second: pipeline._right_when_fresh) and runs nothing else.
 """
 from __future__ import annotations
 
@@ -27,7 +27,6 @@ import shutil
 import signal
 import sys
 import tempfile
-import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -166,33 +165,6 @@ def _workdir() -> str:
     return tempfile.mkdtemp(prefix="pkb-candidate-")
 
 
-class Fork:
-    """Forks the calling process itself: for a process that screens one candidate and has not yet run its
-    reference (`pkb screen`)."""
-
-    def start(self, job: dict) -> Child:
-        seal()
-        workdir = _workdir()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        pid = os.fork()
-        if pid == 0:
-            _child(job, workdir)
-
-        def wait(timeout: float) -> ChildExit:
-            deadline = time.monotonic() + timeout
-            while True:
-                done, raw = os.waitpid(pid, os.WNOHANG)
-                if done:
-                    return _status(raw)
-                if time.monotonic() >= deadline:
-                    os.kill(pid, signal.SIGKILL)
-                    os.waitpid(pid, 0)
-                    return ChildExit(timed_out=True)
-                time.sleep(0.02)
-        return Child(pid, workdir, wait)
-
-
 class ZygoteGone(RuntimeError):
     """A worker's zygote died: no later candidate of that worker can be screened fairly (the worker ends
     and the pool starts a fresh one for the job)."""
@@ -256,6 +228,12 @@ class Zygote:
             code = 1
         finally:
             os._exit(code)
+
+    def close(self) -> None:
+        """End the zygote (it leaves when its requests pipe closes)."""
+        self._requests.close()
+        os.close(self._answers)
+        os.waitpid(self.pid, 0)
 
     def start(self, job: dict) -> Child:
         workdir = _workdir()

@@ -8,7 +8,7 @@ import hashlib
 import os
 import subprocess
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from candidate_sandbox import CANDIDATE_CACHES, TRUSTED_BUILDS
 from pkbsim.errors import SimulatorError
@@ -16,12 +16,13 @@ from pkbsim.ptx.compile import cache_root
 from pkbsim.screen.candidate import Session
 from pkbsim.screen.candidate_side import CandidateJob, CandidateReport
 from pkbsim.screen.cost import SHAPE_RUN_SECONDS, predict
-from pkbsim.screen.functional import ReferenceFailed, judge, reference_run
+from pkbsim.screen.functional import ReferenceFailed, fresh_call, judge, reference_run
 from pkbsim.screen.confinement import STOPPED_EXIT
-from pkbsim.screen.isolation import ChildExit, Fork
+from pkbsim.screen.isolation import ChildExit, Zygote
 from pkbsim.screen.prebuild import builds_extensions
 from pkbsim.screen.result import Reason, ReasonKind, ScreenResult, Semantics, Stage
 from pkbsim.screen.static import static_reasons
+from pkbsim.taskrun import mismatches
 from pkbsim.timing.topology import Topology
 from pkbsim.screen.defaults import MARGIN, PARALLELKERNELBENCH_DTYPE, RUN_TIMEOUT_S
 from tasks.registry import TaskSpec
@@ -50,7 +51,13 @@ def screen(task: TaskSpec, path: str, opts: ScreenOptions, spawner=None) -> Scre
     process, which must not yet have run the reference. The result is under the rules of `opts.semantics`,
     with the verdict under each rule set in `verdicts`: the stages decide under ParallelKernelBench's rules
     and set aside the faults only pkb's count (`Reason.pkb_only`), so one screen gives both."""
-    return _screen(task, os.path.abspath(path), opts, spawner).settle().under(opts.semantics)
+    own = spawner is None
+    spawner = spawner or Zygote()   # forked before the reference runs here: its children never hold its outputs
+    try:
+        return _screen(task, os.path.abspath(path), opts, spawner).settle().under(opts.semantics)
+    finally:
+        if own:
+            spawner.close()
 
 
 def _screen(task: TaskSpec, path: str, opts: ScreenOptions, spawner) -> ScreenResult:
@@ -72,11 +79,9 @@ def _screen(task: TaskSpec, path: str, opts: ScreenOptions, spawner) -> ScreenRe
                        + pkbs_builds(), own_cache(path) if builds else "")
     t0 = time.perf_counter()
     shape = opts.cost and not builds and not source.mentions("triton.jit")  # the candidate's may run
-    spawner = spawner or Fork()
     child = spawner.start(asdict(job))
     try:
-        ref = reference_run(task, opts.world_size, opts.seed, opts.timeout, record=opts.cost,
-                            keep=not isinstance(spawner, Fork), shape=shape)
+        ref = reference_run(task, opts.world_size, opts.seed, opts.timeout, record=opts.cost, keep=True, shape=shape)
     except ReferenceFailed as e:
         child.kill()
         res.seconds[Stage.FUNCTIONAL] = round(time.perf_counter() - t0, 3)
@@ -112,6 +117,8 @@ def _screen(task: TaskSpec, path: str, opts: ScreenOptions, spawner) -> ScreenRe
     if any(not r.pkb_only for r in rep.reasons):
         return res.reject(Stage.FUNCTIONAL, rep.reasons)
     fn = judge(task, ref, rep)
+    for trial in list(fn.unconfirmed):
+        fresh_call(fn, trial, _right_when_fresh(task, ref, job, spawner, trial, opts))
     res.correct = fn.correct
     res.warnings = [r for r in rep.reasons + fn.reasons if r.pkb_only]
     if any(not r.pkb_only for r in fn.reasons):
@@ -132,6 +139,21 @@ def _screen(task: TaskSpec, path: str, opts: ScreenOptions, spawner) -> ScreenRe
                                                     f"{opts.margin:g}x ({p.bottleneck}: candidate "
                                                     f"{p.candidate_us:.1f} us vs reference {p.reference_us:.1f} us)")])
     return res
+
+
+def _right_when_fresh(task: TaskSpec, ref, job: CandidateJob, spawner, trial: int, opts: ScreenOptions) -> bool | None:
+    """Whether the candidate, called once in a fresh process on `trial`'s inputs, gives the reference's
+    outputs (None: it gave none, for whatever reason)."""
+    child = spawner.start(asdict(replace(job, fresh_trial=trial, cost=False)))
+    payload, _ = child.result(opts.build_timeout + opts.timeout + CHILD_SLACK_S)
+    if payload is None or "pkb_error" in payload:
+        return None
+    rep = CandidateReport.from_payload(payload)
+    if rep.problems or rep.not_simulated or rep.limit or rep.reasons or len(rep.outputs) != 1:
+        return None if not rep.reasons else False
+    if any(o is None for o in rep.outputs[0]):
+        return False
+    return not mismatches(task, rep.outputs[0], ref.outputs[trial])
 
 
 def build_runtime() -> None:
