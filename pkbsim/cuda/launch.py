@@ -1,4 +1,4 @@
-"""Kernel launches from a built extension, routed to the PTX interpreter.
+"""Kernel launches (and the runtime's copies and fills: copies.py) from a built extension, routed to the simulator.
 
 The runtime stand-in calls `_on_launch` (a ctypes callback, in the launching rank's thread) with the
 kernel's mangled name, grid, block, shared memory and `void** args`. The module's PTX comes from its
@@ -17,6 +17,7 @@ import threading
 from dataclasses import dataclass
 
 from pkbsim.cuda import runtime_libs
+from pkbsim.cuda.copies import copy
 from pkbsim.cuda.fatbin import module_ptx
 from pkbsim.cuda.memory import rank_memory
 from pkbsim.device import ptx_launch
@@ -126,16 +127,33 @@ def _on_launch(ptr) -> int:
         _run(ptr.contents, scope)
         return 0
     except BaseException as e:  # noqa: BLE001 - handed back to the extension function's caller
-        if scope is not None and scope.error is None:
-            scope.error = e
-        runtime_libs.load().sim_set_error_text(f"simulated kernel failed: {e}".encode()[:1000])
-        return 1
+        return _failed(scope, e, "simulated kernel failed")
+
+
+def _on_copy(dst, src, n, value) -> int:
+    scope = getattr(_tls, "scope", None)
+    try:
+        copy(dst, src, n, value, scope.tensors if scope else (), scope.site if scope else "?")
+        return 0
+    except BaseException as e:  # noqa: BLE001 - handed back to the extension function's caller
+        return _failed(scope, e, "simulated copy failed")
+
+
+def _failed(scope: CallScope | None, e: BaseException, what: str) -> int:
+    """The runtime call fails (1); the extension function re-raises the first error of its call."""
+    if scope is not None and scope.error is None:
+        scope.error = e
+    runtime_libs.load().sim_set_error_text(f"{what}: {e}".encode()[:1000])
+    return 1
 
 
 _CALLBACK = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(SimLaunch))(_on_launch)
+_COPY_CALLBACK = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t,
+                                  ctypes.c_int)(_on_copy)
 
 
 def install() -> None:
-    """Load the runtime stand-in and route its launches here (idempotent)."""
+    """Load the runtime stand-in and route its launches, copies and fills here (idempotent)."""
     rt = runtime_libs.load()
     rt.sim_set_launch_callback(_CALLBACK)
+    rt.sim_set_copy_callback(_COPY_CALLBACK)

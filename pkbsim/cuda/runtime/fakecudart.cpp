@@ -28,6 +28,9 @@ struct SimLaunch {
 };
 typedef int (*sim_launch_cb)(const SimLaunch*);
 typedef int (*sim_sync_cb)(int device);
+// a copy (src != nullptr) or a fill of n bytes with `value` (src == nullptr): done by the simulator in the
+// calling rank's world, where it is race-checked as a device access; 0 on success
+typedef int (*sim_copy_cb)(void* dst, const void* src, size_t n, int value);
 }
 
 namespace {
@@ -44,6 +47,7 @@ constexpr int kDefaultDynamicShared = 48 << 10;
 constexpr int kMaxSharedPerBlock = 227 << 10;
 std::unordered_map<const void*, int> max_dynamic_smem;
 sim_sync_cb sync_cb = nullptr;
+sim_copy_cb copy_cb = nullptr;
 int n_devices = 8;
 thread_local int current_device = 0;
 thread_local cudaError_t last_error = cudaSuccess;
@@ -69,6 +73,12 @@ cudaError_t launch(const void* host, dim3 g, dim3 b, void** args, size_t shmem, 
   return rc ? fail(cudaErrorLaunchFailure) : cudaSuccess;
 }
 
+cudaError_t copy(void* d, const void* s, size_t n, int value) {
+  if (copy_cb) return copy_cb(d, s, n, value) ? fail(cudaErrorLaunchFailure) : cudaSuccess;
+  if (s) std::memmove(d, s, n); else std::memset(d, value, n);
+  return cudaSuccess;
+}
+
 cudaError_t sync() { return (sync_cb && sync_cb(current_device)) ? fail(cudaErrorLaunchFailure) : cudaSuccess; }
 }  // namespace
 
@@ -76,6 +86,7 @@ extern "C" {
 // ---- the simulator's side (ctypes) --------------------------------------------------------------
 void sim_set_launch_callback(sim_launch_cb cb) { launch_cb = cb; }
 void sim_set_sync_callback(sim_sync_cb cb) { sync_cb = cb; }
+void sim_set_copy_callback(sim_copy_cb cb) { copy_cb = cb; }
 void sim_set_device_count(int n) { n_devices = n; }
 // A runtime call or symbol the stand-in lacks, noted on the calling (rank) thread: the extension wrapper turns
 // the candidate's failure that follows into pkb's "not simulated", naming it.
@@ -254,15 +265,12 @@ cudaError_t cudaFreeAsync(void* p, cudaStream_t) { return cudaFree(p); }
 cudaError_t cudaMallocHost(void** p, size_t n) { return cudaMalloc(p, n); }
 cudaError_t cudaHostAlloc(void** p, size_t n, unsigned) { return cudaMalloc(p, n); }
 cudaError_t cudaFreeHost(void* p) { return cudaFree(p); }
-cudaError_t cudaMemcpy(void* d, const void* s, size_t n, cudaMemcpyKind) { std::memmove(d, s, n); return cudaSuccess; }
-cudaError_t cudaMemcpyAsync(void* d, const void* s, size_t n, cudaMemcpyKind k, cudaStream_t) {
-  return cudaMemcpy(d, s, n, k);
-}
-cudaError_t cudaMemcpyPeer(void* d, int, const void* s, int, size_t n) { std::memmove(d, s, n); return cudaSuccess; }
-cudaError_t cudaMemcpyPeerAsync(void* d, int, const void* s, int, size_t n, cudaStream_t) {
-  std::memmove(d, s, n);
-  return cudaSuccess;
-}
-cudaError_t cudaMemset(void* p, int v, size_t n) { std::memset(p, v, n); return cudaSuccess; }
-cudaError_t cudaMemsetAsync(void* p, int v, size_t n, cudaStream_t) { std::memset(p, v, n); return cudaSuccess; }
+// copies and fills run in stream order as the simulated device runs everything (at the call, on the rank's
+// thread), and through the simulator, which race-checks the symmetric memory they touch
+cudaError_t cudaMemcpy(void* d, const void* s, size_t n, cudaMemcpyKind) { return copy(d, s, n, 0); }
+cudaError_t cudaMemcpyAsync(void* d, const void* s, size_t n, cudaMemcpyKind, cudaStream_t) { return copy(d, s, n, 0); }
+cudaError_t cudaMemcpyPeer(void* d, int, const void* s, int, size_t n) { return copy(d, s, n, 0); }
+cudaError_t cudaMemcpyPeerAsync(void* d, int, const void* s, int, size_t n, cudaStream_t) { return copy(d, s, n, 0); }
+cudaError_t cudaMemset(void* p, int v, size_t n) { return copy(p, nullptr, n, v); }
+cudaError_t cudaMemsetAsync(void* p, int v, size_t n, cudaStream_t) { return copy(p, nullptr, n, v); }
 }
