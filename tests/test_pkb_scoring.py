@@ -137,6 +137,7 @@ def test_pkb_run_screens_then_scores_a_pkb_tree(capsys, checkout, tmp_path):
     # the leaderboard groups by tree and counts the screen's reject as a failure that never reached the GPU
     code, board = run_main(capsys, ["leaderboard", "--db", str(tmp_path / "r.sqlite"), "--json"])
     row, = board["rows"]
+    assert row["correct_rate_parallelkernelbench"] == 0.5 and row["screen_rejected_parallelkernelbench"] == 1
     assert (row["label"], row["scored"], row["screen_rejected"], row["correct_rate"], row["fast_0"], row["fast_1"],
             row["untimed"]) == ("solutions_test_tree", 2, 1, 0.5, 0.5, 0.0, 1), row
 

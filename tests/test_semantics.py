@@ -196,3 +196,16 @@ def test_pkb_screen_says_which_rules_decided(capsys, rules):
     other = "parallelkernelbench" if rules == "pkb" else "pkb"
     assert f"under {rules}'s rules; {'pass' if rules == 'pkb' else 'reject'} under {other}'s" in out
     assert code == (1 if rules == "pkb" else 0)
+
+
+def test_the_leaderboard_counts_a_screen_reject_under_the_rules_that_make_it_one():
+    from pkb.report.collect import with_screen_verdicts
+    from pkbsim.screen.result import Reason, Stage
+    own = ScreenResult("all_reduce", "/tree/a.py", 2, "x", 0)
+    own.warnings = [Reason("aliased_output", "output 0 shares memory with an input", "", True)]
+    both = ScreenResult("all_reduce", "/tree/b.py", 2, "x", 0).reject(Stage.FUNCTIONAL, [Reason("race", "r", "")])
+    rows = [r.settle() for r in (own, both)]
+    runs, counts = with_screen_verdicts([], rows, PKB)
+    assert counts["tree"].screen_rejected == 2 and len(runs) == 2
+    runs, counts = with_screen_verdicts([], rows, BENCH)
+    assert counts["tree"].screen_rejected == 1 and [r.candidate for r in runs] == ["/tree/b.py"]

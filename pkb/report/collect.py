@@ -7,7 +7,7 @@ import statistics
 from dataclasses import asdict, dataclass, field
 
 from hwbackend.result import RunRecord
-from pkbsim.screen.result import ScreenResult, Verdict
+from pkbsim.screen.result import ScreenResult, Semantics, Verdict
 
 
 @dataclass
@@ -93,13 +93,14 @@ class ScreenCounts:
         return asdict(self)
 
 
-def with_screen_verdicts(runs: list[RunRecord], screens: list[ScreenResult]
+def with_screen_verdicts(runs: list[RunRecord], screens: list[ScreenResult], semantics: Semantics = Semantics.PKB
                          ) -> tuple[list[RunRecord], dict[str, ScreenCounts]]:
-    """The scored runs plus one failed, unscored run (status None) per candidate the screen rejected (and
-    nobody scored), and per label the count of screen rejects and of inconclusive candidates sent to the GPU."""
+    """The scored runs plus one failed, unscored run (status None) per candidate the screen rejected under
+    `semantics`' rules (and nobody scored), and per label the count of screen rejects and of inconclusive
+    candidates sent to the GPU. The GPU's statuses are its scorer's, which follows pkb's rules."""
     scored = {(r.task, os.path.abspath(r.candidate)) for r in runs}
     extra, counts = [], {}
-    for s in screens:
+    for s in (s.under(semantics) for s in screens):
         label = os.path.basename(os.path.dirname(os.path.abspath(s.candidate)))
         c = counts.setdefault(label, ScreenCounts())
         if s.verdict is Verdict.REJECT and (s.task, os.path.abspath(s.candidate)) not in scored:
