@@ -19,8 +19,15 @@ def sector_bytes(addrs: np.ndarray, width: int) -> int:
     if not a.size:
         return 0
     first, last = a // SECTOR, (a + width - 1) // SECTOR
-    sectors = np.unique(np.concatenate((first, last)) if width > 1 else first)
-    return int(sectors.size) * SECTOR
+    lo = int(first.min())
+    span = int(last.max()) - lo + 1
+    if span > 4 * a.size + 64:   # scattered: count them by sorting
+        return int(np.unique(np.concatenate((first, last)) if width > 1 else first).size) * SECTOR
+    touched = np.zeros(span, dtype=bool)   # a warp's or a block's accesses lie close: mark them, no sort
+    touched[first - lo] = True
+    if width > 1:
+        touched[last - lo] = True
+    return int(np.count_nonzero(touched)) * SECTOR
 
 
 CHAIN_STEPS = ("awaited_atomics", "broadcast_atomics", "ready_polls", "sys_fences", "gpu_fences")  # chain_step

@@ -62,9 +62,12 @@ class MemoryMap:
         if not self._starts:
             return [(None, addrs)]
         idx = np.searchsorted(self._start_array, addrs, side="right").astype(np.int64) - 1
+        if idx.size and (idx == idx[0]).all():   # the common case: one region (or none) holds them all
+            groups = [(int(idx[0]), addrs)]
+        else:
+            groups = [(int(i), addrs[idx == i]) for i in np.unique(idx)]
         out = []
-        for i in np.unique(idx):
-            sub = addrs[idx == i]
+        for i, sub in groups:
             r = self._regions[i] if i >= 0 else None
             inside = r is not None and int(sub.max()) + width <= r.base + r.size
             out.append((r if inside else None, sub))

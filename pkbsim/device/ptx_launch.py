@@ -25,8 +25,11 @@ from pkbsim.ptx.scheduler import SLICE, cta_order
 from pkbsim.ptx.simt import LaneGroup
 from pkbsim.world.world import SimAbort
 
-LANES_PER_GROUP = 4096
-RESIDENT_GROUPS = 8
+# lanes a group of blocks runs in lockstep (numpy vectors of this length: the interpreter's cost per instruction
+# is mostly per vector, so long ones amortise it; 4096 made a 2M-thread conv kernel 2.2x slower), and lanes
+# resident at once (their registers are in memory together, on every rank)
+LANES_PER_GROUP = 32768
+RESIDENT_LANES = 65536
 
 
 @dataclass
@@ -58,7 +61,7 @@ def _schedule(ctx, run: KernelRun, cooperative: bool, clocks):
         per_cta = -(-(launch.block[0] * launch.block[1] * launch.block[2]) // 32) * 32
         batch = 1 if polling else max(1, min(LANES_PER_GROUP // per_cta, len(ctas)))
         waiting = [ctas[i:i + batch] for i in range(0, len(ctas), batch)][::-1]
-        limit = len(waiting) if cooperative else 1 if polling else RESIDENT_GROUPS
+        limit = len(waiting) if cooperative else 1 if polling else max(1, RESIDENT_LANES // (batch * per_cta))
         resident: list[LaneGroup] = []
         threads: dict[int, int] = {}  # lane group -> its clock thread (pkbsim.world.clocks)
         while waiting or resident:
