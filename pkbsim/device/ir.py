@@ -28,7 +28,7 @@ class Event:
     def describe(self) -> str:
         mem = "" if self.owner < 0 else (f" rank {self.owner} " + ("signal pad word" if self.on_pad else "buffer bytes")
                                          + (f" {self.lo}" if self.on_pad else f" [{self.lo}, {self.hi})"))
-        return f"{self.kind}{mem} by rank {self.rank} in {self.where} at {self.site}"
+        return f"{self.kind}{mem} by rank {self.rank} in {self.where} at {self.site}" + (f" (call {self.call})" if self.call else "")
 
 
 class ProtocolLog:

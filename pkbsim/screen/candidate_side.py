@@ -168,7 +168,7 @@ def _calls_of(f: Finding) -> str:
         return ""
     first, then = sorted(set(f.calls))[:2]
     return (f" (between call {first} and call {then}, which followed it with no barrier between them, as a timing "
-            f"loop calls it)")
+            f"loop calls it: a barrier before returning keeps a rank's next call out of buffers its peers still use)")
 
 
 def _errors(run: TaskRun, session: Session) -> tuple[list[Reason], Reason | None]:
