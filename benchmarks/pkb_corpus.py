@@ -3,7 +3,8 @@
     python benchmarks/pkb_corpus.py --pkb-root CHECKOUT TREE [TREE ...] [--sample K] [--json OUT]
 
 Each tree (a `solutions_*` folder, or the checkout's reference/ screened against itself) goes through
-`pkb run --json` as a user would run it, with its own results store next to --out-dir, so a stopped run
+`pkb run --json` as a user would run it (the counts under pkb's rules and under ParallelKernelBench's, from
+the same screens), with its own results store next to --out-dir, so a stopped run
 resumes. `--sample K` screens every K-th file of each tree (sorted by name: a spread over the problem ids)
 when the whole tree does not fit the time at hand. Numbers, not asserts: the table is the output.
 """
@@ -19,6 +20,7 @@ import sys
 import time
 
 VERDICTS = ("pass", "reject", "inconclusive")
+SEMANTICS = ("pkb", "parallelkernelbench")  # whose rules decide (docs/screening.md)
 
 
 def tree_files(tree: str, sample: int) -> list[str]:
@@ -61,28 +63,50 @@ def reason_key(row: dict) -> str:
 
 
 def summarise(tree: str, rows: list[dict], files: int, wall: float) -> dict:
+    """Counts per verdict under each rule set (a row of an older pkb has one verdict, counted under both), the
+    reasons of the rows' own verdicts (under pkb's rules: every fault), and the faults only pkb's rules count."""
     by = {v: collections.Counter() for v in VERDICTS}
+    rules = {s: collections.Counter() for s in SEMANTICS}
+    pkb_only = collections.Counter()
     for r in rows:
-        by.setdefault(r["verdict"], collections.Counter())[reason_key(r)] += 1
+        verdicts = r.get("verdicts") or {s: r["verdict"] for s in SEMANTICS}
+        for s in SEMANTICS:
+            rules[s][verdicts[s]] += 1
+        mine = verdicts["pkb"]
+        by.setdefault(mine, collections.Counter())[reason_key(dict(r, verdict=mine, reasons=_all_reasons(r)))] += 1
+        faults = [x for x in _all_reasons(r) if x.get("pkb_only")]
+        if faults and verdicts["parallelkernelbench"] != "reject":
+            pkb_only[faults[0]["kind"]] += 1
     secs = [sum((r.get("seconds") or {}).values()) for r in rows if r.get("seconds")]
     return {"tree": os.path.basename(os.path.normpath(tree)), "files": files, "screened": len(rows),
-            "counts": {v: sum(c.values()) for v, c in by.items()},
+            "counts": {s: dict(c) for s, c in rules.items()},
             "reasons": {v: dict(c.most_common()) for v, c in by.items() if v != "pass"},
+            "pkb_only": dict(pkb_only.most_common()),
             "median_s": round(statistics.median(secs), 1) if secs else None, "wall_s": round(wall, 1)}
 
 
+def _all_reasons(row: dict) -> list[dict]:
+    """Every fault of a row, pkb's own first (as pkb's rules list them), whatever rules it was printed under."""
+    every = (row.get("reasons") or []) + (row.get("warnings") or [])
+    return [x for x in every if x.get("pkb_only")] + [x for x in every if not x.get("pkb_only")]
+
+
 def print_table(summaries: list[dict]) -> None:
-    head = f"{'tree':58} {'files':>7} {'pass':>5} {'reject':>6} {'inconc':>6} {'median s':>8} {'wall s':>7}"
+    head = (f"{'tree':52} {'files':>7} {'pkb: pass':>9} {'reject':>6} {'inconc':>6} {'PKB: pass':>9} {'reject':>6} "
+            f"{'inconc':>6} {'median s':>8} {'wall s':>7}")
     print(head)
     print("-" * len(head))
     for s in summaries:
-        c = s["counts"]
-        print(f"{s['tree'][:58]:58} {str(s['screened']) + '/' + str(s['files']):>7} {c.get('pass', 0):>5} {c.get('reject', 0):>6} "
-              f"{c.get('inconclusive', 0):>6} {s['median_s'] or 0:>8} {s['wall_s']:>7}")
+        a, b = s["counts"]["pkb"], s["counts"]["parallelkernelbench"]
+        print(f"{s['tree'][:52]:52} {str(s['screened']) + '/' + str(s['files']):>7} {a.get('pass', 0):>9} "
+              f"{a.get('reject', 0):>6} {a.get('inconclusive', 0):>6} {b.get('pass', 0):>9} {b.get('reject', 0):>6} "
+              f"{b.get('inconclusive', 0):>6} {s['median_s'] or 0:>8} {s['wall_s']:>7}")
     for s in summaries:
         for verdict, reasons in s["reasons"].items():
             for key, n in reasons.items():
                 print(f"  {s['tree'][:40]:40} {verdict:12} {n:>4}  {key}")
+        for kind, n in s["pkb_only"].items():
+            print(f"  {s['tree'][:40]:40} {'pkb only':12} {n:>4}  {kind} (a reject under pkb's rules alone)")
 
 
 def main() -> None:
