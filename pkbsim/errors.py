@@ -16,6 +16,15 @@ Imports nothing, so every layer of pkbsim can raise these.
 from __future__ import annotations
 
 
+CPU_OOM = "DefaultCPUAllocator: can't allocate memory"  # torch's CPU allocator failing (a RuntimeError)
+
+
+def out_of_memory(exc: BaseException) -> bool:
+    """Whether `exc` is the process running out of memory (Python's, or torch's CPU allocator under an
+    address-space cap): every simulated rank's data lives in one process, so that is a limit of pkb."""
+    return isinstance(exc, MemoryError) or (isinstance(exc, RuntimeError) and CPU_OOM in str(exc))
+
+
 class SimulatorError(Exception):
     """The root of the errors pkbsim raises on purpose; the message is one line a user can act on."""
 

@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import resource
 import sys
 
 from pkb.cli._sandbox import add_sandbox_argument
@@ -17,12 +19,17 @@ def add_parser(sub) -> None:
                                    "mismatches, protocol errors and exceptions. Exit: 0 ok, 3 deadlock/mismatch/"
                                    "protocol, 4 the script raised, 5 timeout, 6 inconclusive (a limit of pkb, named), "
                                    "7 nothing checked (no communication was simulated), 8 a rank ended its process with "
-                                   "os._exit mid-run or with a non-zero status, 2 bad usage.")
+                                   "os._exit mid-run or with a non-zero status, 2 bad usage; with --sandbox also 86 "
+                                   "(the sandbox stopped the run at a cap: processes or memory, named on stderr). Out of "
+                                   "memory under --memory-gb is 6: the ranks share one process, a limit of pkb.")
     p.add_argument("--nproc-per-node", "--nproc_per_node", type=int, default=None, metavar="N",
                    help="ranks per node (default 4; 8 with --demo)")
     p.add_argument("--nnodes", type=int, default=1, help="simulated nodes (world size = nnodes * nproc)")
     p.add_argument("--standalone", action="store_true", help="accepted for torchrun compatibility")
     p.add_argument("--timeout", type=float, default=RUN_TIMEOUT_S, metavar="S", help="wall-clock limit in seconds")
+    p.add_argument("--memory-gb", type=float, default=None, metavar="G",
+                   help="address-space cap of the process all ranks share (default: 3/4 of this machine's memory; "
+                        "0: none); beyond it the run is inconclusive (exit 6), not killed by the OS")
     p.add_argument("--p2p-buffer", type=int, default=0, metavar="BYTES",
                    help="sends up to this size complete without a matching receive (default 0: rendezvous)")
     p.add_argument("--lazy-p2p-init", action="store_true",
@@ -79,6 +86,8 @@ def run(args) -> int:
         raise UsageError(f"{nproc * args.nnodes} ranks: pkb check simulates at most {MAX_RANKS}; pass fewer")
     if args.timeout <= 0:
         raise UsageError("--timeout must be positive (seconds)")
+    if args.memory_gb is not None and args.memory_gb < 0:
+        raise UsageError("--memory-gb must be 0 (no cap) or more")
     if args.demo:
         return _demo(args, nproc)
     if not args.script:
@@ -91,7 +100,8 @@ def run(args) -> int:
 
     output = sys.stderr if args.json else sys.stdout
     try:
-        result = check_script(args.script, args.script_args, run_options(args, nproc, output))
+        with memory_cap(args.memory_gb):
+            result = check_script(args.script, args.script_args, run_options(args, nproc, output))
     except ScriptError as e:
         raise UsageError(str(e)) from None
     if args.trace:
@@ -104,6 +114,25 @@ def run(args) -> int:
         print(_render(result, os.path.basename(args.script)))
     _exit_if_stuck(result)
     return result.exit_code
+
+
+@contextlib.contextmanager
+def memory_cap(gb: float | None):
+    """Cap this process's address space (the soft limit, restored after) at `gb` GiB, or at 3/4 of the machine's
+    memory: a program that outgrows it fails an allocation in a rank, which is reported, where the OS would
+    kill the whole process without a word."""
+    from candidate_sandbox import default_memory
+
+    cap = default_memory() if gb is None else int(gb * 2**30)
+    if cap <= 0:
+        yield
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    resource.setrlimit(resource.RLIMIT_AS, (cap if hard == resource.RLIM_INFINITY else min(cap, hard), hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
 
 
 def _demo(args, nproc: int) -> int:

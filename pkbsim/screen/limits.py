@@ -11,11 +11,10 @@ from __future__ import annotations
 import os
 import traceback
 
-from pkbsim.errors import SimulatorLimit
+from pkbsim.errors import SimulatorLimit, out_of_memory
 from pkbsim.world.sites import _is_plumbing
 
 CANDIDATE_MODULE = "pkb_candidate_"  # the module name prefix candidate files are imported under (candidate.py)
-CPU_OOM = "DefaultCPUAllocator: can't allocate memory"  # torch's CPU allocator failing (a RuntimeError)
 INSTALL_HINTS = {"triton": "pip install 'pkb[triton]'", "ray": "pip install 'pkb[ray]'"}
 
 
@@ -26,7 +25,7 @@ def limit_of(exc: BaseException) -> str | None:
         return None
     if isinstance(exc, SimulatorLimit):
         return exc.limit_line()
-    if isinstance(exc, MemoryError) or (isinstance(exc, RuntimeError) and CPU_OOM in str(exc)):
+    if out_of_memory(exc):
         return "the simulation ran out of memory (the worker's --memory-gb)"
     if isinstance(exc, ModuleNotFoundError) and exc.name:
         return missing_package(exc.name)

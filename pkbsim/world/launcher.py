@@ -28,7 +28,7 @@ import torch
 import torch.distributed as dist
 from torch.utils._python_dispatch import _len_torch_dispatch_stack, _pop_mode
 
-from pkbsim.errors import SimulatorLimit
+from pkbsim.errors import SimulatorLimit, out_of_memory
 from pkbsim.world import context
 from pkbsim.world.comms import Engine
 from pkbsim.world.context import RankContext
@@ -204,6 +204,10 @@ def _error_finding(rank: int, exc: BaseException, full_traceback: bool = False) 
     if isinstance(exc, SimulatorLimit):
         return Finding("not_simulated", f"rank {rank}: {exc} (a limit of pkb, not the program's fault)", [rank],
                        [site], details)
+    if out_of_memory(exc):
+        return Finding("not_simulated", f"rank {rank}: out of memory ({type(exc).__name__}): every simulated rank's "
+                                        f"data lives in this one process, under its memory cap (--memory-gb): a limit "
+                                        f"of pkb, not the program's fault", [rank], [site], details)
     return Finding("error", f"rank {rank} raised {type(exc).__name__}: {exc}", [rank], [site], details)
 
 
