@@ -33,7 +33,8 @@ def test_json_schema_and_exit_codes(script, capsys):
     doc = json.loads(capsys.readouterr()[0])
     assert doc["verdict"] == "deadlock"
     f = doc["findings"][0]
-    assert set(f) == {"kind", "message", "ranks", "sites", "details"} and f["ranks"] == [0] and f["sites"] == ["s.py:4"]
+    assert set(f) == {"kind", "message", "ranks", "sites", "details", "calls"} and f["ranks"] == [0]
+    assert f["sites"] == ["s.py:4"] and f["calls"] == []  # a deadlock spans no harness calls
 
 
 def test_error_and_timeout_exit_codes(script, capsys):
