@@ -47,20 +47,20 @@ class ScreenOptions:
 
 
 def screen(task: TaskSpec, path: str, opts: ScreenOptions, spawner=None) -> ScreenResult:
-    """`spawner` starts the candidate's process (isolation.py): a pool worker's Zygote, else a fork of this
-    process, which must not yet have run the reference. The result is under the rules of `opts.semantics`,
+    """`spawner` starts the candidate's processes (isolation.py): a pool worker's Zygote, else one forked here,
+    so this process must not yet have run a reference (its outputs would be in the zygote's memory). The result is under the rules of `opts.semantics`,
     with the verdict under each rule set in `verdicts`: the stages decide under ParallelKernelBench's rules
     and set aside the faults only pkb's count (`Reason.pkb_only`), so one screen gives both."""
     own = spawner is None
     spawner = spawner or Zygote()   # forked before the reference runs here: its children never hold its outputs
     try:
-        return _screen(task, os.path.abspath(path), opts, spawner).settle().under(opts.semantics)
+        return _screen(task, os.path.abspath(path), opts, spawner, keep=not own).settle().under(opts.semantics)
     finally:
         if own:
             spawner.close()
 
 
-def _screen(task: TaskSpec, path: str, opts: ScreenOptions, spawner) -> ScreenResult:
+def _screen(task: TaskSpec, path: str, opts: ScreenOptions, spawner, keep: bool) -> ScreenResult:
     res = ScreenResult(task.slug, path, opts.world_size, opts.topology.name, opts.seed)
     t0 = time.perf_counter()
     problems = static_reasons(path)
@@ -81,7 +81,7 @@ def _screen(task: TaskSpec, path: str, opts: ScreenOptions, spawner) -> ScreenRe
     shape = opts.cost and not builds and not source.mentions("triton.jit")  # the candidate's may run
     child = spawner.start(asdict(job))
     try:
-        ref = reference_run(task, opts.world_size, opts.seed, opts.timeout, record=opts.cost, keep=True, shape=shape)
+        ref = reference_run(task, opts.world_size, opts.seed, opts.timeout, record=opts.cost, keep=keep, shape=shape)
     except ReferenceFailed as e:
         child.kill()
         res.seconds[Stage.FUNCTIONAL] = round(time.perf_counter() - t0, 3)
