@@ -16,7 +16,15 @@ def byte_runs(starts, width: int) -> list[tuple[int, int]]:
     """The byte ranges [lo, hi) that accesses of `width` bytes at `starts` cover, merged where they touch: a warp
     or a Triton block that touches every k-th word (its own slots of an interleaved or column-sliced buffer)
     must not be taken for one that also touches the words between, which other ranks may write."""
-    a = np.unique(np.asarray(starts).astype(np.int64))
+    a = np.asarray(starts).astype(np.int64).reshape(-1)
+    lo = int(a.min())
+    span = int(a.max()) - lo + width
+    if span <= 8 * width * a.size + 4096:   # close together (a warp's, a block's): mark the bytes, no sort
+        touched = np.zeros(span + 2, dtype=np.int8)
+        touched[1 + (a - lo)[:, None] + np.arange(width)] = 1
+        edges = np.diff(touched)
+        return list(zip((lo + np.nonzero(edges == 1)[0]).tolist(), (lo + np.nonzero(edges == -1)[0]).tolist()))
+    a = np.unique(a)
     cut = np.nonzero(np.diff(a) > width)[0]
     return list(zip(np.concatenate((a[:1], a[cut + 1])).tolist(), (np.concatenate((a[cut], a[-1:])) + width).tolist()))
 

@@ -15,7 +15,9 @@ import numpy as np
 
 from pkbsim.device.ir import Event
 
-WORD = 4  # bytes per shadow cell
+# bytes per shadow cell: two ranks' stores of adjacent bf16 or fp16 elements never collide (with 4, two such
+# stores into one 4-byte word were a false write-write race); adjacent 1-byte (fp8) stores still share a cell
+WORD = 2
 PAGE = 4096  # shadow cells per page: pages are made on first touch, so memory follows what is touched
 
 

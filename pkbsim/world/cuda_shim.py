@@ -136,9 +136,10 @@ def _host_read(frame) -> None:
 
 
 def _gpu_topk(x: torch.Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = True):
-    """topk with ties in index order, as the GPU gives them (NaN counts as the largest, as in topk)."""
+    """topk with ties in index order, as the GPU gives them (NaN counts as the largest, as in topk); contiguous,
+    as torch's are (a kernel that walks them by raw pointer read another row's entries from a narrowed view)."""
     values, indices = torch.sort(x, dim=dim, descending=largest, stable=True)
-    return torch.return_types.topk((values.narrow(dim, 0, k), indices.narrow(dim, 0, k)))
+    return torch.return_types.topk((values.narrow(dim, 0, k).contiguous(), indices.narrow(dim, 0, k).contiguous()))
 
 
 def _on_gpu(t) -> bool:
