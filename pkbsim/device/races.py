@@ -15,9 +15,10 @@ import numpy as np
 
 from pkbsim.device.ir import Event
 
-# bytes per shadow cell: two ranks' stores of adjacent bf16 or fp16 elements never collide (with 4, two such
-# stores into one 4-byte word were a false write-write race); adjacent 1-byte (fp8) stores still share a cell
-WORD = 2
+# bytes per shadow cell. A known limit: two ranks' unordered stores of adjacent 2-byte elements that share a
+# 4-byte word are taken for a write-write race. 2 was tried (2026-12-06) and doubled the shadow state, which
+# with 8 ranks' reads per cell (about 160 bytes a cell) took a 100 MB-buffer candidate over 17 GiB
+WORD = 4
 PAGE = 4096  # shadow cells per page: pages are made on first touch, so memory follows what is touched
 
 
