@@ -27,6 +27,11 @@ def faults(row: dict) -> list[dict]:
     return [r for r in every if r.get("pkb_only")] + [r for r in every if not r.get("pkb_only")]
 
 
+def functional_faults(row: dict, rule: str) -> list[dict]:
+    """The faults that count under `rule` other than a predicted slow-down (the functional stage passed those)."""
+    return [r for r in faults(row) if r["kind"] != "slower" and (rule == "pkb" or not r.get("pkb_only"))]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("corpus_json")
@@ -43,12 +48,11 @@ def main() -> None:
             continue
         scored_correct += 1
         verdicts = r.get("verdicts") or {rule: r["verdict"] for rule in RULES}
-        functional = not (faults(r) and faults(r)[0]["kind"] == "slower")  # a slower one is correct there
-        rejected = [rule for rule in RULES if verdicts[rule] == "reject" and functional]
+        rejected = [rule for rule in RULES if verdicts[rule] == "reject" and functional_faults(r, rule)]
         for rule in rejected:
             counts[rule] += 1
         if rejected:
-            first = faults(r)[0]
+            first = functional_faults(r, rejected[0])[0]
             site = os.path.basename(first.get("site") or "")
             print(f"{key(r['candidate'])}: reject under {' and '.join(rejected)}'s rules: {first['kind']} at {site}: "
                   f"{first['message'].splitlines()[0][:220]}")
