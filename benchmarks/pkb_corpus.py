@@ -19,8 +19,9 @@ import subprocess
 import sys
 import time
 
+from pkbsim.screen.result import ScreenResult, Semantics, Verdict
+
 VERDICTS = ("pass", "reject", "inconclusive")
-SEMANTICS = ("pkb", "parallelkernelbench")  # whose rules decide (docs/screening.md)
 
 
 def tree_files(tree: str, sample: int) -> list[str]:
@@ -51,44 +52,36 @@ def stored_rows(db: str, files: list[str]) -> tuple[list[dict], float]:
     return rows, 0.0
 
 
-def reason_key(row: dict) -> str:
+def reason_key(res: ScreenResult) -> str:
     """The reason a row is grouped by: the first reason's kind, and for inconclusive rows its named limit."""
-    reasons = row.get("reasons") or []
-    if not reasons:
+    if not res.reasons:
         return ""
-    r = reasons[0]
-    if row["verdict"] == "inconclusive":
-        return f"{r['kind']}: {r['message'].split(':')[0][:40]}"
-    return r["kind"]
+    r = res.reasons[0]
+    if res.verdict is Verdict.INCONCLUSIVE:
+        return f"{r.kind}: {r.message.split(':')[0][:40]}"
+    return str(r.kind)
 
 
 def summarise(tree: str, rows: list[dict], files: int, wall: float) -> dict:
     """Counts per verdict under each rule set (a row of an older pkb has one verdict, counted under both), the
-    reasons of the rows' own verdicts (under pkb's rules: every fault), and the faults only pkb's rules count."""
+    reasons of the rows' verdicts under pkb's rules (every fault), and the faults only pkb's rules count."""
     by = {v: collections.Counter() for v in VERDICTS}
-    rules = {s: collections.Counter() for s in SEMANTICS}
+    rules = {s: collections.Counter() for s in Semantics}
     pkb_only = collections.Counter()
-    for r in rows:
-        verdicts = r.get("verdicts") or {s: r["verdict"] for s in SEMANTICS}
-        for s in SEMANTICS:
-            rules[s][verdicts[s]] += 1
-        mine = verdicts["pkb"]
-        by.setdefault(mine, collections.Counter())[reason_key(dict(r, verdict=mine, reasons=_all_reasons(r)))] += 1
-        faults = [x for x in _all_reasons(r) if x.get("pkb_only")]
-        if faults and verdicts["parallelkernelbench"] != "reject":
-            pkb_only[faults[0]["kind"]] += 1
+    for row in rows:
+        res = ScreenResult.from_json(row)
+        for s in Semantics:
+            rules[s][res.under(s).verdict.value] += 1
+        mine, bench = res.under(Semantics.PKB), res.under(Semantics.PARALLELKERNELBENCH)
+        by.setdefault(mine.verdict.value, collections.Counter())[reason_key(mine)] += 1
+        if bench.warnings and bench.verdict is not Verdict.REJECT:
+            pkb_only[str(bench.warnings[0].kind)] += 1
     secs = [sum((r.get("seconds") or {}).values()) for r in rows if r.get("seconds")]
     return {"tree": os.path.basename(os.path.normpath(tree)), "files": files, "screened": len(rows),
-            "counts": {s: dict(c) for s, c in rules.items()},
+            "counts": {str(s): dict(c) for s, c in rules.items()},
             "reasons": {v: dict(c.most_common()) for v, c in by.items() if v != "pass"},
             "pkb_only": dict(pkb_only.most_common()),
             "median_s": round(statistics.median(secs), 1) if secs else None, "wall_s": round(wall, 1)}
-
-
-def _all_reasons(row: dict) -> list[dict]:
-    """Every fault of a row, pkb's own first (as pkb's rules list them), whatever rules it was printed under."""
-    every = (row.get("reasons") or []) + (row.get("warnings") or [])
-    return [x for x in every if x.get("pkb_only")] + [x for x in every if not x.get("pkb_only")]
 
 
 def print_table(summaries: list[dict]) -> None:

@@ -15,21 +15,16 @@ import argparse
 import json
 import os
 
-RULES = ("pkb", "parallelkernelbench")
+from pkbsim.screen.result import ScreenResult, Semantics, Verdict
 
 
 def key(path: str) -> str:
     return "/".join(os.path.normpath(path).split(os.sep)[-2:])
 
 
-def faults(row: dict) -> list[dict]:
-    every = (row.get("reasons") or []) + (row.get("warnings") or [])
-    return [r for r in every if r.get("pkb_only")] + [r for r in every if not r.get("pkb_only")]
-
-
-def functional_faults(row: dict, rule: str) -> list[dict]:
-    """The faults that count under `rule` other than a predicted slow-down (the functional stage passed those)."""
-    return [r for r in faults(row) if r["kind"] != "slower" and (rule == "pkb" or not r.get("pkb_only"))]
+def functional_faults(res: ScreenResult) -> list:
+    """The faults a verdict counts other than a predicted slow-down (the functional stage passed those)."""
+    return [r for r in res.reasons if r.kind != "slower"] if res.verdict is Verdict.REJECT else []
 
 
 def main() -> None:
@@ -41,21 +36,20 @@ def main() -> None:
         gpu = {d["file"]: d["status"] for d in (json.loads(line) for line in f if line.strip())}
     with open(args.corpus_json) as f:
         rows = [r for tree in json.load(f)["rows"].values() for r in tree]
-    counts = {rule: 0 for rule in RULES}
+    counts = {rule: 0 for rule in Semantics}
     scored_correct = 0
     for r in sorted(rows, key=lambda r: key(r["candidate"])):
         if gpu.get(key(r["candidate"])) != "correct":
             continue
         scored_correct += 1
-        verdicts = r.get("verdicts") or {rule: r["verdict"] for rule in RULES}
-        rejected = [rule for rule in RULES if verdicts[rule] == "reject" and functional_faults(r, rule)]
+        res = ScreenResult.from_json(r)
+        rejected = [rule for rule in Semantics if functional_faults(res.under(rule))]
         for rule in rejected:
             counts[rule] += 1
         if rejected:
-            first = functional_faults(r, rejected[0])[0]
-            site = os.path.basename(first.get("site") or "")
-            print(f"{key(r['candidate'])}: reject under {' and '.join(rejected)}'s rules: {first['kind']} at {site}: "
-                  f"{first['message'].splitlines()[0][:220]}")
+            first = functional_faults(res.under(rejected[0]))[0]
+            print(f"{key(r['candidate'])}: reject under {' and '.join(rejected)}'s rules: {first.kind} at "
+                  f"{os.path.basename(first.site)}: {first.message.splitlines()[0][:220]}")
     print(f"{scored_correct} files the GPU scored correct at world size 1 were screened at 8 ranks; rejected: "
           + ", ".join(f"{n} under {rule}'s rules" for rule, n in counts.items()))
 

@@ -26,16 +26,20 @@ def add_parallelkernelbench_arguments(p) -> None:
 
 def add_semantics_argument(p) -> None:
     """--semantics: whose rules decide the verdict (`pkb screen`, `pkb run`); a result holds both verdicts."""
-    p.add_argument("--semantics", choices=("pkb", "parallelkernelbench"), default=None,
+    from pkbsim.screen.result import Semantics
+    p.add_argument("--semantics", choices=[s.value for s in Semantics], default=None,
                    help="whose rules decide: pkb's scorer (fresh inputs every call, every timed call checked, no "
                         "aliasing) or ParallelKernelBench's harness (one call per correctness trial; faults only "
                         "pkb's rules see become warnings). Default: parallelkernelbench with --pkb-root, else pkb")
 
 
-def semantics(args) -> str:
+def semantics(args):
     """The rule set chosen, or the default for the arguments (the benchmark's own for its checkouts)."""
+    from pkbsim.screen.result import Semantics
     chosen = getattr(args, "semantics", None)
-    return chosen or ("parallelkernelbench" if getattr(args, "parallelkernelbench_root", None) else "pkb")
+    if chosen:
+        return Semantics(chosen)
+    return Semantics.PARALLELKERNELBENCH if getattr(args, "parallelkernelbench_root", None) else Semantics.PKB
 
 
 def add_batch_limits(p, workers_help: str = "parallel screening processes") -> None:
