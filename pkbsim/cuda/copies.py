@@ -13,8 +13,8 @@ from __future__ import annotations
 import ctypes
 
 from pkbsim.cuda.memory import rank_memory
-from pkbsim.device.ir import Event
-from pkbsim.device.protocol import device_state, emit
+from pkbsim.device.accesses import Access
+from pkbsim.device.protocol import emit
 from pkbsim.ptx.errors import MemoryFault
 from pkbsim.ptx.memory import Region
 from pkbsim.world.context import current
@@ -31,10 +31,10 @@ def _span(space, addr: int, n: int, what: str) -> None:
 
 def _events(ctx, lo: int, n: int, write: bool, site: str, what: str) -> None:
     """The copy's bytes of symmetric buffers as get (read) or put (write) events, race-checked."""
-    region = device_state(ctx.world).memory.find(lo, lo + n)
-    if region is not None and not region.on_pad:
-        emit(ctx.world, Event("put" if write else "get", ctx.rank, site, what, region.owner, lo - region.base,
-                              lo + n - region.base, call=ctx.call), region)
+    access = Access.find(ctx, lo, lo + n, n)
+    if access.region is not None and not access.region.on_pad:
+        for ev in access.data_events("put" if write else "get", site, what):
+            emit(ctx.world, ev, access.region)
 
 
 def copy(dst: int, src: int | None, n: int, value: int, tensors=(), site: str = "?") -> None:

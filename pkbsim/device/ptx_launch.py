@@ -26,8 +26,8 @@ from pkbsim.ptx.simt import LaneGroup
 from pkbsim.world.world import SimAbort
 
 # lanes a group of blocks runs in lockstep (numpy vectors of this length: the interpreter's cost per instruction
-# is mostly per vector, so long ones amortise it; 4096 made a 2M-thread conv kernel 2.2x slower), and lanes
-# resident at once (their registers are in memory together, on every rank)
+# is mostly per vector, so long ones amortise it), and lanes resident at once (their registers are in memory
+# together, on every rank)
 LANES_PER_GROUP = 32768
 RESIDENT_LANES = 65536
 

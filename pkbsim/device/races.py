@@ -16,8 +16,8 @@ import numpy as np
 from pkbsim.device.ir import Event
 
 # bytes per shadow cell. A known limit: two ranks' unordered stores of adjacent 2-byte elements that share a
-# 4-byte word are taken for a write-write race. 2 was tried (2026-12-06) and doubled the shadow state, which
-# with 8 ranks' reads per cell (about 160 bytes a cell) took a 100 MB-buffer candidate over 17 GiB
+# 4-byte word are taken for a write-write race. 2 would double the shadow state (about 160 bytes a cell with
+# 8 ranks' reads), too much for buffers of 100 MB
 WORD = 4
 PAGE = 4096  # shadow cells per page: pages are made on first touch, so memory follows what is touched
 
