@@ -3,23 +3,26 @@
 only where they agree with a clock outside its process.
 
 For every timed batch the scorer has its own clock from "go" to the last rank's "done" (`wall`) and the
-worker's per-call times (the slowest rank's, summed: `reported`). The difference is the harness's own
-work between the timed regions (allocator poisoning, barriers, the round trip of the messages): the same
-code in the reference's worker as in the candidate's. It is measured per call on the reference, a process
+worker's time for the batch (the slowest rank's: `reported`). The difference is the harness's own work
+outside the timed region (barriers, syncs, the round trip of the messages): the same code in the
+reference's worker as in the candidate's. It is measured per call on the reference, a process
 no candidate ran in, together with how much it varies from batch to batch. A candidate's batch whose
 wall time exceeds its reported time plus that overhead by more than the tolerance is time its worker did
 not report; when most of its batches do (the median: one preempted batch is noise, a patched clock shows
 in every batch) it is an integrity finding naming both numbers. The tolerance is also the largest share
 of a batch a patch could hide unseen, so the verdict's noise margin is never below it (timing.summarize):
-no patch of a Python name can move a score beyond the margin without a finding. Longer batches (more
-calls) amortise the round trip and make it tighter.
+no patch of a Python name can move a score beyond the margin without a finding. Longer batches amortise
+the round trip and make it tighter: the scorer sizes them so (batch_size.py).
 """
 from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass, field
 
-RELATIVE = 0.02          # of a batch's wall time: the clocks' agreement is never trusted below 2%
+# of a batch's wall time, by backend: the clocks' agreement is never trusted below this. A GPU batch is timed by
+# the device's clock over tens of milliseconds, which the host's agrees with far closer than 0.5%; gloo's
+# CPU machines are shared and preempt a batch at will
+RELATIVE = {"nccl": 0.005, "gloo": 0.02}
 # seconds per batch, by backend: what one scheduling delay can add to a batch whatever the reference's batches
 # showed (there may be one). NCCL: a GPU host's round trip and wake-ups; gloo: the CPU machines that run it
 # are shared (a 2-core test machine at load 13 put 5 ms into one honest batch of 19 ms)
@@ -45,11 +48,12 @@ class Calibration:
     per_call: float  # seconds per call: the median of the reference's batches
     jitter: float    # seconds: how far a reference batch's gap strays from per_call * calls (robust: see calibrate)
     floor: float     # seconds per batch (FLOOR)
+    relative: float  # of a batch (RELATIVE)
 
     def tolerance(self, batch: BatchClock) -> float:
-        """How much of `batch` may go unreported before it counts: 2% of it, twice the reference's jitter,
+        """How much of `batch` may go unreported before it counts: a share of it, twice the reference's jitter,
         half the expected overhead (known no better when the reference had few batches), and the floor."""
-        return RELATIVE * batch.wall + 2 * self.jitter + 0.5 * self.per_call * batch.calls + self.floor
+        return self.relative * batch.wall + 2 * self.jitter + 0.5 * self.per_call * batch.calls + self.floor
 
 
 @dataclass(frozen=True)
@@ -61,15 +65,15 @@ class Agreement:
 
 
 def calibrate(reference: list[BatchClock], backend: str) -> Calibration:
-    floor = FLOOR.get(backend, max(FLOOR.values()))
+    floor, relative = FLOOR.get(backend, max(FLOOR.values())), RELATIVE.get(backend, max(RELATIVE.values()))
     if not reference:
-        return Calibration(0.0, 0.0, floor)
+        return Calibration(0.0, 0.0, floor, relative)
     per_call = statistics.median(b.gap / b.calls for b in reference)
     deviations = sorted(abs(b.gap - per_call * b.calls) for b in reference)
     # one preempted reference batch is noise, as one of the candidate's is (cross_check takes medians): the
     # largest deviation left out; on an H200 it made the tolerance 13.8 times a 1.2 ms batch, a noise margin
     # under which no candidate could ever be faster
-    return Calibration(per_call, deviations[-2] if len(deviations) > 2 else deviations[-1], floor)
+    return Calibration(per_call, deviations[-2] if len(deviations) > 2 else deviations[-1], floor, relative)
 
 
 def cross_check(reference: list[BatchClock], batches: list[BatchClock], backend: str) -> Agreement:

@@ -3,9 +3,9 @@
 parser loads neither torch nor the scorer)."""
 TRIALS = 3              # correctness trials with fresh inputs, on the first launch
 LAUNCHES = 2            # launches of each job (candidate and reference alternating)
-BATCHES = 4             # timed batches per launch
-CALLS = 4               # timed calls per batch
-WARMUP = 2              # warm-up calls per launch before the timed batches
+BATCHES = 8             # timed batches per launch
+CALLS = 0               # timed calls per batch; 0: as many as make a batch long (hwbackend/batch_size.py)
+WARMUP = 10             # warm-up calls per launch: the first alone, the others as one timed batch
 JOB_TIMEOUT_S = 300.0   # wall-clock limit per scoring job (and for the other nodes to join)
 SLURM_PORT = 29400      # `pkb slurm`: rendezvous port of the first job step (step i: port + i)
 SLURM_JOB_NAME = "pkb-score"  # `pkb slurm`: the Slurm job's name

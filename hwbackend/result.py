@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from hwbackend.timing import resolved
+
 
 class Status(StrEnum):
     """A score's outcome. faster/slower: correct and timed; correct: correct, untimed (correctness-only);
@@ -121,6 +123,11 @@ class ScoreResult:
     def integrity(self) -> bool:
         return any(f.kind == Status.INTEGRITY for f in self.findings)
 
+    @property
+    def resolved(self) -> bool | None:
+        """Whether the clock told this candidate from the reference (timing.resolved)."""
+        return resolved(self.speedup_ci95, self.noise_margin) if self.speedup else None
+
     def to_json(self) -> dict:
         doc = {"run_id": self.run_id}
         if self.task is not None:
@@ -164,6 +171,14 @@ class RunRecord:
     speedup: float | None = None
     started: float | None = None
     finished: float | None = None
+    ci_lo: float | None = None           # the speed-up's 95% interval
+    ci_hi: float | None = None
+    noise_margin: float | None = None    # the score's resolution: below it, no difference is trusted
+
+    @property
+    def resolved(self) -> bool | None:
+        """Whether the clock told this candidate from the reference (timing.resolved)."""
+        return resolved([self.ci_lo, self.ci_hi], self.noise_margin) if self.speedup else None
 
     @property
     def untimed(self) -> bool:
@@ -182,11 +197,13 @@ class RunRecord:
         return {"task": self.task, "candidate": self.candidate, "label": self.label, "nproc": self.nproc,
                 "backend": self.backend, "status": None if self.status is None else self.status.value,
                 "correct": int(self.correct), "speedup": self.speedup, "started": self.started,
-                "finished": self.finished}
+                "finished": self.finished, "ci_lo": self.ci_lo, "ci_hi": self.ci_hi,
+                "noise_margin": self.noise_margin}
 
     @classmethod
     def from_json(cls, doc: dict) -> RunRecord:
         status = doc.get("status")
         return cls(doc["task"], doc["candidate"], doc["label"], doc.get("nproc"), doc.get("backend"),
                    None if status is None else Status(status), bool(doc.get("correct")), doc.get("speedup"),
-                   doc.get("started"), doc.get("finished"))
+                   doc.get("started"), doc.get("finished"), doc.get("ci_lo"), doc.get("ci_hi"),
+                   doc.get("noise_margin"))

@@ -1,10 +1,11 @@
 """`score`: the trusted scorer. Candidate and reference run as separate torchrun jobs, in alternating
 order, on the same secret-seeded inputs; the reference's outputs are held in this process only, never
 on disk while the candidate runs. Outputs of the correctness trials and of randomly chosen timed calls
-are compared here. Time per call is the slowest rank's, measured in the worker from a barrier-aligned
-start to a device sync plus barrier (CUDA events on GPUs), with the worker's clocks captured before the
-candidate is imported; those times count only where they agree with this process's own clock over each
-batch, less the harness's overhead measured on the reference (clock_check.py).
+are compared here. Time is measured per batch of calls run back to back on fresh inputs (worker.py), from a
+barrier to a sync of every stream (CUDA events on GPUs), the slowest rank's; a batch holds as many calls as
+the reference's warm-up says make it long against the harness's overhead (batch_size.py). The worker's clocks
+are captured before the candidate is imported, and its times count only where they agree with this process's
+own clock over each batch, less the harness's overhead measured on the reference (clock_check.py).
 """
 from __future__ import annotations
 
@@ -19,8 +20,10 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 from hwbackend import defaults, saved
+from hwbackend.batch_size import WarmupReport, calls_per_batch
 from hwbackend.cluster import Cluster
 from hwbackend.clock_check import BatchClock, cross_check
 from hwbackend.cluster_job import ClusterJob
@@ -43,8 +46,8 @@ class Protocol:
     trials: int = defaults.TRIALS
     launches: int = defaults.LAUNCHES
     batches: int = defaults.BATCHES
-    calls: int = defaults.CALLS
-    warmup: int = defaults.WARMUP
+    calls: int = defaults.CALLS    # per timed batch; 0: chosen from the reference's warm-up (batch_size.py)
+    warmup: int = defaults.WARMUP  # the first alone, the others as one timed batch
     timeout: float = defaults.JOB_TIMEOUT_S  # seconds per job
     preset: str = "screen"
     correctness_only: bool = False
@@ -52,23 +55,35 @@ class Protocol:
     def plan(self, seeds: Seeds, launch: int) -> Plan:
         trials = self.trials if launch == 0 else 0
         if self.correctness_only:
-            return _plan(seeds, launch, trials, 0, 0, 0)
-        return _plan(seeds, launch, trials, self.warmup, self.batches, self.calls)
+            return Plan(seeds, launch, trials, 0, 0)
+        return Plan(seeds, launch, trials, self.warmup, self.batches)
 
     @property
     def timed_launches(self) -> int:
         return 1 if self.correctness_only else self.launches
 
 
-@dataclass
 class Plan:
     """The calls of one launch, each named by a key (phase, launch, index...) from which `Seeds` derives
-    every rank's own seed, and the timed calls whose outputs are checked."""
-    seeds: Seeds
-    correctness: list[tuple]
-    warmup: list[tuple]
-    timed: list[list[tuple]]
-    dump: list[list[int]]
+    every rank's own seed. How many calls a timed batch holds may be known only after the reference's
+    warm-up, so a batch's keys are made when it is sent, and the calls whose outputs are checked are drawn
+    from a generator the candidate cannot see."""
+
+    def __init__(self, seeds: Seeds, launch: int, trials: int, warmup: int, batches: int):
+        self.seeds, self.launch, self.batches = seeds, launch, batches
+        self.correctness = [("trial", launch, i) for i in range(trials)]
+        self.warmup = [("warmup", launch, i) for i in range(warmup)]
+        self._checked: dict[int, list[int]] = {}
+
+    def timed(self, batch: int, calls: int) -> list[tuple]:
+        return [("timed", self.launch, batch, i) for i in range(calls)]
+
+    def checked(self, batch: int, calls: int) -> list[int]:
+        """The calls of a batch whose outputs are saved and compared: two at random, the same for both jobs of
+        the launch (sent to a job only after its batch ran)."""
+        if batch not in self._checked:
+            self._checked[batch] = sorted(self.seeds.rng.sample(range(calls), k=min(2, calls)))
+        return self._checked[batch]
 
     def for_rank(self, keys: list[tuple], rank: int) -> list[list[int]]:
         """What rank `rank` is sent for these calls: its own seeds, nothing of its peers'."""
@@ -77,11 +92,13 @@ class Plan:
 
 @dataclass
 class JobResult:
-    samples: list[float]
+    samples: list[float]  # seconds per call of each timed batch (the slowest rank's batch over its calls)
     out_dir: str
     findings: list[str] = field(default_factory=list)
     clocks: list[BatchClock] = field(default_factory=list)  # each timed batch by both clocks
     fingerprints: dict[str, list[str]] = field(default_factory=dict)  # trial<i>-rank<r> -> [before, after]
+    warmup: list[WarmupReport] = field(default_factory=list)  # each rank's
+    checked: list[str] = field(default_factory=list)  # the timed calls whose outputs were saved: timed<b>-<i>
 
 
 class Seeds:
@@ -103,14 +120,10 @@ class Seeds:
         return [self(*key, "shared"), self(*key, "rank", rank)]
 
 
-def _plan(seeds: Seeds, launch: int, trials: int, warmup: int, batches: int, calls: int) -> Plan:
-    return Plan(seeds, correctness=[("trial", launch, i) for i in range(trials)],
-                warmup=[("warmup", launch, i) for i in range(warmup)],
-                timed=[[("timed", launch, b, i) for i in range(calls)] for b in range(batches)],
-                dump=[sorted(seeds.rng.sample(range(calls), k=min(2, calls))) for _ in range(batches)])
-
-
-def _run_job(spec: JobSpec, plan: Plan, cluster: Cluster | None = None) -> JobResult:
+def _run_job(spec: JobSpec, plan: Plan, calls: Callable[[list[WarmupReport]], int],
+             cluster: Cluster | None = None) -> JobResult:
+    """One job through its phases. `calls` gives a timed batch's calls from the ranks' warm-up reports (the
+    reference's decide; a candidate's job is given the count they chose)."""
     job = ClusterJob(cluster, spec) if cluster else Job(spec)
     findings: list[str] = []
     result = JobResult([], job.out_dir, findings)
@@ -126,18 +139,22 @@ def _run_job(spec: JobSpec, plan: Plan, cluster: Cluster | None = None) -> JobRe
                     result.fingerprints[f"trial{i}-rank{rank}"] = pair
         if plan.warmup:
             job.send_each(lambda rank: dict(phase="warmup", seeds=plan.for_rank(plan.warmup, rank)))
-            job.gather()
-        for b, keys in enumerate(plan.timed):
+            result.warmup = [WarmupReport.from_reply(r) for r in job.gather()]
+        n = calls(result.warmup) if plan.batches else 0
+        for b in range(plan.batches):
+            keys = plan.timed(b, n)
             job.send_each(lambda rank: dict(phase="timed", batch=b, seeds=plan.for_rank(keys, rank)))
             job.gather()
             t0 = time.perf_counter()
             job.send_all(phase="go")
             replies = job.gather()
             wall = time.perf_counter() - t0
-            per_call = [max(r["seconds"][i] for r in replies) for i in range(len(keys))]  # the slowest rank
-            result.clocks.append(BatchClock(wall, sum(per_call), len(keys)))
-            result.samples.extend(per_call)
-            job.send_all(phase="dump", batch=b, indices=plan.dump[b])
+            seconds = max(sum(r["seconds"]) for r in replies)  # the slowest rank's batch
+            result.clocks.append(BatchClock(wall, seconds, n))
+            result.samples.append(seconds / n)
+            checked = plan.checked(b, n)
+            result.checked += [f"timed{b}-{i}" for i in checked]
+            job.send_all(phase="dump", batch=b, indices=checked)
             for reply in job.gather():
                 findings += reply.get("findings", [])
         return result
@@ -277,6 +294,15 @@ def score(request: ScoreRequest, protocol: Protocol = Protocol(),
     if store:
         store.start(run_id, task.slug, os.path.abspath(candidate), sha, label, world, backend)
     seeds, say = Seeds(), (options.progress or (lambda msg: None))
+    chosen = [protocol.calls] if protocol.calls else []  # a timed batch's calls: given, or the reference's pick
+
+    def batch_calls(role: str, reports: list[WarmupReport]) -> int:
+        if not chosen:  # the first launch runs the reference first: its warm-up decides, never a candidate's
+            assert role == "reference", "a candidate's job ran before the reference chose the batch size"
+            chosen.append(calls_per_batch(reports, backend))
+            say(f"timed batches of {chosen[0]} calls")
+        return chosen[0]
+
     result = ScoreResult(run_id, task.slug)
     ref_s, cand_s, cleanup, unreported, hideable = [], [], [], 0.0, 0.0
     cheated = False   # a finding of the candidate's own behaviour, in any launch so far
@@ -288,20 +314,19 @@ def score(request: ScoreRequest, protocol: Protocol = Protocol(),
             plan = protocol.plan(seeds, launch)
             # alternate which job goes first (order effects cancel); the reference's outputs are read
             # into this process and deleted before the candidate runs, so it can never read them
-            order = ("candidate", "reference") if launch % 2 == 0 else ("reference", "candidate")
+            order = ("reference", "candidate") if launch % 2 == 0 else ("candidate", "reference")
             jobs, ref_outputs = {}, {}
             for role in order:
                 say(f"launch {launch + 1}/{protocol.timed_launches}: {role}")
                 job = JobSpec(role, task.slug, nproc, backend, protocol.timeout, protocol.preset,
                               candidate if role == "candidate" else None)
-                jobs[role] = _run_job(job, plan, cluster)
+                jobs[role] = _run_job(job, plan, partial(batch_calls, role), cluster)
                 cleanup.append(jobs[role].out_dir)
                 if role == "reference":
                     ref_outputs, largest = _load_outputs(jobs[role].out_dir, protocol.timeout)
                     shutil.rmtree(os.path.dirname(jobs[role].out_dir), ignore_errors=True)
             cand, ref = jobs["candidate"], jobs["reference"]
-            names = [f"trial{i}" for i in range(len(plan.correctness))] + \
-                    [f"timed{b}-{i}" for b, idx in enumerate(plan.dump) for i in idx]
+            names = [f"trial{i}" for i in range(len(plan.correctness))] + cand.checked
             failures, seen_here = _compare_outputs(task, cand.out_dir, ref, ref_outputs, names, world,
                                                    saved.limit_for([largest]), protocol.timeout)
             for name in names:

@@ -58,6 +58,24 @@ def summarize(ref_by_launch: list[list[float]], cand_by_launch: list[list[float]
     return Timing(speedup, [lo, hi], noise, statistics.median(ref) * 1e3, statistics.median(cand) * 1e3, faster)
 
 
+def resolved(ci95: list[float | None] | None, noise: float | None) -> bool | None:
+    """Whether the clock told the candidate from the reference: the whole interval beyond the noise margin, on
+    the faster or the slower side. None where a score has no interval (untimed, or stored by an older pkb)."""
+    if not ci95 or None in ci95 or noise is None:
+        return None
+    return clears_noise(ci95, noise) or ci95[1] < 1.0 / (1.0 + noise)
+
+
+def beyond(speedup: float | None, ci95: list[float | None] | None, noise: float | None, p: float) -> bool:
+    """Faster than p times the reference, as far as the clock can tell: the whole interval above p times
+    (1 + the noise margin) where there is one, the speed-up alone for a score stored without it."""
+    if not speedup:
+        return False
+    if not ci95 or None in ci95 or noise is None:
+        return speedup > p
+    return ci95[0] > p * (1.0 + noise)
+
+
 def clears_noise(ci95: list[float], noise: float) -> bool:
     """"faster" needs the whole 95% interval of the speed-up above 1 + the noise margin: a median ratio above
     the margin with an interval reaching below it is not enough (an exact copy of the reference on a loaded

@@ -68,8 +68,12 @@ class Worker:
             os.ftruncate(fd, STATUS_BYTES)
             self.status_map = mmap.mmap(fd, STATUS_BYTES)
             os.close(fd)
+        self.status_map[:] = self.status_bytes(text)
+
+    @staticmethod
+    def status_bytes(text: str) -> bytes:
         data = text.encode()[:STATUS_BYTES]
-        self.status_map[:] = data + bytes(STATUS_BYTES - len(data))
+        return data + bytes(STATUS_BYTES - len(data))
 
     def load_candidate(self) -> None:
         path = os.environ["PKB_CANDIDATE"]
@@ -92,9 +96,10 @@ class Worker:
         return self.task.make_inputs(ctx)
 
     def call(self, args, check: bool, first: bool = False, phase: str = "") -> tuple[tuple, list[str], float]:
-        """One call, timed from a barrier-aligned start to a device sync plus barrier on every rank; the
-        allocator poisoning (which also flushes L2) happens before the clock starts. With `phase`, each step
-        is reported in the rank's status (`status`), which a timeout's verdict quotes per rank."""
+        """One call on its own (a correctness trial, the first warm-up call), timed from a barrier-aligned start
+        to a device sync plus barrier on every rank; the allocator poisoning (which also flushes L2) happens
+        before the clock starts. With `phase`, each step is reported in the rank's status (`status`), which a
+        timeout's verdict quotes per rank."""
         findings = []
         step = (lambda text: self.status(f"{phase}: {text}")) if phase else (lambda text: None)
         before = self.guard.fingerprint(flat_tensors(args)) if check else None
@@ -118,6 +123,48 @@ class Worker:
             findings += self.guard.output_problems(out, args, self.tensor_outputs)
             findings += leftover_threads(self.guard, threads, first)
         return out, findings, seconds
+
+    def run_batch(self, batch: list, label: str) -> tuple[list, float]:
+        """The calls of `batch` back to back in one timed region, each on inputs of its own: the clock starts
+        after a barrier and stops after a sync of every stream of the device, so all of every call's work is
+        inside it, and the round trip to the host is paid once per batch, not per call. The scorer takes the
+        slowest rank's time (and checks it against its own clock)."""
+        self.guard.poison_allocator(self.poison_bytes)
+        self.status(f"{label}: at the sync and barrier before the batch")
+        self.guard.sync()
+        self.guard.barrier()
+        steps = [self.status_bytes(f"{label}, call {i}: in {self.role} (solution called, not returned)")
+                 for i in range(len(batch))]
+        outs = []
+        start = self.guard.start_timer()
+        for step, args in zip(steps, batch):
+            self.status_map[:] = step  # a copy into the status mapping: no encoding inside the timed region
+            outs.append(as_outputs(self.fn(*args)))
+        self.status(f"{label}: every call returned; at the device sync after the batch")
+        self.guard.sync()
+        seconds = self.guard.stop_timer(start)
+        self.status(f"{label}: at the barrier after the batch")
+        self.guard.barrier()
+        return outs, seconds
+
+    def warmup(self, seeds: list) -> dict:
+        """The first call on its own (builds, caches), then the others as a timed batch: what the batch showed
+        and the sizes the scorer needs to choose how many calls a timed batch holds (batch_size.py)."""
+        self.status("warm-up call 0: making its inputs")
+        args = self.inputs(seeds[0])
+        out, _, _ = self.call(args, check=False, phase="warm-up call 0")
+        sizes = dict(input_bytes=_nbytes(args), output_bytes=_nbytes(out))
+        del out, args
+        if len(seeds) < 2:
+            return dict(sizes, per_call_s=0.0)
+        self.status("warm-up batch: making its inputs")
+        batch = [self.inputs(seed) for seed in seeds[1:]]
+        outs, seconds = self.run_batch(batch, "warm-up batch")
+        del outs, batch
+        if self.device.type == "cuda":
+            sizes |= dict(free_bytes=torch.cuda.mem_get_info(self.device)[0],
+                          l2_bytes=torch.cuda.get_device_properties(self.device).L2_cache_size)
+        return dict(sizes, per_call_s=seconds / (len(seeds) - 1))
 
     def save(self, name: str, out: tuple, inputs=None) -> None:
         """The outputs of a call; with `inputs` (a correctness trial of the candidate), the input tensors as
@@ -161,25 +208,25 @@ class Worker:
                 findings += [f"{name} was replaced by the candidate" for name in self.guard.tampered()]
                 self.ch.send(event="done", findings=findings, fingerprints=fingerprints)
             elif phase == "warmup":
-                for i, seed in enumerate(msg["seeds"]):
-                    self.status(f"warm-up call {i}: making its inputs")
-                    self.call(self.inputs(seed), check=False, phase=f"warm-up call {i}")
-                self.ch.send(event="done", findings=[])
+                self.ch.send(event="done", findings=[], **self.warmup(msg["seeds"]))
             elif phase == "timed":
+                self.status(f"timed batch {msg['batch']}: making its inputs")
                 batch = [self.inputs(seed) for seed in msg.pop("seeds")]
                 self.ch.send(event="ready")
                 self.ch.recv()  # go
-                self.status(f"timed batch {msg['batch']}")
-                results = [self.call(args, check=False, phase=f"timed batch {msg['batch']}, call {i}")
-                           for i, args in enumerate(batch)]
-                self.kept = [r[0] for r in results]
-                self.ch.send(event="done", findings=[], seconds=[r[2] for r in results])
+                self.kept, seconds = self.run_batch(batch, f"timed batch {msg['batch']}")
+                del batch
+                self.ch.send(event="done", findings=[], seconds=[seconds])
             elif phase == "dump":
                 for i in msg["indices"]:
                     self.save(f"timed{msg['batch']}-{i}", self.kept[i])
                 self.kept = []
                 f = [f"{name} was replaced by the candidate" for name in self.guard.tampered()]
                 self.ch.send(event="done", findings=f)
+
+
+def _nbytes(tree) -> int:
+    return sum(t.numel() * t.element_size() for t in flat_tensors(tree) if isinstance(t, torch.Tensor))
 
 
 def _on_cpu(tree):

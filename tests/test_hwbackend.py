@@ -123,10 +123,28 @@ def test_summary_and_leaderboard_math():
     assert (r["fast_0"], r["fast_1"], r["fast_1.5"], r["fast_2"]) == (0.75, 0.5, 0.25, 0.0)
     assert r["geomean_speedup"] == pytest.approx((2.0 * 0.5 * 1.2) ** (1 / 3))
     assert list(r) == ["label", "scored", "correct_rate", "untimed", "fast_0", "fast_1", "fast_1.5", "fast_2",
-                       "geomean_speedup", "geomean_ci95"]  # `pkb leaderboard --json`'s keys, in its order
+                       "unresolved", "geomean_speedup", "geomean_ci95"]  # `pkb leaderboard --json`'s keys, in order
     untimed = aggregate([run(True, None), run(True, 2.0)])[0]
     assert (untimed.fast[0.0], untimed.fast[1.0], untimed.untimed) == (1.0, 0.5, 1)  # correctness-only: correct, not fast
     assert untimed.geomean_speedup == pytest.approx(2.0)
+
+
+def test_fast_p_counts_only_what_the_clock_resolved():
+    """A speed-up whose interval reaches into the noise margin is not ranked, however high its median: it is
+    counted as unresolved. Its twin, the same median with a tight interval, counts as faster."""
+    def run(speedup, ci, margin):
+        return RunRecord("t", f"/m/{speedup}-{ci}.py", "m", correct=True, speedup=speedup, ci_lo=ci[0], ci_hi=ci[1],
+                         noise_margin=margin)
+
+    wide, tight = run(1.6, [0.9, 2.5], 0.03), run(1.6, [1.55, 1.65], 0.03)
+    assert (wide.resolved, tight.resolved) == (False, True)
+    (row,) = aggregate([wide, tight, run(0.8, [0.78, 0.82], 0.03)])
+    assert (row.fast[1.0], row.fast[1.5], row.unresolved) == (pytest.approx(1 / 3), pytest.approx(1 / 3), 1)
+    # a clearly slower score is resolved, and one within its margin on the slow side is not
+    assert run(0.8, [0.78, 0.82], 0.03).resolved and not run(0.99, [0.975, 1.0], 0.03).resolved
+    # 1.5 x 1.03: an interval from 1.53 clears p = 1.5, one from 1.52 does not
+    assert aggregate([run(1.6, [1.55, 1.65], 0.03)])[0].fast[1.5] == 1.0
+    assert aggregate([run(1.6, [1.52, 1.65], 0.03)])[0].fast[1.5] == 0.0
 
 
 def test_store_round_trip(tmp_path):
@@ -134,19 +152,21 @@ def test_store_round_trip(tmp_path):
     st.start("r1", "all_reduce", "/c.py", "abc", "lab", 2, "gloo")
     st.trial("r1", "launch0", 0, 0, True, "")
     finding = Finding(FailureKind.EXCEPTION, 1, "ValueError: bad shape", details="Traceback ...")
-    st.finish(ScoreResult("r1", "all_reduce", Status.SLOWER, True, 0.9, [0.8, 1.1], 1.0, 1.1, findings=[finding]))
+    st.finish(ScoreResult("r1", "all_reduce", Status.SLOWER, True, 0.9, [0.8, 1.1], 1.0, 1.1, findings=[finding],
+                          noise_margin=0.02))
     done = st.completed("all_reduce", "abc", 2, "gloo")
     assert done.to_json() == {"run_id": "r1", "status": "slower", "correct": True, "speedup": 0.9,
                               "speedup_ci95": [0.8, 1.1], "reference_ms": 1.0, "candidate_ms": 1.1,
                               "findings": [{"kind": "exception", "rank": 1, "message": "ValueError: bad shape",
-                                            "details": "Traceback ..."}], "resumed": True}
+                                            "details": "Traceback ..."}], "noise_margin": 0.02, "resumed": True}
     assert done.status is Status.SLOWER and done.findings == [finding]
     assert done.findings[0].kind is FailureKind.EXCEPTION  # typed again when read back
     latest = st.latest_runs()
     assert [(r.label, r.status, r.correct, r.speedup, r.nproc) for r in latest] == [("lab", Status.SLOWER, True, 0.9, 2)]
     doc = latest[0].to_json()  # `pkb report --json`'s score: the store's columns, correct as 0/1
     assert list(doc) == ["task", "candidate", "label", "nproc", "backend", "status", "correct", "speedup", "started",
-                         "finished"] and doc["correct"] == 1 and doc["status"] == "slower"
+                         "finished", "ci_lo", "ci_hi", "noise_margin"] and doc["correct"] == 1
+    assert doc["status"] == "slower" and latest[0].resolved is False  # 0.8-1.1 reaches into the 2% margin
     assert RunRecord.from_json(doc) == latest[0]
     assert st.completed("all_reduce", "abc", 2, "nccl") is None
 
@@ -194,3 +214,39 @@ def test_a_rank_that_died_silently_is_the_root_cause_not_its_peers_connection_er
     assert cuda.kind == "cuda_error" and "illegal memory access" in cuda.message
     own = _job_after_a_peer_error(tmp_path, "", {"kind": "exception", "rank": 1, "message": "ValueError: bad shape"})
     assert (own.kind, own.rank, own.message) == ("exception", 1, "ValueError: bad shape")
+
+
+def test_a_results_file_of_an_older_pkb_gains_the_noise_margin_column(tmp_path):
+    import sqlite3
+    path = str(tmp_path / "old.sqlite")
+    old = sqlite3.connect(path)
+    old.execute("CREATE TABLE runs (run_id TEXT PRIMARY KEY, task TEXT, candidate TEXT, candidate_sha TEXT, label TEXT, "
+                "nproc INTEGER, backend TEXT, status TEXT, correct INTEGER, speedup REAL, ci_lo REAL, ci_hi REAL, "
+                "reference_ms REAL, candidate_ms REAL, findings TEXT, started REAL, finished REAL)")
+    old.execute("INSERT INTO runs VALUES ('r0', 't', '/c.py', 's', 'lab', 1, 'nccl', 'faster', 1, 1.5, 1.4, 1.6, "
+                "1.0, 0.7, '[]', 1.0, 2.0)")
+    old.commit()
+    old.close()
+    (run,) = Store(path).latest_runs()
+    assert (run.speedup, run.noise_margin, run.resolved) == (1.5, None, None)  # no margin stored: not judged
+    assert aggregate([run])[0].fast[1.0] == 1.0  # counted by its speed-up, as that pkb counted it
+
+
+def test_a_batch_is_long_against_the_overhead_spans_the_cache_and_fits_in_memory():
+    from hwbackend.batch_size import BATCH_S, MAX_CALLS, WarmupReport, calls_per_batch
+    mib = 2**20
+    # 20 us a call: a batch of BATCH_S of calls
+    assert calls_per_batch([WarmupReport(20e-6, 2 * mib, 2 * mib, 60 << 30, 50 * mib)], "nccl") == \
+        round(BATCH_S["nccl"] / 20e-6)
+    # the slowest rank decides the time, the largest the bytes
+    assert calls_per_batch([WarmupReport(20e-6, 2 * mib, 2 * mib, 60 << 30, 50 * mib),
+                            WarmupReport(40e-6, 2 * mib, 2 * mib, 60 << 30, 50 * mib)], "nccl") == \
+        round(BATCH_S["nccl"] / 40e-6)
+    # a slow call on small inputs: enough calls that the batch's inputs span three L2 caches
+    assert calls_per_batch([WarmupReport(5e-3, 1 * mib, 1 * mib, 60 << 30, 50 * mib)], "nccl") == 150
+    # tiny inputs: capped
+    assert calls_per_batch([WarmupReport(1e-6, 1024, 1024, 60 << 30, 50 * mib)], "nccl") == MAX_CALLS
+    # memory: a quarter of the free memory over one call's inputs and outputs
+    assert calls_per_batch([WarmupReport(20e-6, 512 * mib, 512 * mib, 8 << 30, 50 * mib)], "nccl") == 2
+    # the CPU: no cache or memory terms
+    assert calls_per_batch([WarmupReport(1e-3, 8 * mib, 8 * mib)], "gloo") == round(BATCH_S["gloo"] / 1e-3)

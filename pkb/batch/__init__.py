@@ -168,6 +168,16 @@ class SummaryRow:
     uncertain: bool | None        # None without a prediction
     measured: float | None        # the hardware's speed-up, where scored and timed
     hw_status: str                # the hardware score's status; "" where not scored
+    margin: float | None = None   # the measured speed-up's noise margin (its resolution)
+    resolved: bool | None = None  # False: the clock could not tell it from the reference
+
+    @property
+    def measured_text(self) -> str:
+        """'1.23x ±2%', with '~' where the clock could not tell it from the reference; '' where not timed."""
+        if self.measured is None:
+            return ""
+        return (f"{self.measured:.2f}x" + ("" if self.margin is None else f" ±{self.margin:.0%}")
+                + ("~" if self.resolved is False else ""))
 
 
 def summary_row(r: ScreenResult, score: ScoreResult | RunRecord | None = None) -> SummaryRow:
@@ -178,7 +188,8 @@ def summary_row(r: ScreenResult, score: ScoreResult | RunRecord | None = None) -
     return SummaryRow(r.task, os.path.basename(r.candidate), r.verdict, r.stage,
                       f"{reason.kind}: {reason.message}" if reason else "", p.speedup if p else None,
                       p.bottleneck if p else "", p.uncertain if p else None,
-                      None if score is None else score.speedup, status)
+                      None if score is None else score.speedup, status,
+                      None if score is None else score.noise_margin, None if score is None else score.resolved)
 
 
 def tally(rows: list[ScreenResult]) -> str:

@@ -32,7 +32,7 @@ def print_table(rows: list[ScreenResult], scores: dict[str, ScoreResult | RunRec
     for r in rows:
         s = summary_row(r, scores.get(r.candidate))
         pred = "" if s.predicted is None else f"{s.predicted:.2f}x" + ("?" if s.uncertain else "")
-        meas = "" if s.measured is None else f"{s.measured:.2f}x ({s.hw_status})"
+        meas = "" if s.measured is None else f"{s.measured_text} ({s.hw_status})"
         t.add_row(s.task, s.candidate, s.verdict.value, str(s.stage), pred, s.bottleneck, meas, cut(s.reason))
     Console().print(t)   # the terminal's width: rich folds what does not fit
-    print(f"{tally(rows)}; '?' marks an uncertain prediction")
+    print(f"{tally(rows)}; '?' marks an uncertain prediction, '~' a measured speed-up within its noise margin")

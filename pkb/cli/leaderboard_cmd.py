@@ -47,16 +47,19 @@ def run(args) -> int:
         return 0
     width = max([len("label")] + [len(r.label) for r, *_ in rows])
     head = ["candidates", "screen rej", "inconcl sent", "correct", "correct PKB"] + \
-           [f"fast_{p:g}" for p in FAST_P] + ["geomean (95% CI)"]
+           [f"fast_{p:g}" for p in FAST_P] + ["unresolved", "geomean (95% CI)"]
     print(f"{'label':{width}s}  " + "  ".join(f"{h:>12s}" for h in head))
     for r, n, b, _ in rows:
         gm = (f"{r.geomean_speedup:.3f} ({r.geomean_ci95[0]:.2f}-{r.geomean_ci95[1]:.2f})"
               if r.geomean_speedup else "-")
         cells = [str(r.scored), str(n.screen_rejected), str(n.sent_inconclusive), f"{r.correct_rate:.2f}",
-                 f"{b.correct_rate:.2f}" if b else "-"] + [f"{r.fast[p]:.2f}" for p in FAST_P] + [gm]
+                 f"{b.correct_rate:.2f}" if b else "-"] + [f"{r.fast[p]:.2f}" for p in FAST_P] + \
+                [str(r.unresolved), gm]
         print(f"{r.label:{width}s}  " + "  ".join(f"{c:>12s}" for c in cells))
     if any(r.untimed for r, *_ in rows):
         print("correctness-only scores count as correct (fast_0) and not faster for p > 0")
+    print("fast_p: correct, and the whole 95% interval of the speed-up above p x (1 + the score's noise margin); "
+          "unresolved: correct timed scores the clock could not tell from the reference (not ranked)")
     print("correct: the screen's rejects under pkb's rules count as failures; correct PKB: under "
           "ParallelKernelBench's rules (faults its harness cannot see do not count; GPU statuses as scored)")
     return 0

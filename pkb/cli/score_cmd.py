@@ -41,7 +41,8 @@ def add_parser(sub) -> None:
     p.add_argument("--batches", type=int, default=defaults.BATCHES,
                    help=f"timed batches per launch (default {defaults.BATCHES})")
     p.add_argument("--calls", type=int, default=defaults.CALLS,
-                   help=f"timed calls per batch (default {defaults.CALLS})")
+                   help="timed calls per batch, run back to back (default: as many as make a batch about "
+                        "40 ms long, from the reference's warm-up)")
     p.add_argument("--correctness-only", action="store_true",
                    help="correctness trials only, no timing (status 'correct' instead of faster/slower)")
     p.add_argument("--preset", choices=["screen", "full"], default=None,
@@ -92,8 +93,9 @@ def run(args) -> int:
     if not task.supports(world):
         raise UsageError(f"task {task.slug} supports world sizes {task.world_sizes.describe()}, not {world}; "
                          f"pass a supported --nproc-per-node" + (" and --nnodes" if rdzv else ""))
-    if min(args.trials, args.launches, args.batches, args.calls) < 1 or args.timeout <= 0:
-        raise UsageError("--trials, --launches, --batches and --calls must be >= 1 and --timeout > 0")
+    if min(args.trials, args.launches, args.batches) < 1 or args.calls < 0 or args.timeout <= 0:
+        raise UsageError("--trials, --launches and --batches must be >= 1, --calls >= 0 (0: chosen) and "
+                         "--timeout > 0")
     preset = args.preset or default_preset(backend)
     if rdzv:
         check_node_layout(task, preset, nproc)
@@ -113,8 +115,9 @@ def run(args) -> int:
         line = f"pkb score: {res.task or task.slug}: {res.status.upper()}"
         if res.speedup is not None:
             lo, hi = res.speedup_ci95
-            line += (f" - speed-up {res.speedup:.3f}x (95% CI {lo:.3f}-{hi:.3f}), reference "
-                     f"{res.reference_ms:.3f} ms, candidate {res.candidate_ms:.3f} ms")
+            line += (f" - speed-up {res.speedup:.3f}x (95% CI {lo:.3f}-{hi:.3f}, noise margin "
+                     f"{res.noise_margin:.1%}{'' if res.resolved else ': not resolved'}), reference "
+                     f"{res.reference_ms:.4f} ms, candidate {res.candidate_ms:.4f} ms per call")
         for f in res.findings:
             rank = f" rank {f.rank}" if f.rank is not None else ""
             print(f"  {f.kind}{rank}: {f.message}")

@@ -31,7 +31,7 @@ def render(rep: Report, title: str = "pkb report", skipped: list[str] | None = N
     for r in rep.rows:
         s = summary_row(r.screen, r.score)
         pred = "" if s.predicted is None else f"{s.predicted:.2f}x" + (" (uncertain)" if s.uncertain else "")
-        meas = "" if s.measured is None else f"{s.measured:.2f}x"
+        meas = s.measured_text
         verdict = html.escape(s.verdict.value)
         out.append(f"<tr class='row'>{_cell(s.task)}{_cell(s.candidate)}"
                    f"<td class='{verdict}'>{verdict}</td>{_cell(s.stage)}"

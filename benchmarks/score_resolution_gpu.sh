@@ -1,0 +1,52 @@
+#!/bin/sh
+# The scorer's resolution on one GPU at world size 1, as run by the `run` tool from the repo root with .whl
+# and .pkbdata carried (.pkbdata/pkb_head: ParallelKernelBench HEAD's reference/, utils/, run_local.py):
+#   sh benchmarks/score_resolution_gpu.sh OUT STEPS [SELF_FROM SELF_TO]
+# STEPS, any of: overhead (the per-call clock overhead of every reference, score_clock_overhead.py),
+# synthetic (a 5%-faster and a 2%-slower candidate and the reference itself, synthetic_speedups.py, each
+# scored), self (the references of 10-100 us by the batch clock scored against themselves, the sampled
+# problems SELF_FROM..SELF_TO in the list the overhead step printed). Every score is `pkb score --json` with
+# the default protocol; its wall time is printed beside it.
+set -u
+out=${1:?usage: $0 OUT STEPS [SELF_FROM SELF_TO]}; steps=${2:?}
+. benchmarks/gpu_env.sh
+head=$PWD/.pkbdata/pkb_head
+
+score() {  # score NAME CANDIDATE ROOT
+  t0=$(date +%s.%N)
+  python3 -m pkb.cli.main score "$2" --pkb-root "$3" --nproc-per-node 1 --json > "$out/score.$1.json" \
+    2> "$out/score.$1.err"
+  rc=$?; t1=$(date +%s.%N)
+  python3 - "$out/score.$1.json" "$1" "$rc" "$t0" "$t1" <<'EOF' | tee -a "$out/scores.txt"
+import json, sys
+path, name, rc, t0, t1 = sys.argv[1:]
+try:
+    d = json.load(open(path))
+except ValueError:
+    print(f"{name}: no result (exit {rc})"); sys.exit()
+ci = d.get("speedup_ci95") or [0, 0]
+print(f"{name}: {d['status']} {d.get('speedup') or 0:.4f}x CI {ci[0]:.4f}-{ci[1]:.4f} margin {d.get('noise_margin') or 0:.2%}"
+      f" ref {d.get('reference_ms') or 0:.4f} ms cand {d.get('candidate_ms') or 0:.4f} ms wall {float(t1) - float(t0):.1f} s")
+EOF
+}
+
+case " $steps " in *" overhead "*)
+  python3 benchmarks/score_clock_overhead.py --pkb-root "$head" --budget-s 240 --out "$out/clock_overhead.json" \
+    2>&1 | grep -v Warning | tee "$out/clock_overhead.txt" | tail -40 ;;
+esac
+case " $steps " in *" synthetic "*)
+  python3 benchmarks/synthetic_speedups.py /tmp/synthetic | tee "$out/synthetic.json"
+  for name in faster slower reference; do score "synthetic_$name" /tmp/synthetic/solutions/1_spin_$name.py /tmp/synthetic; done ;;
+esac
+case " $steps " in *" self "*)
+  from=${3:-1}; to=${4:-10}
+  sample=$(sed -n 's/^references of .* by the batch clock ([0-9]*): //p' "$out/clock_overhead.txt" 2>/dev/null \
+           || true)
+  [ -n "$sample" ] || sample=$(cat benchmarks/results/score_resolution/self_sample.txt)
+  i=0
+  for slug in $sample; do
+    i=$((i + 1)); [ $i -lt "$from" ] || [ $i -gt "$to" ] && continue
+    file=$(ls "$head/reference/" | grep "^${slug#pkb}\.py$")
+    score "self_$slug" "$head/reference/$file" "$head"
+  done ;;
+esac
