@@ -14,7 +14,10 @@ from __future__ import annotations
 
 import bisect
 import ctypes
+import functools
 import gc
+import itertools
+import threading
 
 import numpy as np
 import torch
@@ -61,15 +64,48 @@ class RankMemory(AddressSpace):
 def _device_storages() -> set[tuple[int, int]]:
     """(address, bytes) of the storage of every live tensor a program sees on a GPU (not host tensors)."""
     spans = set()
-    for obj in gc.get_objects():
-        if isinstance(obj, torch.Tensor) and tagged(obj) != HOST:
+    for t in _live_tensors():
+        if tagged(t) != HOST:
             try:
-                st = obj.untyped_storage()
+                st = t.untyped_storage()
                 if st.device.type == "cpu" and st.nbytes():
                     spans.add((st.data_ptr(), st.nbytes()))
             except (RuntimeError, NotImplementedError):  # fake, meta or sparse tensors have no such storage
                 continue
     return spans
+
+
+_is_tensor_type = functools.partial(type.__subclasscheck__, torch._C.TensorBase)  # C only: no __class__ lookup
+_twice = functools.partial(itertools.repeat, times=2)
+_scan_lock = threading.Lock()
+
+
+def _live_tensors() -> list[torch.Tensor]:
+    """Every live tensor object, found among gc.get_objects() so that no other thread ever sees that list's
+    references. Ranks are threads: an object another thread is still building (a tuple that `tuple(genexpr)`
+    resizes in place) must keep its single reference, or that thread fails with SystemError. The list lives
+    only inside the one C-level call `list(...)`, over iterators that run no Python code (`type` and a
+    subtype check; isinstance may call a Python `__getattribute__`), so this thread keeps the GIL until the
+    list is freed. The collector is off meanwhile: an allocation may start a collection (3.11), whose
+    finalizers would run Python code and so could let another thread run."""
+    with _scan_lock:  # another rank's scan would turn the collector back on during this one
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            return list(_tensor_filter())
+        finally:
+            if collecting:
+                gc.enable()
+
+
+def _tensor_filter():
+    """A lazy iterator over the tensors among gc.get_objects(). `heap` yields the objects' list twice: for
+    `compress` and for its selectors (map takes its arguments' items left to right). What holds the list
+    lets it go on exhaustion: an iterator made before the list is in it, so holding it after the scan would
+    be a cycle that keeps the list alive (itertools.tee would: its buffer predates the list)."""
+    heap = itertools.chain.from_iterable(map(_twice, itertools.islice(iter(gc.get_objects, None), 1)))
+    selectors = map(functools.partial(map, _is_tensor_type), map(functools.partial(map, type), heap))
+    return itertools.chain.from_iterable(map(itertools.compress, heap, selectors))
 
 
 def rank_memory(ctx, tensors) -> RankMemory:
