@@ -40,7 +40,9 @@ class WarmupReport:
 
 def calls_per_batch(reports: list[WarmupReport], backend: str) -> int:
     """The calls of one batch, from every rank's warm-up report: the slowest rank's time per call, the largest
-    call's bytes, the least free memory."""
+    call's bytes, the least free memory (none: no warm-up ran, the fewest calls)."""
+    if not reports:
+        return MIN_CALLS
     per_call = max(max(r.per_call_s for r in reports), 1e-7)
     inputs = max(r.input_bytes for r in reports)
     footprint = inputs + max(r.output_bytes for r in reports)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import math
 import os
 import random
 import re
@@ -97,7 +98,6 @@ class JobResult:
     findings: list[str] = field(default_factory=list)
     clocks: list[BatchClock] = field(default_factory=list)  # each timed batch by both clocks
     fingerprints: dict[str, list[str]] = field(default_factory=dict)  # trial<i>-rank<r> -> [before, after]
-    warmup: list[WarmupReport] = field(default_factory=list)  # each rank's
     checked: list[str] = field(default_factory=list)  # the timed calls whose outputs were saved: timed<b>-<i>
 
 
@@ -120,27 +120,29 @@ class Seeds:
         return [self(*key, "shared"), self(*key, "rank", rank)]
 
 
-def _run_job(spec: JobSpec, plan: Plan, calls: Callable[[list[WarmupReport]], int],
+def _run_job(spec: JobSpec, plan: Plan, calls: Callable[[list[dict]], int],
              cluster: Cluster | None = None) -> JobResult:
-    """One job through its phases. `calls` gives a timed batch's calls from the ranks' warm-up reports (the
-    reference's decide; a candidate's job is given the count they chose)."""
+    """One job through its phases. `calls` gives a timed batch's calls from the ranks' warm-up replies (the
+    reference's decide; a candidate's are never read: its job is given the count the reference's chose)."""
     job = ClusterJob(cluster, spec) if cluster else Job(spec)
     findings: list[str] = []
     result = JobResult([], job.out_dir, findings)
     try:
         job.start()
         for reply in job.gather():
-            findings += reply.get("findings", [])
+            findings += _said(reply)
         if plan.correctness:  # each rank gets its own seeds only (the channels are in rank order)
             job.send_each(lambda rank: dict(phase="correctness", seeds=plan.for_rank(plan.correctness, rank)))
             for rank, reply in enumerate(job.gather()):
-                findings += reply.get("findings", [])
-                for i, pair in enumerate(reply.get("fingerprints", [])):
-                    result.fingerprints[f"trial{i}-rank{rank}"] = pair
+                findings += _said(reply)
+                if spec.role == "reference":  # the scorer trusts the reference's alone (_trusted_checks)
+                    for i, pair in enumerate(reply.get("fingerprints", [])):
+                        result.fingerprints[f"trial{i}-rank{rank}"] = pair
+        warmup: list[dict] = []
         if plan.warmup:
             job.send_each(lambda rank: dict(phase="warmup", seeds=plan.for_rank(plan.warmup, rank)))
-            result.warmup = [WarmupReport.from_reply(r) for r in job.gather()]
-        n = calls(result.warmup) if plan.batches else 0
+            warmup = job.gather()
+        n = calls(warmup) if plan.batches else 0
         for b in range(plan.batches):
             keys = plan.timed(b, n)
             job.send_each(lambda rank: dict(phase="timed", batch=b, seeds=plan.for_rank(keys, rank)))
@@ -149,20 +151,42 @@ def _run_job(spec: JobSpec, plan: Plan, calls: Callable[[list[WarmupReport]], in
             job.send_all(phase="go")
             replies = job.gather()
             wall = time.perf_counter() - t0
-            seconds = max(sum(r["seconds"]) for r in replies)  # the slowest rank's batch
+            seconds = _reported(replies, wall, findings)  # the slowest rank's batch
             result.clocks.append(BatchClock(wall, seconds, n))
             result.samples.append(seconds / n)
             checked = plan.checked(b, n)
             result.checked += [f"timed{b}-{i}" for i in checked]
             job.send_all(phase="dump", batch=b, indices=checked)
             for reply in job.gather():
-                findings += reply.get("findings", [])
+                findings += _said(reply)
         return result
     finally:
         job.finish()
         if job.leftovers and spec.role == "candidate":
             findings.append(f"{job.leftovers} process(es) of the candidate were still running after its job ended")
         result.findings = sorted(set(findings))
+
+
+def _said(reply: dict) -> list[str]:
+    """A rank's findings about itself, or one naming a reply its process rewrote into something else."""
+    said = reply.get("findings", [])
+    if isinstance(said, list) and all(isinstance(x, str) for x in said):
+        return said
+    return ["a rank's reply was not the harness's (its findings)"]
+
+
+def _reported(replies: list[dict], wall: float, findings: list[str]) -> float:
+    """The slowest rank's time for a batch, as the ranks reported it. A reply that is not a list of seconds
+    (its process rewrote the channel) is an integrity finding, and the batch counts at the scorer's own clock."""
+    times = []
+    for r in replies:
+        try:
+            seconds = sum(float(x) for x in r["seconds"])
+        except (KeyError, TypeError, ValueError):
+            findings.append("a rank's timing reply was not the harness's (seconds of its batch)")
+            return wall
+        times.append(seconds if math.isfinite(seconds) and seconds >= 0 else wall)
+    return max(times)
 
 
 def _behaviour(finding: str) -> str:
@@ -296,10 +320,10 @@ def score(request: ScoreRequest, protocol: Protocol = Protocol(),
     seeds, say = Seeds(), (options.progress or (lambda msg: None))
     chosen = [protocol.calls] if protocol.calls else []  # a timed batch's calls: given, or the reference's pick
 
-    def batch_calls(role: str, reports: list[WarmupReport]) -> int:
+    def batch_calls(role: str, replies: list[dict]) -> int:
         if not chosen:  # the first launch runs the reference first: its warm-up decides, never a candidate's
             assert role == "reference", "a candidate's job ran before the reference chose the batch size"
-            chosen.append(calls_per_batch(reports, backend))
+            chosen.append(calls_per_batch([WarmupReport.from_reply(r) for r in replies], backend))
             say(f"timed batches of {chosen[0]} calls")
         return chosen[0]
 

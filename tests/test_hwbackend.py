@@ -250,3 +250,24 @@ def test_a_batch_is_long_against_the_overhead_spans_the_cache_and_fits_in_memory
     assert calls_per_batch([WarmupReport(20e-6, 512 * mib, 512 * mib, 8 << 30, 50 * mib)], "nccl") == 2
     # the CPU: no cache or memory terms
     assert calls_per_batch([WarmupReport(1e-3, 8 * mib, 8 * mib)], "gloo") == round(BATCH_S["gloo"] / 1e-3)
+
+
+def test_a_timing_reply_that_is_not_the_harness_s_counts_at_the_scorer_s_clock():
+    """A candidate's process can rewrite what its rank sends: a reply without its seconds, or with text in
+    them, must not end the trusted scorer with a traceback; it is an integrity finding and the batch counts
+    at the scorer's own clock. Honest replies give the slowest rank's time."""
+    from hwbackend.score import _reported
+    found: list[str] = []
+    assert _reported([{"seconds": [0.010]}, {"seconds": [0.012]}], 0.015, found) == 0.012 and found == []
+    for forged in ({}, {"seconds": "fast"}, {"seconds": [None]}, {"seconds": 3}):
+        found = []
+        assert _reported([{"seconds": [0.010]}, forged], 0.015, found) == 0.015
+        assert found == ["a rank's timing reply was not the harness's (seconds of its batch)"], forged
+
+
+def test_findings_a_rank_rewrote_into_something_else_are_named_not_fatal():
+    from hwbackend.score import _said
+    assert _said({"findings": ["trial 0: output 0 aliases an input"]}) == ["trial 0: output 0 aliases an input"]
+    assert _said({}) == []
+    for forged in (5, "abc", [1, 2], {"a": 1}):
+        assert _said({"findings": forged}) == ["a rank's reply was not the harness's (its findings)"], forged
