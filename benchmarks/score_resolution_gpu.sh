@@ -1,12 +1,13 @@
 #!/bin/sh
 # The scorer's resolution on one GPU at world size 1, as run by the `run` tool from the repo root with .whl
 # and .pkbdata carried (.pkbdata/pkb_head: ParallelKernelBench HEAD's reference/, utils/, run_local.py):
-#   sh benchmarks/score_resolution_gpu.sh OUT STEPS [SELF_FROM SELF_TO]
+#   sh benchmarks/score_resolution_gpu.sh OUT STEPS [SELF_FROM SELF_TO | FILE ...]
 # STEPS, any of: overhead (the per-call clock overhead of every reference, score_clock_overhead.py),
 # synthetic (a 5%-faster and a 2%-slower candidate and the reference itself, synthetic_speedups.py, each
 # scored), self (the references of 10-100 us by the batch clock scored against themselves, the sampled
-# problems SELF_FROM..SELF_TO in the list the overhead step printed). Every score is `pkb score --json` with
-# the default protocol; its wall time is printed beside it.
+# problems SELF_FROM..SELF_TO in the list the overhead step printed), harness (FILEs of .pkbdata/pkb_dab's
+# trees: ParallelKernelBench's own clock, harness_speedups.py, then `pkb score` of each). Every score is
+# `pkb score --json` with the default protocol; its wall time is printed beside it.
 set -u
 out=${1:?usage: $0 OUT STEPS [SELF_FROM SELF_TO]}; steps=${2:?}
 . benchmarks/gpu_env.sh
@@ -49,4 +50,9 @@ case " $steps " in *" self "*)
     file=$(ls "$head/reference/" | grep "^${slug#pkb}\.py$")
     score "self_$slug" "$head/reference/$file" "$head"
   done ;;
+esac
+case " $steps " in *" harness "*)
+  shift 2
+  python3 benchmarks/harness_speedups.py --pkb-root "$head" "$@" 2>"$out/harness.err" | tee "$out/harness.jsonl"
+  for f in "$@"; do score "dev_$(basename "$f" .py)" "$f" "$head"; done ;;
 esac
