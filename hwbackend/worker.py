@@ -124,26 +124,33 @@ class Worker:
             findings += leftover_threads(self.guard, threads, first)
         return out, findings, seconds
 
-    def run_batch(self, batch: list, label: str) -> tuple[list, float]:
+    def stage(self, seeds: list, label: str) -> Batch:
+        """A batch's inputs and its status lines, made before the scorer starts its clock; the allocator's NaN
+        poisoning (which also flushes L2) last, so that what the calls allocate comes from poisoned memory."""
+        self.status(f"{label}: making its inputs")
+        batch = Batch(label, [self.inputs(seed) for seed in seeds],
+                      [self.status_bytes(f"{label}, call {i}: in {self.role} (solution called, not returned)")
+                       for i in range(len(seeds))])
+        self.guard.poison_allocator(self.poison_bytes)
+        return batch
+
+    def run_batch(self, batch: Batch) -> tuple[list, float]:
         """The calls of `batch` back to back in one timed region, each on inputs of its own: the clock starts
         after a barrier and stops after a sync of every stream of the device, so all of every call's work is
         inside it, and the round trip to the host is paid once per batch, not per call. The scorer takes the
         slowest rank's time (and checks it against its own clock)."""
-        self.guard.poison_allocator(self.poison_bytes)
-        self.status(f"{label}: at the sync and barrier before the batch")
+        self.status(f"{batch.label}: at the sync and barrier before the batch")
         self.guard.sync()
         self.guard.barrier()
-        steps = [self.status_bytes(f"{label}, call {i}: in {self.role} (solution called, not returned)")
-                 for i in range(len(batch))]
         outs = []
         start = self.guard.start_timer()
-        for step, args in zip(steps, batch):
+        for step, args in zip(batch.steps, batch.inputs):
             self.status_map[:] = step  # a copy into the status mapping: no encoding inside the timed region
             outs.append(as_outputs(self.fn(*args)))
-        self.status(f"{label}: every call returned; at the device sync after the batch")
+        self.status(f"{batch.label}: every call returned; at the device sync after the batch")
         self.guard.sync()
         seconds = self.guard.stop_timer(start)
-        self.status(f"{label}: at the barrier after the batch")
+        self.status(f"{batch.label}: at the barrier after the batch")
         self.guard.barrier()
         return outs, seconds
 
@@ -157,9 +164,8 @@ class Worker:
         del out, args
         if len(seeds) < 2:
             return dict(sizes, per_call_s=0.0)
-        self.status("warm-up batch: making its inputs")
-        batch = [self.inputs(seed) for seed in seeds[1:]]
-        outs, seconds = self.run_batch(batch, "warm-up batch")
+        batch = self.stage(seeds[1:], "warm-up batch")
+        outs, seconds = self.run_batch(batch)
         del outs, batch
         if self.device.type == "cuda":
             sizes |= dict(free_bytes=torch.cuda.mem_get_info(self.device)[0],
@@ -210,13 +216,12 @@ class Worker:
             elif phase == "warmup":
                 self.ch.send(event="done", findings=[], **self.warmup(msg["seeds"]))
             elif phase == "timed":
-                self.status(f"timed batch {msg['batch']}: making its inputs")
-                batch = [self.inputs(seed) for seed in msg.pop("seeds")]
+                batch = self.stage(msg.pop("seeds"), f"timed batch {msg['batch']}")
                 self.ch.send(event="ready")
                 self.ch.recv()  # go
-                self.kept, seconds = self.run_batch(batch, f"timed batch {msg['batch']}")
-                del batch
+                self.kept, seconds = self.run_batch(batch)
                 self.ch.send(event="done", findings=[], seconds=[seconds])
+                del batch  # freeing the inputs takes milliseconds: after the scorer's clock stopped
             elif phase == "dump":
                 for i in msg["indices"]:
                     self.save(f"timed{msg['batch']}-{i}", self.kept[i])
@@ -265,6 +270,14 @@ def _shared_copy(t) -> bool:
     """A tensor moved through one copy of its storage: a strided, non-empty one on a device (a CPU tensor is
     saved as it is, sharing kept)."""
     return isinstance(t, torch.Tensor) and t.device.type != "cpu" and t.layout == torch.strided and t.numel() > 0
+
+
+@dataclass
+class Batch:
+    """A timed batch as staged: each call's inputs, and the status line written as it starts."""
+    label: str
+    inputs: list
+    steps: list[bytes]
 
 
 @dataclass
