@@ -5,7 +5,7 @@
 # STEPS, any of: overhead (the per-call clock overhead of every reference, score_clock_overhead.py),
 # synthetic (a 5%-faster and a 2%-slower candidate and the reference itself, synthetic_speedups.py, each
 # scored), self (the references of 10-100 us by the batch clock scored against themselves, the sampled
-# problems SELF_FROM..SELF_TO in the list the overhead step printed), harness (FILEs of .pkbdata/pkb_dab's
+# problems SELF_FROM..SELF_TO of results/score_resolution/self_sample.txt, the list a first overhead step printed), harness (FILEs of .pkbdata/pkb_dab's
 # trees: ParallelKernelBench's own clock, harness_speedups.py, then `pkb score` of each). Every score is
 # `pkb score --json` with the default protocol; its wall time is printed beside it.
 set -u
@@ -32,7 +32,8 @@ EOF
 }
 
 case " $steps " in *" overhead "*)
-  python3 benchmarks/score_clock_overhead.py --pkb-root "$head" --budget-s 240 --out "$out/clock_overhead.json" \
+  python3 benchmarks/score_clock_overhead.py --pkb-root "$head" --budget-s "${OVERHEAD_BUDGET_S:-240}" \
+    --out "$out/clock_overhead.json" \
     2>&1 | grep -v Warning | tee "$out/clock_overhead.txt" | tail -40 ;;
 esac
 case " $steps " in *" synthetic "*)
@@ -41,9 +42,9 @@ case " $steps " in *" synthetic "*)
 esac
 case " $steps " in *" self "*)
   from=${3:-1}; to=${4:-10}
-  sample=$(sed -n 's/^references of .* by the batch clock ([0-9]*): //p' "$out/clock_overhead.txt" 2>/dev/null \
-           || true)
-  [ -n "$sample" ] || sample=$(cat benchmarks/results/score_resolution/self_sample.txt)
+  # the sample a first overhead run chose (kept in the repository), else the one this run's printed
+  sample=$(cat benchmarks/results/score_resolution/self_sample.txt 2>/dev/null || true)
+  [ -n "$sample" ] || sample=$(sed -n 's/^references of .* by the batch clock ([0-9]*): //p' "$out/clock_overhead.txt")
   i=0
   for slug in $sample; do
     i=$((i + 1)); [ $i -lt "$from" ] || [ $i -gt "$to" ] && continue
