@@ -136,6 +136,20 @@ def test_a_wrong_answer_on_later_calls_only_is_pkbs_fault_alone(tmp_path):
     assert honest.verdicts == {PKB: Verdict.PASS, BENCH: Verdict.PASS} and not honest.warnings
 
 
+def test_a_fresh_check_with_no_answer_leaves_the_benchmarks_verdict_open(tmp_path, monkeypatch):
+    """The cached answer again, but the fresh process gives no answer (it crashed, or met a limit of pkb): under
+    pkb's rules the later call's wrong output still rejects; under the benchmark's nobody knows whether its
+    correctness trial would pass, so that verdict is inconclusive (it was a reject under both before). The twin
+    where the fresh process answers is the test above (a pass under the benchmark's rules)."""
+    import pkbsim.screen.pipeline as pipeline
+    monkeypatch.setattr(pipeline, "_right_when_fresh", lambda *a: None)
+    res = run_screen(written(tmp_path, "cached", CACHED_ANSWER), BENCH)
+    assert res.verdicts == {PKB: Verdict.REJECT, BENCH: Verdict.INCONCLUSIVE}, (res.reasons, res.warnings)
+    assert res.reasons[0].kind == "limit" and "gave no answer" in res.reasons[0].message, res.reasons
+    assert res.warnings[0].kind == "wrong_output" and "gave no answer" in res.warnings[0].message
+    assert res.under(PKB).reasons[0].kind == "wrong_output"
+
+
 def test_a_later_call_wrong_on_its_own_inputs_rejects_under_both(tmp_path):
     """The twin of the cached answer: wrong first on call 2, but because of trial 1's data, not of call 1: the
     fresh process on trial 1's inputs is wrong too, so ParallelKernelBench's correctness trial would fail it."""

@@ -57,14 +57,18 @@ class Functional:
     unconfirmed: dict = field(default_factory=dict)
 
 
-def fresh_call(fn: Functional, trial: int, right: bool | None) -> None:
+def fresh_call(fn: Functional, trial: int, right: bool | None) -> bool:
     """Settle the wrong outputs `fn` holds for `trial` by the candidate's answer to that trial alone, in a fresh
     process with one call (ParallelKernelBench's correctness trial): right there, they need an earlier call's
-    state and are pkb's fault alone; wrong there, or no answer (None), they are faults under every rule set."""
+    state and are pkb's fault alone; wrong there, they are faults under every rule set. With no answer (None)
+    they stay faults under pkb's rules, which see the later call, and the benchmark's verdict cannot be told:
+    False is returned, and the caller makes that verdict inconclusive."""
     for r in fn.unconfirmed.pop(trial, []):
-        r.pkb_only = bool(right)
+        r.pkb_only = right is not False
         r.message += ("; right in a fresh process with one call on the same inputs" if right else
-                      "; wrong in a fresh process with one call on the same inputs too" if right is False else "")
+                      "; wrong in a fresh process with one call on the same inputs too" if right is False else
+                      "; a fresh process with one call on the same inputs gave no answer")
+    return right is not None
 
 
 def candidate_calls(load) -> list[Call]:

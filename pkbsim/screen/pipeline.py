@@ -117,12 +117,17 @@ def _screen(task: TaskSpec, path: str, opts: ScreenOptions, spawner, keep: bool)
     if any(not r.pkb_only for r in rep.reasons):
         return res.reject(Stage.FUNCTIONAL, rep.reasons)
     fn = judge(task, ref, rep)
-    for trial in list(fn.unconfirmed):
-        fresh_call(fn, trial, _right_when_fresh(task, ref, job, spawner, trial, opts))
+    unanswered = [trial for trial in list(fn.unconfirmed)
+                  if not fresh_call(fn, trial, _right_when_fresh(task, ref, job, spawner, trial, opts))]
     res.correct = fn.correct
     res.warnings = [r for r in rep.reasons + fn.reasons if r.pkb_only]
     if any(not r.pkb_only for r in fn.reasons):
         return res.reject(Stage.FUNCTIONAL, [r for r in fn.reasons if not r.pkb_only])
+    if unanswered:  # a reject under pkb's rules (the warnings), and no verdict under the benchmark's
+        return res.inconclusive(Stage.FUNCTIONAL, Reason(
+            ReasonKind.LIMIT, f"trial {unanswered[0]}'s inputs were answered wrong on a later call, and the check "
+                              f"that decides it under ParallelKernelBench's rules (one call in a fresh process) gave "
+                              f"no answer"))
     res.checked.append(Stage.FUNCTIONAL)
     res.stage = Stage.FUNCTIONAL
     if not opts.cost or (rep.screen_trace is None and res.warnings):
