@@ -2,7 +2,8 @@
 versions in one run: BEFORE (4-byte cells, a git revision: adjacent bf16 stores of two ranks are a false
 write-write race), BEFORE with 2-byte cells (the earlier fix, twice the shadow state) and the working tree
 (4-byte cells, words split into halves or bytes only where an access covers part of one). A figure, not an
-assert: prints shadow bytes (the numpy arrays of the shadows), seconds, and ratios against BEFORE.
+assert: prints shadow bytes (the numpy arrays of the shadows), seconds, and ratios against BEFORE. A version
+that reports a race (BEFORE's false ones, last column) stops there: its figures are only up to it.
 
     .venv/bin/python benchmarks/race_shadow_subword.py [--mb 16] [--ranks 8] [--before 7cba165]
 
