@@ -7,7 +7,8 @@
 # scored), self (the references of 10-100 us by the batch clock scored against themselves, the sampled
 # problems SELF_FROM..SELF_TO of results/score_resolution/self_sample.txt, the list a first overhead step printed), harness (FILEs of .pkbdata/pkb_dab's
 # trees: ParallelKernelBench's own clock, harness_speedups.py, then `pkb score` of each). Every score is
-# `pkb score --json` with the default protocol; its wall time is printed beside it.
+# `pkb score --json` with the default protocol; its wall time is printed beside it. NPROC=8 scores on 8 GPUs
+# (the overhead and harness clocks are of one GPU).
 set -u
 out=${1:?usage: $0 OUT STEPS [SELF_FROM SELF_TO]}; steps=${2:?}
 . benchmarks/gpu_env.sh
@@ -15,7 +16,7 @@ head=$PWD/.pkbdata/pkb_head
 
 score() {  # score NAME CANDIDATE ROOT
   t0=$(date +%s.%N)
-  python3 -m pkb.cli.main score "$2" --pkb-root "$3" --nproc-per-node 1 --json > "$out/score.$1.json" \
+  python3 -m pkb.cli.main score "$2" --pkb-root "$3" --nproc-per-node "${NPROC:-1}" --json > "$out/score.$1.json" \
     2> "$out/score.$1.err"
   rc=$?; t1=$(date +%s.%N)
   python3 - "$out/score.$1.json" "$1" "$rc" "$t0" "$t1" <<'EOF' | tee -a "$out/scores.txt"
