@@ -64,9 +64,11 @@ def parse(argv: list[str]):
     return parser.parse_args(["check", *argv])
 
 
-def _render(result, label: str) -> str:
+def render(result, label: str, exit_code: bool = True) -> str:
+    """The findings, then one line with the verdict (and exit code: not for a pytest failure, which has none)."""
     lines = [f.render() for f in result.findings]
-    head = (f"pkb check: {label}: {result.verdict.upper().replace('_', ' ')} (exit {result.exit_code}) - {result.world_size} ranks, "
+    code = f" (exit {result.exit_code})" if exit_code else ""
+    head = (f"pkb check: {label}: {result.verdict.upper().replace('_', ' ')}{code} - {result.world_size} ranks, "
             f"{result.ops} communication ops, {result.wall_s:.2f} s")
     return "\n".join([*lines, head])
 
@@ -74,11 +76,11 @@ def _render(result, label: str) -> str:
 MAX_RANKS = 1024  # more is a typo, not a job: each rank is a thread of this process with its program's state
 
 
-def run(args) -> int:
+def check_limits(args) -> int:
+    """The ranks per node that `args` asks for, after the checks `pkb check` and the pytest marker
+    (pkb/pytest_plugin.py) share. Raises UsageError."""
     from pkb.errors import UsageError
 
-    if args.demo and args.script:
-        raise UsageError("--demo runs the bundled example; drop SCRIPT or drop --demo")
     nproc = args.nproc_per_node if args.nproc_per_node is not None else (8 if args.demo else 4)
     if nproc < 1 or args.nnodes < 1:
         raise UsageError("--nproc-per-node and --nnodes must be at least 1")
@@ -88,6 +90,15 @@ def run(args) -> int:
         raise UsageError("--timeout must be positive (seconds)")
     if args.memory_gb is not None and args.memory_gb < 0:
         raise UsageError("--memory-gb must be 0 (no cap) or more")
+    return nproc
+
+
+def run(args) -> int:
+    from pkb.errors import UsageError
+
+    if args.demo and args.script:
+        raise UsageError("--demo runs the bundled example; drop SCRIPT or drop --demo")
+    nproc = check_limits(args)
     if args.demo:
         return _demo(args, nproc)
     if not args.script:
@@ -111,7 +122,7 @@ def run(args) -> int:
     if args.json:
         print(json.dumps(result.to_json(), indent=1))
     else:
-        print(_render(result, os.path.basename(args.script)))
+        print(render(result, os.path.basename(args.script)))
     _exit_if_stuck(result)
     return result.exit_code
 
@@ -147,7 +158,7 @@ def _demo(args, nproc: int) -> int:
         out = sys.stderr if args.json else sys.stdout
         results[name] = check_script(os.path.join(root, name), [], run_options(args, nproc, out))
         if not args.json:
-            print(_render(results[name], name) + "\n")
+            print(render(results[name], name) + "\n")
     ok = all(results[n].verdict == v for n, v in expected.items())
     if args.json:
         print(json.dumps({n: r.to_json() for n, r in results.items()}, indent=1))

@@ -1,6 +1,6 @@
-"""`check_script`: one run of the simulated world, plus the buffering counterfactual. The world runs with the
-plug-ins its caller registered (importing pkbsim.plugins registers pkb's own: `pkb check` does); this core
-module imports none.
+"""`check_script` (and `check_ranks`, for a callable: the pytest marker): one run of the simulated world, plus
+the buffering counterfactual. The world runs with the plug-ins its caller registered (importing pkbsim.plugins
+registers pkb's own: `pkb check` does); this core module imports none.
 
 NCCL's send may complete before its receive is posted when the message fits the connection buffer
 (NCCL_BUFFSIZE, 4 MiB by default) and blocks otherwise. When a verdict could depend on that, the
@@ -10,18 +10,29 @@ program runs a second time with the other buffering rule; if the verdicts differ
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
 from dataclasses import replace
 
+from pkbsim.world.context import RankContext
 from pkbsim.world.findings import Finding
-from pkbsim.world.launcher import UNLIMITED, RunOptions, RunResult, run_script
+from pkbsim.world.launcher import UNLIMITED, RunOptions, RunResult, run_ranks, run_script
 from pkbsim.world.order_check import cross_comm_order
 
 
 def check_script(path: str, argv: list[str], opts: RunOptions) -> RunResult:
-    result = run_script(path, argv, opts)
+    return _checked(lambda o: run_script(path, argv, o), opts)
+
+
+def check_ranks(body: Callable[[RankContext], None], opts: RunOptions) -> RunResult:
+    """check_script for a callable each rank calls (the pytest marker's test body): the same counterfactual
+    reruns, so `body` may run more than once."""
+    return _checked(lambda o: run_ranks(body, o), opts)
+
+
+def _checked(run: Callable[[RunOptions], RunResult], opts: RunOptions) -> RunResult:
+    result = run(opts)
     if result.verdict == "deadlock" and result.blocked_sends and opts.p2p_buffer < UNLIMITED:
-        other = run_script(path, argv, replace(opts, p2p_buffer=UNLIMITED, output=io.StringIO(),
-                                               record_compute=False))
+        other = run(replace(opts, p2p_buffer=UNLIMITED, output=io.StringIO(), record_compute=False))
         if other.verdict == "ok":
             result.findings.append(Finding(
                 "buffering_hazard",
@@ -30,7 +41,7 @@ def check_script(path: str, argv: list[str], opts: RunOptions) -> RunResult:
                 "default); issue the sends and receives of an exchange together (batch_isend_irecv) or order "
                 "them so that one side receives first", result.findings[0].ranks, result.findings[0].sites))
     elif result.verdict == "ok" and result.eager_sends:
-        other = run_script(path, argv, replace(opts, p2p_buffer=0, output=io.StringIO(), record_compute=False))
+        other = run(replace(opts, p2p_buffer=0, output=io.StringIO(), record_compute=False))
         if other.verdict == "deadlock":
             dl = other.findings[0]
             result.findings.append(Finding(

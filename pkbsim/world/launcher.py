@@ -190,11 +190,15 @@ def simulated_process(nproc: int, output, topology: str = DEFAULT_TOPOLOGY):
 
 
 def _program_frames(exc: BaseException) -> list:
-    return [f for f in traceback.extract_tb(exc.__traceback__) if "pkbsim" not in f.filename
-            and os.sep + "torch" + os.sep not in f.filename]
+    """The program's frames: not pkbsim's or torch's, nor one that hides itself (`__tracebackhide__`, pytest's
+    convention: the pytest plugin's rank body, pkb/pytest_plugin.py)."""
+    frames = [frame for frame, _ in traceback.walk_tb(exc.__traceback__)]
+    return [f for f, frame in zip(traceback.extract_tb(exc.__traceback__), frames) if "pkbsim" not in f.filename
+            and os.sep + "torch" + os.sep not in f.filename and not frame.f_locals.get("__tracebackhide__")]
 
 
-def _error_finding(rank: int, exc: BaseException, full_traceback: bool = False) -> Finding:
+def error_finding(rank: int, exc: BaseException, full_traceback: bool = False) -> Finding:
+    """A rank's exception as a finding, at the program's line (a limit of pkb's as inconclusive)."""
     frames = _program_frames(exc)
     site = f"{os.path.basename(frames[-1].filename)}:{frames[-1].lineno}" if frames else "?"
     details = [f"{os.path.basename(f.filename)}:{f.lineno} in {f.name}: {f.line}" for f in frames[-4:]]
@@ -251,7 +255,7 @@ def _rank_main(world: World, engine: Engine, rank: int, body: Callable[[RankCont
                                [trace.exit_site] if trace.exit_site else []), unless_failed=True)
     except BaseException as e:  # noqa: BLE001 - a rank's exception is a finding, not a crash of pkb
         status = "failed"
-        world.fail(_error_finding(rank, e, opts.full_traceback), unless_failed=True)
+        world.fail(error_finding(rank, e, opts.full_traceback), unless_failed=True)
     finally:
         _drop_dispatch_modes()
         if status != "exited":   # an exited rank was finished when it called os._exit
