@@ -93,7 +93,8 @@ class DeviceMapMode(TorchFunctionMode):
             _note_explicit_device(asked)
             kwargs["device"] = "cpu"
         if func is torch.Tensor.cuda:
-            asked = args[1] if len(args) > 1 else asked if asked is not None else "cuda"
+            # .cuda(), .cuda(None) (Module.cuda() passes None on): the rank's current device
+            asked = args[1] if len(args) > 1 and args[1] is not None else asked if asked is not None else "cuda"
             if asked != "cuda":
                 _note_explicit_device(asked)
         elif func is torch.Tensor.cpu:
