@@ -159,6 +159,7 @@ def simulated_process(nproc: int, output, topology: str = DEFAULT_TOPOLOGY):
     from pkbsim.world.unsimulated import install_unsimulated
     from pkbsim.world.environ import install_environ
     from pkbsim.world.process_group import register
+    from pkbsim.world.rank_imports import install_rank_imports
     from pkbsim.world.thread_world import install, uninstall
 
     register()
@@ -174,6 +175,7 @@ def simulated_process(nproc: int, output, topology: str = DEFAULT_TOPOLOGY):
         install_dist(patches)
         install_dtensor_ops(patches)
         install_unsimulated(patches)
+        install_rank_imports(patches)
         for plugin in registered():
             plugin.install(patches)
         install_environ(patches, output or sys.stdout)
