@@ -1,4 +1,4 @@
-"""The pytest plugin (pkb/pytest_plugin.py), as a user meets it: pytest run in a subprocess on a generated test
+"""The pytest plugin (pkb/cli/pytest_plugin.py), as a user meets it: pytest run in a subprocess on a generated test
 file of buggy cases and their fixed twins; each case's outcome and failure text read from the JUnit XML. One
 run serves every case (a pytest start with torch costs seconds); -n 2 (slow), -x -k and `-p pkb` get a run each."""
 import os
@@ -204,5 +204,5 @@ def test_dash_p_pkb_where_autoloading_is_off(tmp_path):
 
 
 def test_loading_the_plugin_imports_no_torch():
-    code = "import sys, pkb.pytest_plugin; print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'pkbsim')))"
+    code = "import sys, pkb.cli.pytest_plugin; print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'pkbsim')))"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout == "[]\n"

@@ -1,4 +1,4 @@
-"""Distributed code unit-tested on simulated ranks with the pytest plugin's marker (pkb/pytest_plugin.py):
+"""Distributed code unit-tested on simulated ranks with the pytest plugin's marker (pkb/cli/pytest_plugin.py):
 each test body runs on every rank with torch.distributed initialised, as under torchrun."""
 import pytest
 import torch

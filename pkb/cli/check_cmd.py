@@ -78,7 +78,7 @@ MAX_RANKS = 1024  # more is a typo, not a job: each rank is a thread of this pro
 
 def check_limits(args) -> int:
     """The ranks per node that `args` asks for, after the checks `pkb check` and the pytest marker
-    (pkb/pytest_plugin.py) share. Raises UsageError."""
+    (pkb/cli/pytest_plugin.py) share. Raises UsageError."""
     from pkb.errors import UsageError
 
     nproc = args.nproc_per_node if args.nproc_per_node is not None else (8 if args.demo else 4)

@@ -193,7 +193,7 @@ def simulated_process(nproc: int, output, topology: str = DEFAULT_TOPOLOGY):
 
 def _program_frames(exc: BaseException) -> list:
     """The program's frames: not pkbsim's or torch's, nor one that hides itself (`__tracebackhide__`, pytest's
-    convention: the pytest plugin's rank body, pkb/pytest_plugin.py)."""
+    convention: the pytest plugin's rank body, pkb/cli/pytest_plugin.py)."""
     frames = [frame for frame, _ in traceback.walk_tb(exc.__traceback__)]
     return [f for f, frame in zip(traceback.extract_tb(exc.__traceback__), frames) if "pkbsim" not in f.filename
             and os.sep + "torch" + os.sep not in f.filename and not frame.f_locals.get("__tracebackhide__")]
