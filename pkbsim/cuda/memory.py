@@ -116,14 +116,24 @@ def rank_memory(ctx, tensors) -> RankMemory:
     if ctx is None:
         return space
     symm = symm_state(ctx.world)
+    symm.reap()
     for alloc in list(symm.by_storage.values()):
-        space.map(Region.of_tensor(alloc.tensor, f"rank {alloc.rank} symmetric buffer"))
+        # mapped while its bytes are pkb's (freed ones too): the device memory map's check reports a stale
+        # address of a freed buffer (pkbsim.device.ptx_memory), never a read of reused memory
+        space.map(_symm_region(alloc))
         space.map(Region.of_tensor(alloc.pad, f"rank {alloc.rank} signal pad"))
-    for handle in list(symm.handles.values()):
+    for handle in list(symm.all_handles):
         for table in handle.pointer_tables():
             space.map(Region.of_tensor(table, "symmetric-memory pointer table"))
         span = handle.multicast_range()
         if span is not None and handle.global_rank == ctx.rank:
-            members = [Region.of_tensor(t, f"rank {r} symmetric buffer") for r, t in handle.member_buffers()]
+            members = [_symm_region(a) for a in handle.member_allocations()]
             space.map(MulticastRegion(*span, members, "multicast buffer"))
     return space
+
+
+def _symm_region(alloc) -> Region:
+    name = f"rank {alloc.rank} symmetric buffer"
+    if alloc.memory is None:  # no bytes of pkb's own (a shape run's tensor)
+        return Region.of_tensor(alloc.tensor, name)
+    return Region(alloc.base, alloc.memory, name, owner=alloc)

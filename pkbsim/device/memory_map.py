@@ -1,7 +1,10 @@
 """Which symmetric allocation an address belongs to: a rank's buffer or its signal pad.
 
 All ranks share one address space, so peer pointers are plain addresses; this map turns one back into
-(owner rank, buffer or pad, byte offset). It is rebuilt when the set of allocations changes.
+(owner rank, buffer or pad, byte offset). It is rebuilt when the set of allocations changes (an allocation,
+a rendezvous, a release: pkbsim/symm/allocations.py). `check_mapped` is the device side's check that the
+accessing rank still maps a region: an access through a stale address of a freed symmetric buffer is a
+MemoryFault, as the GPU's illegal address.
 """
 from __future__ import annotations
 
@@ -35,13 +38,13 @@ class MemoryMap:
         self._regions: list[Region] = []
 
     def _refresh(self) -> None:
-        count = len(self._symm.by_storage) + len(self._symm.by_pad)
+        self._symm.reap()
+        count = self._symm.generation
         if count == self._seen:
             return
         regions = []
         for alloc in list(self._symm.by_storage.values()):
-            st = alloc.tensor.untyped_storage()
-            regions.append(Region(alloc, st.data_ptr(), st.nbytes(), False))
+            regions.append(Region(alloc, alloc.base, alloc.nbytes, False))
             regions.append(Region(alloc, alloc.pad.data_ptr(), alloc.pad.numel() * 4, True))
         regions.sort(key=lambda r: r.base)
         self._regions, self._starts, self._seen = regions, [r.base for r in regions], count
@@ -72,3 +75,16 @@ class MemoryMap:
             inside = r is not None and int(sub.max()) + width <= r.base + r.size
             out.append((r if inside else None, sub))
         return out
+
+
+def check_mapped(region: Region | None, rank: int, addr: int, site: str | None = None) -> None:
+    """Raise the GPU's illegal-address fault if `rank` no longer maps `region` (its symmetric allocation, or
+    the rank's own of the same rendezvous, was freed); `addr` is the first address of the access."""
+    if region is None:
+        return
+    by = region.alloc.unmapped_for(rank)
+    if by is not None:
+        from pkbsim.ptx.errors import MemoryFault
+        from pkbsim.symm.allocations import freed_message
+        msg = freed_message(region.alloc, by, rank, addr, region.on_pad)
+        raise MemoryFault(msg if site is None else f"{msg} at {site}")

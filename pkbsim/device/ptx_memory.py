@@ -21,6 +21,7 @@ import numpy as np
 from pkbsim.device import spin_handoff
 from pkbsim.device.accesses import Access, byte_runs
 from pkbsim.device.ir import Event
+from pkbsim.device.memory_map import check_mapped
 from pkbsim.device.protocol import device_state, emit
 from pkbsim.device.spin import Poll
 from pkbsim.ptx.memory import SHARED_WINDOW, MulticastRegion
@@ -42,16 +43,24 @@ class KernelObserver:
         self.ctx, self.run = ctx, run
         self.state = device_state(ctx.world)
 
+    def _split(self, addrs: np.ndarray, width: int) -> list:
+        """The device memory map's split, every part checked to be mapped on this rank (a freed symmetric
+        buffer is an illegal address; the interpreter adds the instruction)."""
+        parts = self.state.memory.split(addrs, width)
+        for region, sub in parts:
+            check_mapped(region, self.ctx.rank, int(sub.min()))
+        return parts
+
     def _accesses(self, addrs: np.ndarray, width: int) -> list[Access]:
         return [Access.of(self.ctx, sub, width, region, byte_runs(sub, width) if region is not None else None)
-                for region, sub in self.state.memory.split(addrs, width)]
+                for region, sub in self._split(addrs, width)]
 
     def _words(self, addrs: np.ndarray, width: int) -> list[Access]:
         """One access per distinct address: each flag word is its own signal/wait (lane t of a barrier
         polls the slot of peer t)."""
         uniq, counts = np.unique(addrs, return_counts=True)
         return [Access(self.ctx, lo, lo + width, int(n) * width, region)
-                for region, sub in self.state.memory.split(uniq, width)
+                for region, sub in self._split(uniq, width)
                 for lo, n in zip(map(int, sub), counts[np.searchsorted(uniq, sub)])]
 
     def access(self, g, op: str, ins, addrs, width: int, perform):

@@ -15,6 +15,7 @@ from triton.runtime import interpreter as interp
 
 from pkbsim.device import spin, spin_handoff
 from pkbsim.device.accesses import Access, byte_runs
+from pkbsim.device.memory_map import check_mapped
 from pkbsim.device.protocol import device_state, emit
 from pkbsim.device.triton_launch import current_launch
 from pkbsim.ptx.access import check_aligned
@@ -39,6 +40,7 @@ def _active(ptrs, mask) -> tuple[np.ndarray, int]:
 
 def _access(ctx, addrs: np.ndarray, itemsize: int) -> Access:
     region = device_state(ctx.world).memory.find(int(addrs.min()), int(addrs.max()) + itemsize)
+    check_mapped(region, ctx.rank, int(addrs.min()), user_site())  # a freed symmetric buffer: illegal address
     runs = byte_runs(addrs, itemsize) if region is not None and not region.on_pad else None
     return Access.of(ctx, addrs, itemsize, region, runs)
 

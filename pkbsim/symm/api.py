@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 import torch.distributed._symmetric_memory as symm_mem
 
-from pkbsim.symm.allocations import RANK_STATE
+from pkbsim.symm.allocations import RANK_STATE, new_buffer, note_rendezvous, track_handle
 from pkbsim.symm.handle import (
     SIGNAL_PAD_BYTES,
     Allocation,
@@ -13,7 +13,7 @@ from pkbsim.symm.handle import (
     storage_key,
 )
 from pkbsim.world import host_sync
-from pkbsim.world.comms import behind_the_program, resolve_comm
+from pkbsim.world.comms import behind_the_program, is_fake, resolve_comm
 from pkbsim.world.context import current, require
 from pkbsim.world.findings import Finding
 from pkbsim.world.ops_mode import ensure_ops_mode
@@ -27,23 +27,30 @@ def empty(*size, dtype: torch.dtype | None = None, device=None) -> torch.Tensor:
     ctx = require()
     if len(size) == 1 and isinstance(size[0], (tuple, list, torch.Size)):
         size = tuple(size[0])
-    t = torch.empty(size, dtype=dtype or torch.get_default_dtype(), device="cpu")
+    site = user_site()
+    dtype = dtype or torch.get_default_dtype()
+    probe = torch.empty(1, dtype=dtype, device="cpu")  # fake in a shape run; NaN under the screen's poison
+    t = torch.empty(size, dtype=dtype, device="cpu") if is_fake(probe) else None
+    st = state(ctx.world)
     with behind_the_program():  # real also in a shape run: the simulator polls it (put/wait_signal, barrier)
         pad = torch.zeros(SIGNAL_PAD_BYTES // 4, dtype=torch.int32)
-    alloc = Allocation(ctx.rank, t, pad)
-    st = state(ctx.world)
+        if t is None:  # the bytes are pkb's, so that their release is seen (pkbsim/symm/allocations.py)
+            t, alloc = new_buffer(ctx.rank, tuple(size), probe, pad, st, site)
+        else:
+            alloc = Allocation(ctx.rank, t, pad, site=site)
     with ctx.world.lock:
         ctx.world.track_clocks = True
-        st.by_storage[storage_key(t)] = alloc
-        st.by_pad[storage_key(pad)] = alloc
-    ctx.trace.record("symm", "empty", user_site(), shapes=[list(t.shape)], dtypes=[str(t.dtype)[6:]],
+        st.add(alloc, storage_key(t), storage_key(pad))
+    ctx.trace.record("symm", "empty", site, shapes=[list(t.shape)], dtypes=[str(t.dtype)[6:]],
                      bytes=t.numel() * t.element_size())
     ensure_ops_mode(ctx)
     return t
 
 
 def allocation_of(ctx, t: torch.Tensor) -> Allocation | None:
-    return state(ctx.world).by_storage.get(storage_key(t))
+    st = state(ctx.world)
+    st.reap()
+    return st.by_storage.get(storage_key(t))
 
 
 def rendezvous(tensor: torch.Tensor, group) -> SimSymmetricMemory:
@@ -63,6 +70,7 @@ def rendezvous(tensor: torch.Tensor, group) -> SimSymmetricMemory:
     offset = tensor.storage_offset() * tensor.element_size()
 
     def exchange(allocs):
+        note_rendezvous(list(allocs), st)
         return {gr: SimSymmetricMemory(list(allocs), grank, comm, offset) for grank, gr in enumerate(comm.ranks)}
 
     nbytes = tensor.untyped_storage().nbytes()
@@ -72,14 +80,18 @@ def rendezvous(tensor: torch.Tensor, group) -> SimSymmetricMemory:
     # a host-side exchange in torch, which it may follow with a barrier: taken as ordering everything the
     # members did before it (never a race invented across it; one hidden at worst)
     host_sync.wait_streams(ctx, [ctx.stream_id])
-    hdl = op.slot.result[ctx.rank]
+    hdl = op.slot.result.pop(ctx.rank)   # the engine keeps no handle: the program's references decide
+    track_handle(hdl, alloc, st)
     with ctx.world.lock:
+        # torch caches the handle in the allocation: it lives while the tensor does (dropped by reap)
         st.handles[(storage_key(tensor), comm.name)] = hdl
     return hdl
 
 
 def handle_for(ctx, t: torch.Tensor, group_name: str) -> SimSymmetricMemory | None:
-    return state(ctx.world).handles.get((storage_key(t), group_name))
+    st = state(ctx.world)
+    st.reap()
+    return st.handles.get((storage_key(t), group_name))
 
 
 def is_symm_mem_tensor(t: torch.Tensor) -> bool:

@@ -11,18 +11,20 @@ from __future__ import annotations
 import itertools
 import os
 
+import numpy as np
 import torch
 
 from pkbsim.device import lower_symm
 from pkbsim.symm.allocations import (  # noqa: F401 - also this module's API
     RANK_STATE,
     Allocation,
+    HeldBytes,
     SymmState,
     state,
     storage_key,
 )
 from pkbsim.world.clocks import happens_before
-from pkbsim.world.comms import behind_the_program
+from pkbsim.world.comms import behind_the_program, is_fake
 from pkbsim.world.context import require
 from pkbsim.world.findings import Finding
 from pkbsim.world.sites import user_site
@@ -45,15 +47,15 @@ class SimSymmetricMemory:
 
     __slots__ = ("_allocs", "_comm", "rank", "world_size", "offset", "buffer_size", "signal_pad_size",
                  "buffer_ptrs", "signal_pad_ptrs", "_ptr_tables", "buffer_ptrs_dev", "signal_pad_ptrs_dev",
-                 "_multicast", "device")
+                 "_multicast", "device", "__weakref__")
 
     def __init__(self, allocs: list[Allocation], group_rank: int, comm, offset: int):
         self._allocs, self._comm = allocs, comm
         self.rank, self.world_size = group_rank, len(allocs)
         self.offset = offset
-        self.buffer_size = allocs[group_rank].tensor.untyped_storage().nbytes()
+        self.buffer_size = allocs[group_rank].nbytes
         self.signal_pad_size = SIGNAL_PAD_BYTES
-        self.buffer_ptrs = [a.tensor.untyped_storage().data_ptr() for a in allocs]
+        self.buffer_ptrs = [a.base for a in allocs]
         self.signal_pad_ptrs = [a.pad.data_ptr() for a in allocs]
         self._ptr_tables = (torch.tensor(self.buffer_ptrs, dtype=torch.int64),
                             torch.tensor(self.signal_pad_ptrs, dtype=torch.int64))
@@ -89,8 +91,8 @@ class SimSymmetricMemory:
     def global_rank(self) -> int:
         return self._allocs[self.rank].rank
 
-    def member_buffers(self) -> list[tuple[int, torch.Tensor]]:
-        return [(a.rank, a.tensor) for a in self._allocs]
+    def member_allocations(self) -> list[Allocation]:
+        return list(self._allocs)
 
     def pointer_tables(self) -> tuple[torch.Tensor, torch.Tensor]:
         return self._ptr_tables
@@ -102,7 +104,7 @@ class SimSymmetricMemory:
 
     # ---- views -----------------------------------------------------------------------------------
     def get_buffer(self, rank: int, sizes, dtype: torch.dtype, storage_offset: int = 0) -> torch.Tensor:
-        storage = self._allocs[rank].tensor.untyped_storage()
+        storage = self._allocs[rank].storage(keep=self)  # as torch's, the tensor keeps the handle
         sizes = [sizes] if isinstance(sizes, int) else list(sizes)
         numel = 1
         for s in sizes:
@@ -118,7 +120,7 @@ class SimSymmetricMemory:
 
     def get_signal_pad(self, rank: int, sizes=None, dtype: torch.dtype | None = None,
                        storage_offset: int = 0) -> torch.Tensor:
-        pad = self._allocs[rank].pad
+        pad = _keeping(self._allocs[rank].pad, self)  # as get_buffer's, the tensor keeps the handle
         if dtype is None or dtype == torch.uint32:
             view = pad
         else:
@@ -220,6 +222,16 @@ def _set_slot(pad: torch.Tensor, slot: int, value: int) -> None:
     """A protocol write to a pad: kept out of the rank's ops mode, which treats pad writes as host resets."""
     with behind_the_program():
         pad[slot] = value
+
+
+def _keeping(pad: torch.Tensor, handle) -> torch.Tensor:
+    """`pad` (a real CPU tensor) through a storage of its own that also keeps `handle` alive."""
+    if is_fake(pad):
+        return pad
+    with behind_the_program():
+        view = pad.numpy().view(np.uint8).view(HeldBytes)
+        view.keep = handle
+        return torch.empty(0, dtype=pad.dtype).set_(torch.from_numpy(view).untyped_storage(), 0, pad.shape)
 
 
 def _numel(sizes) -> int:
