@@ -153,7 +153,10 @@ def prefix(writable: list[str] = (), readable: list[str] = (), limits: Limits = 
     for node in sorted(glob.glob("/dev/nvidia*")) + sorted(glob.glob("/dev/dri")):
         args += ["--dev-bind", node, node]
     python_path = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]  # e.g. packages under /tmp
-    shown = [os.path.abspath(p) for p in [os.getcwd(), os.path.dirname(SUPERVISOR), *python_path, *readable]]
+    # the Python install and CUDA toolchain where the private /tmp would hide them (a venv made under /tmp)
+    below_tmp = [p for p in (sys.prefix, sys.exec_prefix, *toolchain_roots()) if p.startswith("/tmp/")]
+    shown = [os.path.abspath(p) for p in [os.getcwd(), os.path.dirname(SUPERVISOR), *python_path, *below_tmp,
+                                          *readable]]
     for path in shown:
         if os.path.exists(path):
             args += ["--ro-bind", path, path]
@@ -246,8 +249,7 @@ def _install_paths(hidden: list[str]) -> list[str]:
         wanted.append(site.getusersitepackages())
     for var in ("PATH", "LD_LIBRARY_PATH", "PYTHONPATH"):
         wanted += os.environ.get(var, "").split(os.pathsep)
-    wanted += [os.environ.get("CUDA_HOME", ""), os.environ.get("CUDA_PATH", ""),
-               os.path.dirname(os.path.dirname(os.environ.get("PKB_NVCC", ""))), *_loader_folders()]
+    wanted += [os.environ.get("CUDA_PATH", ""), *toolchain_roots(), *_loader_folders()]
     roots = [h.rstrip("/") + "/" for h in hidden]
     found: list[str] = []
     for path in sorted({os.path.abspath(p) for p in wanted if p and os.path.isabs(p)}, key=len):
@@ -255,6 +257,25 @@ def _install_paths(hidden: list[str]) -> list[str]:
                 and not any(path == f or path.startswith(f.rstrip("/") + "/") for f in found)):
             found.append(path)
     return found
+
+
+def toolchain_roots() -> list[str]:
+    """The CUDA toolchains pkb may compile with, by the rule of pkbsim.ptx.compile.find_nvcc (which this package
+    may not import): $PKB_NVCC's and $CUDA_HOME's toolkit folders and NVIDIA's wheels (nvidia/cu13) in this
+    interpreter's `nvidia` namespace package. Bound read-only wherever they are: a toolchain under /tmp or a
+    hidden folder was invisible inside, and every inline-CUDA candidate came out 'nvcc not found'."""
+    import importlib.util
+
+    pinned = os.environ.get("PKB_NVCC", "")
+    roots = [os.environ.get("CUDA_HOME", ""), os.path.dirname(os.path.dirname(pinned)),
+             os.path.dirname(os.path.dirname(os.path.realpath(pinned))) if pinned else ""]
+    try:
+        spec = importlib.util.find_spec("nvidia")
+    except (ImportError, ValueError):
+        spec = None
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        roots.append(os.path.join(folder, "cu13"))
+    return [os.path.abspath(r) for r in roots if r and os.path.isabs(r) and os.path.isdir(r)]
 
 
 def _loader_folders() -> list[str]:

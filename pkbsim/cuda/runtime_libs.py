@@ -69,7 +69,8 @@ def _built(out: str) -> bool:
 
 def _weak_stubs(home: str) -> str:
     """C source defining every export of the real libcudart as a weak 'not supported' function."""
-    real = sorted(glob.glob(os.path.join(home, "lib64", "libcudart.so.*")))
+    real = sorted(glob.glob(os.path.join(home, "lib64", "libcudart.so.*"))
+                  or glob.glob(os.path.join(home, "lib", "libcudart.so.*")))  # NVIDIA's wheels have lib/ alone
     names: list[str] = []
     if real:
         out = subprocess.run(["nm", "-D", "--defined-only", real[0]], capture_output=True, text=True, check=False).stdout

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -38,20 +39,44 @@ def cache_dir() -> str:
     return os.path.join(cache_root(), "ptx")
 
 
-NVCC_MISSING = "nvcc not found: install the CUDA toolkit, put nvcc on PATH, or set CUDA_HOME or PKB_NVCC"
+NVCC_MISSING = ("nvcc not found: install pkb's CUDA toolchain with pip install -e '.[cuda]' (or a CUDA toolkit), "
+                "or set PKB_NVCC or CUDA_HOME")
+SYSTEM_HOMES = ("/usr/local/cuda",)  # where a system toolkit lives when neither PATH nor $CUDA_HOME names it
+WHEEL_NVCC = ("cu13", "bin", "nvcc")  # below the `nvidia` namespace package: NVIDIA's wheels of pkb's cuda extra
 
 
-def find_nvcc() -> str | None:
-    """$PKB_NVCC, else nvcc on PATH, else under $CUDA_HOME or /usr/local/cuda."""
+def find_nvcc(system_homes: tuple[str, ...] = SYSTEM_HOMES, site_dirs: list[str] | None = None) -> str | None:
+    """$PKB_NVCC, else a system toolkit (nvcc on PATH, under $CUDA_HOME or `system_homes`), else NVIDIA's wheels
+    (pkb's cuda extra) found by this interpreter's import path (or below `site_dirs`): the system toolkit wins
+    so that a machine's own toolkit keeps giving the PTX it gave before the extra was installed."""
     pinned = os.environ.get("PKB_NVCC")
     if pinned and os.access(pinned, os.X_OK):
         return pinned
     found = shutil.which("nvcc")
     if found:
         return found
-    for home in (os.environ.get("CUDA_HOME"), "/usr/local/cuda"):
+    for home in (os.environ.get("CUDA_HOME"), *system_homes):
         if home and os.access(os.path.join(home, "bin", "nvcc"), os.X_OK):
             return os.path.join(home, "bin", "nvcc")
+    return wheel_nvcc(site_dirs)
+
+
+def wheel_nvcc(site_dirs: list[str] | None = None) -> str | None:
+    """nvcc of the nvidia-cuda-nvcc wheel: in each folder of the `nvidia` namespace package that this
+    interpreter imports (a venv, the user's site folder, PYTHONPATH), or below `site_dirs` when given. The
+    wheel's nvcc.profile finds its nvvm, headers and CCCL relative to itself: nothing to configure."""
+    if site_dirs is None:
+        try:
+            spec = importlib.util.find_spec("nvidia")
+        except (ImportError, ValueError):
+            spec = None
+        folders = list(spec.submodule_search_locations or []) if spec else []
+    else:
+        folders = [os.path.join(d, "nvidia") for d in site_dirs]
+    for folder in folders:
+        nvcc = os.path.join(folder, *WHEEL_NVCC)
+        if os.access(nvcc, os.X_OK):
+            return nvcc
     return None
 
 
