@@ -272,3 +272,16 @@ def test_findings_a_rank_rewrote_into_something_else_are_named_not_fatal():
     assert _said({}) == []
     for forged in (5, "abc", [1, 2], {"a": 1}):
         assert _said({"findings": forged}) == ["a rank's reply was not the harness's (its findings)"], forged
+
+
+def test_tables_show_each_speed_up_with_its_margin_and_mark_the_unresolved():
+    from pkb.batch import summary_row
+    from pkbsim.screen.result import ScreenResult
+    screen = ScreenResult("t", "/m/c.py", 2, "hgx-h100", 0)
+    wide = RunRecord("t", "/m/c.py", "m", status=Status.SLOWER, correct=True, speedup=1.3, ci_lo=0.9, ci_hi=1.7,
+                     noise_margin=0.03)
+    tight = RunRecord("t", "/m/c.py", "m", status=Status.FASTER, correct=True, speedup=1.3, ci_lo=1.25, ci_hi=1.35,
+                      noise_margin=0.03)
+    assert summary_row(screen, wide).measured_text == "1.30x ±3%~"
+    assert summary_row(screen, tight).measured_text == "1.30x ±3%"
+    assert summary_row(screen, None).measured_text == ""
