@@ -12,6 +12,7 @@ from pkbsim.device.ir import Event
 from pkbsim.device.races import RaceDetector
 from pkbsim.symm.handle import Allocation
 from pkbsim.world.clocks import VectorClocks
+from test_strided_access_races import TRITON as STRIDED_TRITON
 
 
 def _setup(n=2, nbytes=256):
@@ -165,25 +166,8 @@ def test_host_copies_into_the_same_narrow_column_race(run_program, dtype):
     assert any(f.kind == "race" and "write-write" in f.message for f in res.findings), res.output
 
 
-TRITON = """
-import triton
-import triton.language as tl
-import torch.distributed._symmetric_memory as symm_mem
-
-@triton.jit
-def interleave(bufs, rank, N: tl.constexpr, WORLD: tl.constexpr):
-    i = tl.arange(0, N)
-    for peer in tl.static_range(WORLD):
-        dst = tl.load(bufs.to(tl.pointer_type(tl.int64)) + peer).to(tl.pointer_type(tl.bfloat16))
-        tl.store(dst + i * WORLD + SLOT, (i * 0 + rank).to(tl.bfloat16))
-
-n = 16
-buf = symm_mem.empty(n * world, dtype=torch.bfloat16, device="cuda")
-hdl = symm_mem.rendezvous(buf, dist.group.WORLD)
-hdl.barrier(channel=0)
-interleave[(1,)](hdl.buffer_ptrs_dev, rank, n, world)
-hdl.barrier(channel=0)
-"""
+# the strided test's interleaved Triton stores, at 2 bytes an element: two ranks share each 4-byte word
+TRITON = STRIDED_TRITON.replace("float32", "bfloat16")
 
 
 def test_triton_bf16_stores_to_each_ranks_own_interleaved_slots_do_not_race(run_program):
