@@ -285,3 +285,25 @@ def test_tables_show_each_speed_up_with_its_margin_and_mark_the_unresolved():
     assert summary_row(screen, wide).measured_text == "1.30x ±3%~"
     assert summary_row(screen, tight).measured_text == "1.30x ±3%"
     assert summary_row(screen, None).measured_text == ""
+
+
+@pytest.mark.slow
+def test_a_candidate_faster_after_two_launches_is_timed_over_two_more(job_root, monkeypatch):
+    """Two launches a side cannot show how far a process's own offset moves a score: a provisional "faster" is
+    timed over as many launches again and judged on all of them. The twin: a provisional "slower" ends after
+    two. (The rule's verdict is forced here: whether identical code is faster is the statistics' job.)"""
+    import hwbackend.score as scoring
+    from hwbackend.timing import Timing
+
+    def run(faster: bool) -> list[str]:
+        said: list[str] = []
+        monkeypatch.setattr(scoring, "summarize", lambda r, c, t=0.0: Timing(1.5 if faster else 0.9, [1.4, 1.6],
+                                                                              0.02, 1.0, 0.7, faster))
+        res = score(ScoreRequest("all_reduce", os.path.join(CANDS, "reference_copy.py"), 2, "gloo"),
+                    Protocol(launches=2, batches=1, calls=2, timeout=60), ScoreOptions(progress=said.append))
+        assert res.correct, res
+        return said
+    confirmed = run(True)
+    assert "faster over 2 launches: 2 more to confirm it" in confirmed, confirmed
+    assert any(m.startswith("launch 4/4") for m in confirmed), confirmed
+    assert not any(m.startswith("launch 3/") for m in run(False))
