@@ -61,7 +61,7 @@ def summarize(ref_by_launch: list[list[float]], cand_by_launch: list[list[float]
 def resolved(ci95: list[float | None] | None, noise: float | None) -> bool | None:
     """Whether the clock told the candidate from the reference: the whole interval beyond the noise margin, on
     the faster or the slower side. None where a score has no interval (untimed, or stored by an older pkb)."""
-    if not ci95 or None in ci95 or noise is None:
+    if not _has_interval(ci95, noise):
         return None
     return clears_noise(ci95, noise) or ci95[1] < 1.0 / (1.0 + noise)
 
@@ -71,9 +71,11 @@ def beyond(speedup: float | None, ci95: list[float | None] | None, noise: float 
     (1 + the noise margin) where there is one, the speed-up alone for a score stored without it."""
     if not speedup:
         return False
-    if not ci95 or None in ci95 or noise is None:
-        return speedup > p
-    return ci95[0] > p * (1.0 + noise)
+    return ci95[0] > p * (1.0 + noise) if _has_interval(ci95, noise) else speedup > p
+
+
+def _has_interval(ci95, noise) -> bool:
+    return bool(ci95) and None not in ci95 and noise is not None
 
 
 def clears_noise(ci95: list[float], noise: float) -> bool:

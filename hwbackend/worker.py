@@ -54,8 +54,9 @@ class Worker:
         dist.init_process_group(self.backend)
         self.guard = Guard(self.device, self.backend)
         # the poisoning fill doubles as the L2 flush, so it must be larger than L2 (B200: 126 MB)
-        l2 = torch.cuda.get_device_properties(self.device).L2_cache_size if self.device.type == "cuda" else 0
-        self.poison_bytes = max(POISON_BYTES, 2 * l2)
+        cuda = self.device.type == "cuda"
+        self.l2_bytes = torch.cuda.get_device_properties(self.device).L2_cache_size if cuda else 0
+        self.poison_bytes = max(POISON_BYTES, 2 * self.l2_bytes)
         self.fn = self.task.reference
         self.kept: list = []
         self.fingerprints: list[str] = []  # of the inputs of the last checked call: [before, after]
@@ -168,8 +169,7 @@ class Worker:
         outs, seconds = self.run_batch(batch)
         del outs, batch
         if self.device.type == "cuda":
-            sizes |= dict(free_bytes=torch.cuda.mem_get_info(self.device)[0],
-                          l2_bytes=torch.cuda.get_device_properties(self.device).L2_cache_size)
+            sizes |= dict(free_bytes=torch.cuda.mem_get_info(self.device)[0], l2_bytes=self.l2_bytes)
         return dict(sizes, per_call_s=seconds / (len(seeds) - 1))
 
     def save(self, name: str, out: tuple, inputs=None) -> None:
@@ -231,7 +231,7 @@ class Worker:
 
 
 def _nbytes(tree) -> int:
-    return sum(t.numel() * t.element_size() for t in flat_tensors(tree) if isinstance(t, torch.Tensor))
+    return sum(t.nbytes for t in flat_tensors(tree))
 
 
 def _on_cpu(tree):
