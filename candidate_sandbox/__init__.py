@@ -264,18 +264,22 @@ def toolchain_roots() -> list[str]:
     may not import): $PKB_NVCC's and $CUDA_HOME's toolkit folders and NVIDIA's wheels (nvidia/cu13) in this
     interpreter's `nvidia` namespace package. Bound read-only wherever they are: a toolchain under /tmp or a
     hidden folder was invisible inside, and every inline-CUDA candidate came out 'nvcc not found'."""
-    import importlib.util
-
     pinned = os.environ.get("PKB_NVCC", "")
     roots = [os.environ.get("CUDA_HOME", ""), os.path.dirname(os.path.dirname(pinned)),
              os.path.dirname(os.path.dirname(os.path.realpath(pinned))) if pinned else ""]
+    roots += [os.path.join(folder, "cu13") for folder in nvidia_wheel_folders()]
+    return [os.path.abspath(r) for r in roots if r and os.path.isabs(r) and os.path.isdir(r)]
+
+
+def nvidia_wheel_folders() -> list[str]:
+    """The folders of the `nvidia` namespace package this interpreter imports (where NVIDIA's wheels unpack:
+    a venv, the user's site folder, PYTHONPATH)."""
+    import importlib.util
     try:
         spec = importlib.util.find_spec("nvidia")
     except (ImportError, ValueError):
-        spec = None
-    for folder in (spec.submodule_search_locations or []) if spec else []:
-        roots.append(os.path.join(folder, "cu13"))
-    return [os.path.abspath(r) for r in roots if r and os.path.isabs(r) and os.path.isdir(r)]
+        return []
+    return list(spec.submodule_search_locations or []) if spec else []
 
 
 def _loader_folders() -> list[str]:

@@ -19,7 +19,9 @@ def byte_runs(starts, width: int) -> list[tuple[int, int]]:
     a = np.asarray(starts).astype(np.int64).reshape(-1)
     lo = int(a.min())
     span = int(a.max()) - lo + width
-    if span <= 8 * width * a.size + 4096:   # close together (a warp's, a block's): mark the bytes, no sort
+    # close together (a warp's, a block's) and narrow: mark the bytes, no sort (a wide run, a whole row, would
+    # build an index of 8 bytes per byte covered)
+    if span <= 8 * width * a.size + 4096 and width <= 16:
         touched = np.zeros(span + 2, dtype=np.int8)
         touched[1 + (a - lo)[:, None] + np.arange(width)] = 1
         edges = np.diff(touched)

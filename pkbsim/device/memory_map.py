@@ -77,7 +77,7 @@ class MemoryMap:
         return out
 
 
-def check_mapped(region: Region | None, rank: int, addr: int, site: str | None = None) -> None:
+def check_mapped(region: Region | None, rank: int, addr: int) -> None:
     """Raise the GPU's illegal-address fault if `rank` no longer maps `region` (its symmetric allocation, or
     the rank's own of the same rendezvous, was freed); `addr` is the first address of the access."""
     if region is None:
@@ -86,5 +86,4 @@ def check_mapped(region: Region | None, rank: int, addr: int, site: str | None =
     if by is not None:
         from pkbsim.ptx.errors import MemoryFault
         from pkbsim.symm.allocations import freed_message
-        msg = freed_message(region.alloc, by, rank, addr, region.on_pad)
-        raise MemoryFault(msg if site is None else f"{msg} at {site}")
+        raise MemoryFault(freed_message(region.alloc, by, rank, addr, region.on_pad))

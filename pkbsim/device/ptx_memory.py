@@ -48,7 +48,8 @@ class KernelObserver:
         buffer is an illegal address; the interpreter adds the instruction)."""
         parts = self.state.memory.split(addrs, width)
         for region, sub in parts:
-            check_mapped(region, self.ctx.rank, int(sub.min()))
+            if region is not None:
+                check_mapped(region, self.ctx.rank, int(sub.min()))
         return parts
 
     def _accesses(self, addrs: np.ndarray, width: int) -> list[Access]:

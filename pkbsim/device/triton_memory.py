@@ -39,8 +39,12 @@ def _active(ptrs, mask) -> tuple[np.ndarray, int]:
 
 
 def _access(ctx, addrs: np.ndarray, itemsize: int) -> Access:
-    region = device_state(ctx.world).memory.find(int(addrs.min()), int(addrs.max()) + itemsize)
-    check_mapped(region, ctx.rank, int(addrs.min()), user_site())  # a freed symmetric buffer: illegal address
+    lo = int(addrs.min())
+    region = device_state(ctx.world).memory.find(lo, int(addrs.max()) + itemsize)
+    try:
+        check_mapped(region, ctx.rank, lo)  # a freed symmetric buffer: illegal address
+    except MemoryFault as e:
+        raise MemoryFault(f"{e} at {user_site()}") from None
     runs = byte_runs(addrs, itemsize) if region is not None and not region.on_pad else None
     return Access.of(ctx, addrs, itemsize, region, runs)
 

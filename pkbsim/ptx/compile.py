@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import importlib.util
 import os
 import shutil
 import subprocess
 import tempfile
 
+from candidate_sandbox import nvidia_wheel_folders
 from pkbsim.errors import CannotSimulate
 
 from .errors import CompileError
@@ -65,14 +65,7 @@ def wheel_nvcc(site_dirs: list[str] | None = None) -> str | None:
     """nvcc of the nvidia-cuda-nvcc wheel: in each folder of the `nvidia` namespace package that this
     interpreter imports (a venv, the user's site folder, PYTHONPATH), or below `site_dirs` when given. The
     wheel's nvcc.profile finds its nvvm, headers and CCCL relative to itself: nothing to configure."""
-    if site_dirs is None:
-        try:
-            spec = importlib.util.find_spec("nvidia")
-        except (ImportError, ValueError):
-            spec = None
-        folders = list(spec.submodule_search_locations or []) if spec else []
-    else:
-        folders = [os.path.join(d, "nvidia") for d in site_dirs]
+    folders = nvidia_wheel_folders() if site_dirs is None else [os.path.join(d, "nvidia") for d in site_dirs]
     for folder in folders:
         nvcc = os.path.join(folder, *WHEEL_NVCC)
         if os.access(nvcc, os.X_OK):

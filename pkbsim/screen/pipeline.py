@@ -117,8 +117,10 @@ def _screen(task: TaskSpec, path: str, opts: ScreenOptions, spawner, keep: bool)
     if any(not r.pkb_only for r in rep.reasons):
         return res.reject(Stage.FUNCTIONAL, rep.reasons)
     fn = judge(task, ref, rep)
-    unanswered = [trial for trial in list(fn.unconfirmed)
-                  if not fresh_call(fn, trial, _right_when_fresh(task, ref, job, spawner, trial, opts))]
+    unanswered = []  # trials whose fresh-process check gave no answer
+    for trial in list(fn.unconfirmed):
+        if not fresh_call(fn, trial, _right_when_fresh(task, ref, job, spawner, trial, opts)):
+            unanswered.append(trial)
     res.correct = fn.correct
     res.warnings = [r for r in rep.reasons + fn.reasons if r.pkb_only]
     if any(not r.pkb_only for r in fn.reasons):

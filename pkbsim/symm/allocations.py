@@ -18,6 +18,7 @@ thread, inside any operation); `reap` applies them where the registry is read.
 """
 from __future__ import annotations
 
+import math
 import threading
 import weakref
 from collections import deque
@@ -49,7 +50,6 @@ class Allocation:
     # rank -> that rank's own allocations whose handles map this one (rendezvous)
     mapped_by: dict[int, list[Allocation]] = field(default_factory=dict)
     peers: list[Allocation] = field(default_factory=list)  # the peers' allocations its handles map
-    evicted: bool = False
 
     @property
     def base(self) -> int:
@@ -75,8 +75,7 @@ class Allocation:
             return self if self.released is not None else None
         own = self.mapped_by.get(rank)
         if own:
-            dead = [a for a in own if a.released is not None]
-            return dead[0] if len(dead) == len(own) else None
+            return own[0] if all(a.released is not None for a in own) else None
         return self if self.released is not None else None
 
     def unmapped_everywhere(self) -> bool:
@@ -137,8 +136,8 @@ class SymmState:
 
     def _retire(self, alloc: Allocation) -> None:
         """Quarantine what no rank maps any more (this allocation, the peers' it mapped); give back the oldest."""
-        for a in {id(a): a for a in [alloc, *alloc.peers]}.values():
-            if not a.evicted and a.memory is not None and a.unmapped_everywhere() and a not in self.quarantine:
+        for a in dict.fromkeys([alloc, *alloc.peers]):
+            if a.memory is not None and a.unmapped_everywhere() and a not in self.quarantine:
                 self.quarantine.append(a)
                 self.quarantined += a.nbytes + a.pad.numel() * 4
         while self.quarantined > QUARANTINE_BYTES and self.quarantine:
@@ -146,7 +145,7 @@ class SymmState:
             self.quarantined -= old.nbytes + old.pad.numel() * 4
             self.by_storage.pop(old.base, None)
             self.by_pad.pop(old.pad.data_ptr(), None)
-            old.evicted, old.memory, old.mapped_by, old.peers = True, None, {}, []
+            old.memory, old.mapped_by, old.peers = None, {}, []
             self.generation += 1
 
 
@@ -156,10 +155,7 @@ def new_buffer(rank: int, size: tuple, probe: torch.Tensor, pad: torch.Tensor, s
     with the value of `probe` (a one-element allocation of the program's dtype) where that holds the
     screen's NaN poison (pkbsim/taskrun.py); and its allocation (not yet registered)."""
     dtype = probe.dtype
-    numel = 1
-    for n in size:
-        numel *= n
-    nbytes = numel * probe.element_size()
+    nbytes = math.prod(size) * probe.element_size()
     raw = np.empty(nbytes + ALIGN, dtype=np.uint8)
     start = -raw.ctypes.data % ALIGN
     memory = raw[start:start + nbytes]
