@@ -2,6 +2,7 @@
 file of buggy cases and their fixed twins; each case's outcome and failure text read from the JUnit XML. One
 run serves every case (a pytest start with torch costs seconds); -n 2 (slow), -x -k and `-p pkb` get a run each."""
 import os
+import re
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -182,10 +183,12 @@ def test_bad_marker_arguments_fail_in_one_line(plain):
 
 
 def _findings(out: dict) -> dict:
-    """Outcomes and the findings' head lines, in any order (which ranks a failure released from their waits
-    depends on the threads' schedule)."""
-    return {name: (outcome, {line for line in text.splitlines() if line[:1].isalpha()
-                             and not line.startswith("pkb check:")}) for name, (outcome, text) in out.items()}
+    """Outcomes and the findings' head lines, each as its kind and the ranks it names, in any order (which
+    ranks a failure released from their waits, and which rank a mismatch names first, depend on the threads'
+    schedule)."""
+    return {name: (outcome, {(line.split(":")[0], frozenset(re.findall(r"rank \d+", line)))
+                             for line in text.splitlines() if line[:1].isalpha() and not line.startswith("pkb check:")})
+            for name, (outcome, text) in out.items()}
 
 
 @pytest.mark.slow   # two workers, each starting torch
