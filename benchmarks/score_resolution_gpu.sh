@@ -6,7 +6,8 @@
 # synthetic (a 5%-faster and a 2%-slower candidate and the reference itself, synthetic_speedups.py, each
 # scored), self (the references of 10-100 us by the batch clock scored against themselves, the sampled
 # problems SELF_FROM..SELF_TO of results/score_resolution/self_sample.txt, the list a first overhead step printed), harness (FILEs of .pkbdata/pkb_dab's
-# trees: ParallelKernelBench's own clock, harness_speedups.py, then `pkb score` of each). Every score is
+# trees: ParallelKernelBench's own clock, harness_speedups.py, then `pkb score` of the first DEV_SCORES (10) it
+# times consistently). Every score is
 # `pkb score --json` with the default protocol; its wall time is printed beside it. NPROC=8 scores on 8 GPUs
 # (the overhead and harness clocks are of one GPU).
 set -u
@@ -56,5 +57,10 @@ esac
 case " $steps " in *" harness "*)
   shift 2
   python3 benchmarks/harness_speedups.py --pkb-root "$head" "$@" 2>"$out/harness.err" | tee "$out/harness.jsonl"
-  for f in "$@"; do score "dev_$(basename "$f" .py)" "$f" "$head"; done ;;
+  # only the files the harness's clock times consistently are scored (at most DEV_SCORES of them)
+  consistent=$(python3 -c 'import json, sys; [print(r["file"]) for r in map(json.loads, open(sys.argv[1])) if r.get("consistent")]' \
+    "$out/harness.jsonl" | head -n "${DEV_SCORES:-10}")
+  for f in "$@"; do
+    echo "$consistent" | grep -qx "$(basename "$f")" && score "dev_$(basename "$f" .py)" "$f" "$head"
+  done ;;
 esac
