@@ -76,7 +76,7 @@ def test_a_synchronised_word_write_over_split_words_makes_them_whole_again():
     assert _put(det, buf, 1, 0, 2) is None
     clocks.acquire(1, clocks.release(0))
     assert _put(det, buf, 1, 0, 8) is None
-    page = det._shadows[id(buf)].pages[0]
+    page = det._shadows[buf].pages[0]
     assert page.splits == 0
     assert _get(det, buf, 0, 3, 4)[1] == "stale read"
 

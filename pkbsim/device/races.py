@@ -14,6 +14,8 @@ block can be missed.
 """
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from pkbsim.device.ir import Event
@@ -232,13 +234,15 @@ class RaceDetector:
         self.clocks = clocks
         self.size = clocks.ranks
         self._rank_of = np.array([clocks.rank_of(t) for t in range(len(clocks.vc))], dtype=np.int64)
-        self._shadows: dict[int, _Shadow] = {}
+        # keyed by the allocation itself: an id could be reused by a later allocation once an evicted one is
+        # gone, and a shadow goes with its allocation
+        self._shadows: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._events: list[Event] = []  # accesses referenced by the shadows
 
     def _shadow(self, alloc) -> _Shadow:
-        sh = self._shadows.get(id(alloc))
+        sh = self._shadows.get(alloc)
         if sh is None:
-            sh = self._shadows[id(alloc)] = _Shadow(self.size)
+            sh = self._shadows[alloc] = _Shadow(self.size)
         return sh
 
     def access(self, alloc, ev: Event, write: bool) -> tuple[Event, str] | None:
