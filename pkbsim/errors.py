@@ -55,7 +55,7 @@ class NotSimulated(SimulatorLimit):
 
 
 class CannotSimulate(SimulatorLimit, RuntimeError):
-    """Inline CUDA cannot run on the simulated world here (no nvcc, or a CUDA build of torch): pkb's limit.
+    """Inline CUDA cannot run on the simulated world here (no nvcc): pkb's limit.
     A RuntimeError too, as the builders' own failures are."""
 
 

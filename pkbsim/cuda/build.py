@@ -157,8 +157,9 @@ def _compile(name: str, tu: str, flags: list[str], nvcc: str, rt: str, out_dir: 
 def _link(name: str, objs: list[str], rt: str, tmp: str) -> str | None:
     """Link `objs` into tmp/name.so, with stubs for the symbols nothing provides; the linker's first error, if any."""
     _, torch_lib = torch_dirs()
-    link = ["g++", "-shared", "-o", os.path.join(tmp, f"{name}.so"), *objs, f"-L{rt}", f"-l:{NAMES[0]}", "-lc10_cuda",
-            "-ltorch_cuda", f"-L{torch_lib}", "-lc10", "-ltorch_cpu", "-ltorch", "-ltorch_python",
+    # the stand-ins by their own names, never torch's libc10_cuda/libtorch_cuda (a CUDA build has them: runtime_libs)
+    link = ["g++", "-shared", "-o", os.path.join(tmp, f"{name}.so"), *objs, f"-L{rt}", *(f"-l:{n}" for n in NAMES),
+            f"-L{torch_lib}", "-lc10", "-ltorch_cpu", "-ltorch", "-ltorch_python",
             f"-Wl,-rpath,{rt}", f"-Wl,-rpath,{torch_lib}"]
     missing = _undefined(link)
     if set(missing) & driver.SYMBOLS:  # TMA tensor maps and driver error names: pkb's stand-in

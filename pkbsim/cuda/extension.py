@@ -100,8 +100,13 @@ def _import(name: str, so: str):
         if mod is None:
             launch.install()
             spec = importlib.util.spec_from_file_location(name, so)
-            mod = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(mod)
+            flags = sys.getdlopenflags()
+            sys.setdlopenflags(runtime_libs.EXTENSION_MODE)   # its CUDA symbols from the stand-ins (runtime_libs)
+            try:
+                mod = importlib.util.module_from_spec(spec)
+                spec.loader.exec_module(mod)
+            finally:
+                sys.setdlopenflags(flags)
             _imported[so] = mod
         return mod
 

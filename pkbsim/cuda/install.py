@@ -1,9 +1,8 @@
 """Route `torch.utils.cpp_extension.load_inline`/`load` to pkb's build while a program runs on the simulated
 world (`pkb check`): the world's "cuda" plug-in (pkbsim/world/plugins.py). So unmodified torchrun scripts
 that build an inline-CUDA extension run their kernels on the interpreter. `pkb screen` installs its own
-stand-in first (which compile-checks and then uses the same build); that one is left in place. Without nvcc,
-or under a CUDA build of torch (whose own CUDA libraries the stand-ins would clash with), the calls fail
-with one line saying why. Importing torch.utils.cpp_extension takes about half a second, so a program that
+stand-in first (which compile-checks and then uses the same build); that one is left in place. Without nvcc
+the calls fail with one line saying why. Importing torch.utils.cpp_extension takes about half a second, so a program that
 does not import it is not charged for it: the patch is applied by an import hook right after the program's
 own import.
 """

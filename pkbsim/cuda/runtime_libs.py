@@ -1,10 +1,16 @@
 """The stand-in CUDA libraries (runtime/*.cpp): built with g++ on first use (once, under a file lock),
 cached, loaded globally.
 
-`libcudart.so.13` (the launch path and the runtime calls wrappers make), `libc10_cuda.so` (c10::cuda
-and at::cuda symbols, the CPU-allocation tracker) and an empty `libtorch_cuda.so`. Every other symbol
-the real libcudart exports becomes a weak stub that fails with cudaErrorNotSupported, so no extension
-misses a runtime symbol at load time. The cache key covers the sources, torch and the toolkit.
+`libpkb_cudart.so` (libcudart's part: the launch path and the runtime calls wrappers make),
+`libpkb_c10_cuda.so` (libc10_cuda's: c10::cuda and at::cuda symbols, the CPU-allocation tracker) and an empty
+`libpkb_torch_cuda.so`. Every other symbol the real libcudart exports becomes a weak stub that fails with
+cudaErrorNotSupported, so no extension misses a runtime symbol at load time. The cache key covers the sources,
+torch and the toolkit.
+
+The names are pkb's own and the stand-ins and extensions are loaded with RTLD_DEEPBIND, so that they win over a
+real libcudart/libc10_cuda already in the process: a CUDA build of torch loads its own (libcudart globally, at
+`import torch`), and under the real names the loader would hand an extension those (a library already loaded
+answers for its soname), or resolve its calls to them first (global scope before the library's own).
 """
 from __future__ import annotations
 
@@ -30,7 +36,11 @@ from pkbsim.cuda.toolchain import (
 from pkbsim.errors import CannotSimulate
 from pkbsim.ptx.compile import cache_root, nvcc_version
 
-NAMES = ("libcudart.so.13", "libc10_cuda.so", "libtorch_cuda.so")
+NAMES = ("libpkb_cudart.so", "libpkb_c10_cuda.so", "libpkb_torch_cuda.so")
+# own scope first (os.RTLD_DEEPBIND): an extension's and a stand-in's CUDA symbols resolve to the stand-ins even
+# where torch's CUDA build has loaded the real libraries into the global scope before them
+DLOPEN_MODE = os.RTLD_NOW | os.RTLD_GLOBAL | os.RTLD_DEEPBIND   # the stand-ins (global: extensions link them)
+EXTENSION_MODE = os.RTLD_NOW | os.RTLD_DEEPBIND                  # an extension (local: two may share a name)
 _lock = threading.Lock()
 _loaded: ctypes.CDLL | None = None
 
@@ -42,7 +52,7 @@ def _sources() -> list[str]:
 def runtime_dir() -> str:
     """The folder holding the built stand-in libraries (built now if missing)."""
     nvcc = require_nvcc()
-    h = hashlib.sha256(f"{torch.__version__}\0{nvcc_version(nvcc)}".encode())
+    h = hashlib.sha256("\0".join((torch.__version__, nvcc_version(nvcc), *NAMES)).encode())
     for path in _sources():
         with open(path, "rb") as f:
             h.update(f.read())
@@ -97,7 +107,7 @@ def _build(out: str, home: str) -> None:
          "-x", "c++", "-std=c++17", os.path.join(RUNTIME_SRC, "fakecudart.cpp"), "-x", "c", weak, "-ldl"],
         ["g++", *common, "-std=c++17", "-DC10_CUDA_NO_CMAKE_CONFIGURE_FILE", "-DNDEBUG", f"-I{stub_inc}", *(f"-I{i}" for i in incs),
          "-o", os.path.join(tmp, NAMES[1]), f"-Wl,-soname,{NAMES[1]}", os.path.join(RUNTIME_SRC, "c10cuda.cpp"),
-         f"-L{tmp}", f"-l:{NAMES[0]}", f"-L{lib}", "-lc10", f"-Wl,-rpath,{lib}", f"-Wl,-rpath,{out}"],
+         f"-L{tmp}", f"-l:{NAMES[0]}", f"-L{lib}", "-lc10", f"-Wl,-rpath,{out}", f"-Wl,-rpath,{lib}"],
         ["gcc", "-shared", "-fPIC", "-o", os.path.join(tmp, NAMES[2]), f"-Wl,-soname,{NAMES[2]}",
          os.path.join(RUNTIME_SRC, "empty.c")],
     ]
@@ -114,9 +124,9 @@ def load() -> ctypes.CDLL:
     with _lock:
         if _loaded is None:
             d = runtime_dir()
-            rt = ctypes.CDLL(os.path.join(d, NAMES[0]), mode=ctypes.RTLD_GLOBAL)
-            c10 = ctypes.CDLL(os.path.join(d, NAMES[1]), mode=ctypes.RTLD_GLOBAL)
-            ctypes.CDLL(os.path.join(d, NAMES[2]), mode=ctypes.RTLD_GLOBAL)
+            rt = ctypes.CDLL(os.path.join(d, NAMES[0]), mode=DLOPEN_MODE)
+            c10 = ctypes.CDLL(os.path.join(d, NAMES[1]), mode=DLOPEN_MODE)
+            ctypes.CDLL(os.path.join(d, NAMES[2]), mode=DLOPEN_MODE)
             c10.sim_track_cpu_allocations()
             c10.sim_find_allocation.argtypes = [ctypes.c_uint64, ctypes.POINTER(ctypes.c_uint64),
                                                 ctypes.POINTER(ctypes.c_size_t)]

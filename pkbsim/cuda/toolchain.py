@@ -83,16 +83,13 @@ def not_in_any_torch(header: str) -> bool:
 
 
 NO_NVCC = f"inline CUDA is compiled to PTX to be simulated; {NVCC_MISSING}"
-CUDA_TORCH = ("inline CUDA is simulated against a CPU build of torch (the stand-in CUDA runtime would clash "
-              "with this build's own): run pkb check/screen with `pip install torch==<version>` from the CPU index")
 
 
 def unavailable() -> str | None:
-    """Why inline-CUDA extensions cannot run on simulated ranks in this process (None: they can)."""
+    """Why inline-CUDA extensions cannot run on simulated ranks in this process (None: they can). Either build of
+    torch will do: under a CUDA build the stand-ins are bound ahead of its own CUDA libraries (runtime_libs)."""
     if find_nvcc() is None:
         return NO_NVCC
-    if torch.version.cuda:
-        return CUDA_TORCH
     return None
 
 
