@@ -123,7 +123,7 @@ def run_task(task: TaskSpec, fn: Callable | None, world_size: int, *, seed: int 
 
 def run_calls(task: TaskSpec, calls: list[Call], world_size: int, *, seed: int = 0, preset: str = "screen",
               no_comm: bool = False, timeout: float = RUN_TIMEOUT_S, output=None, record_compute: bool = False,
-              keep_inputs: bool = True, shape_run: bool | None = None) -> TaskRun:
+              keep_inputs: bool = True, shape_run: bool | None = None, size: dict | None = None) -> TaskRun:
     """Several calls in one run of the simulated world (a world's start-up costs more than a screen-size
     call), separated by barriers so that a call starts only once every rank has finished the previous
     one, except before a call with `sync=False`. A candidate file is imported once per rank (`Call.load`), so no module state is shared between
@@ -132,7 +132,8 @@ def run_calls(task: TaskSpec, calls: list[Call], world_size: int, *, seed: int =
     compares outputs only saves a copy of every call's inputs, all ranks', for the whole run. Each call's inputs
     are digested before and after it (CallResult.digests): a screen's candidate process hands back the
     digests after, and the screen compares them with those of the inputs it made. A full-size run
-    is a shape run (no data) unless `shape_run` says otherwise."""
+    is a shape run (no data) unless `shape_run` says otherwise. `size` replaces the preset's size (the screen's
+    sizes stage runs a task between its presets)."""
     results = [CallResult(*([None] * world_size for _ in range(5))) for _ in calls]
     raised: list[Raised] = []
 
@@ -153,7 +154,7 @@ def run_calls(task: TaskSpec, calls: list[Call], world_size: int, *, seed: int =
                 if c.load is not None and c.load not in loaded:
                     loaded[c.load] = c.load()
                 fn = loaded[c.load] if c.load is not None else c.fn or task.reference
-                tctx = TaskContext(ctx.rank, world_size, seed, c.trial, preset, dict(task.sizes[preset]),
+                tctx = TaskContext(ctx.rank, world_size, seed, c.trial, preset, dict(size or task.sizes[preset]),
                                    torch.device("cuda", local))
                 args = task.make_inputs(tctx)
                 if keep_inputs:
@@ -189,7 +190,8 @@ def input_digest(args) -> str | None:
     h = hashlib.sha1()
     try:
         with behind_the_program():
-            for t in tensors:
+            for t in tensors:  # shapes too: inputs of two sizes may hold the same bytes (the sizes stage tells them apart)
+                h.update(f"{tuple(t.shape)}{t.dtype}".encode())
                 h.update(t.detach().contiguous().view(-1).view(torch.uint8).numpy().tobytes())
     except (RuntimeError, TypeError, NotImplementedError):  # fake or otherwise unreadable tensors
         return None

@@ -43,6 +43,13 @@ class CandidateJob:
     read_only: tuple = ()  # folders the trusted side writes (timelines): read-only to the candidate's process
     own_cache: str = ""    # its per-candidate build cache (the only one its process sees), made by the trusted side
     fresh_trial: int = -1  # >= 0: only this trial's inputs, one call in a fresh world (functional.fresh_call)
+    # the sizes stage (sizes.py): [m, n] base shapes to run one call at each, in order, while `sizes_budget`
+    # seconds last; the screen-size call's seconds predict the first run's, and the digest of trial 0's
+    # inputs at screen size (rank 0) tells a problem whose inputs do not grow with the size
+    sizes: list = field(default_factory=list)
+    sizes_budget: float = 0.0
+    screen_call_s: float = 0.0
+    screen_digest: str = ""
 
 
 @dataclass
@@ -60,6 +67,8 @@ class CandidateReport:
     screen_trace: dict | None = None  # the first call after the warm-up, at screen size (with `cost`)
     shape_trace: dict | None = None   # the same at full size, from a shape run, when one could run
     shape_why: str = ""               # why there is no shape_trace
+    sized: list = field(default_factory=list)  # the sizes stage's runs: {m, n, trial, seconds, outputs}
+    sizes_note: str = ""                       # why the sizes stage stopped before its last size
     seconds: dict = field(default_factory=dict)  # build, functional, shape
 
     def to_payload(self) -> dict:
@@ -102,7 +111,7 @@ def candidate_side(task: TaskSpec, job: CandidateJob) -> CandidateReport:
         t0, built0 = time.perf_counter(), BUILD_CLOCK.total
         load = loader(session, task.reference)
         try:
-            _calls(task, session, job, load, rep)
+            (_sizes if job.sizes else _calls)(task, session, job, load, rep)
         finally:
             # extensions built lazily (on the first call) are built with the world's watchdog paused: their
             # time is build time, not the functional stage's
@@ -113,7 +122,7 @@ def candidate_side(task: TaskSpec, job: CandidateJob) -> CandidateReport:
         rep.problems = [Reason(p.kind, str(p), p.site) for p in session.problems]
         rep.not_simulated = sorted(session.not_simulated)
         rep.solution_site = session.solution_site
-        if job.cost and job.fresh_trial < 0 and not (rep.problems or rep.not_simulated or rep.limit
+        if job.cost and job.fresh_trial < 0 and not job.sizes and not (rep.problems or rep.not_simulated or rep.limit
                                                       or _decisive(rep.reasons)):
             t0 = time.perf_counter()
             if session.mentions("triton.jit"):
@@ -155,6 +164,71 @@ def _calls(task: TaskSpec, session: Session, job: CandidateJob, load, rep: Candi
                        for f in run.result.findings if is_fatal(f)][:3]
     if job.cost and len(run.calls) > 1 and run.calls[1].complete and not (rep.limit or _decisive(rep.reasons)):
         rep.screen_trace = run.calls[1].trace(task, "screen")
+
+
+def _sizes(task: TaskSpec, session: Session, job: CandidateJob, load, rep: CandidateReport) -> None:
+    """The sizes stage's runs (sizes.py): one call on trial 0's inputs at each size of `job.sizes` in a world of its
+    own, while the budget lasts; each run's time, scaled by the base shape's elements, predicts the next one's
+    (the first from the screen-size call). A size whose inputs repeat trial 0's at screen size or an earlier
+    size's (a problem of fixed size) moves the later sizes to trials the screen has not run (3, 4: the
+    benchmark's harness runs 5). A run that meets a limit of pkb, or that the budget cuts short, ends the stage
+    with a note; a fault of the candidate's own ends it with its reason."""
+    from pkbsim.screen.functional import TRIALS as FUNCTIONAL_TRIALS
+    from pkbsim.screen.sizes import LAST_TRIAL, describe, elements
+
+    spent, last_s, last_n = 0.0, job.screen_call_s, elements(None)
+    trial, seen, fixed = 0, {job.screen_digest} - {""}, False
+    for size in job.sizes:
+        m, n = size
+        predicted = last_s * (1 if fixed else elements(size) / last_n)
+        if spent + predicted > job.sizes_budget:
+            rep.sizes_note = (f"{describe(size)} not run: predicted {predicted:.0f} s, beyond the stage's budget of "
+                              f"{job.sizes_budget:g} s ({spent:.0f} s spent)")
+            return
+        t0 = time.perf_counter()
+        with Watch() as watch:
+            run = run_calls(task, [Call(trial, load=load, poison=True)], job.world_size, seed=job.seed,
+                            timeout=min(job.timeout, max(job.sizes_budget - spent, 1.0) * 2), keep_inputs=False,
+                            shape_run=False, size={"m": m, "n": n})
+        last_s, last_n = time.perf_counter() - t0, elements(size)
+        spent += last_s
+        for lim in filter(None, (limit_of(r.error) for r in run.raised if not isinstance(r.error, RecordedLimit))):
+            session.limit(lim)
+        if session.problems or session.not_simulated:
+            rep.sizes_note = f"{describe(size)}: {'; '.join(sorted(session.not_simulated)) or 'the file did not load'}"
+            session.not_simulated.clear()
+            session.problems.clear()
+            return
+        reasons, limit = [], None
+        if run.result.verdict == "timeout":
+            limit = slow(run, watch, session, job.timeout)
+            spot = watch.candidate_loop(session.path)
+            if limit is None and spot is None:
+                limit = Reason(ReasonKind.TIME_LIMIT, "the run did not finish")
+            elif limit is None:
+                reasons = [Reason(ReasonKind.TIMEOUT, f"no result at {describe(size)}: the candidate's code loops "
+                                                      f"outside any simulated wait", site(spot))]
+        elif run.result.verdict == "error":
+            reasons, limit = _errors(run, session)
+        elif run.result.verdict != "ok":
+            reasons = [Reason(f.kind, f.message + _calls_of(f), f.sites[0] if f.sites else "")
+                       for f in run.result.findings if is_fatal(f)][:3]
+        if limit is not None or (not reasons and not run.calls[0].complete):
+            rep.sizes_note = f"{describe(size)}: {limit.message if limit else 'a rank did not return'} (not checked)"
+            return
+        if reasons:
+            rep.reasons = [Reason(r.kind, f"at {describe(size)}: {r.message}", r.site) for r in reasons]
+            rep.findings = list(run.result.findings)
+            return
+        rep.sized.append({"m": m, "n": n, "trial": trial, "seconds": round(last_s, 3),
+                          "outputs": [plain(o) for o in run.calls[0].outputs]})
+        digest = (run.calls[0].digests[0] or (None,))[0]
+        fixed |= digest is not None and digest in seen
+        seen.add(digest)
+        if fixed:
+            trial = max(trial, FUNCTIONAL_TRIALS - 1) + 1
+            if trial > LAST_TRIAL:
+                return
 
 
 def _decisive(reasons: list[Reason]) -> bool:

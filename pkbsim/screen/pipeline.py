@@ -16,11 +16,13 @@ from pkbsim.ptx.compile import cache_root
 from pkbsim.screen.candidate import Session
 from pkbsim.screen.candidate_side import CandidateJob, CandidateReport
 from pkbsim.screen.cost import SHAPE_RUN_SECONDS, predict
-from pkbsim.screen.functional import ReferenceFailed, fresh_call, judge, reference_run
+from pkbsim.screen.functional import BACK_TO_BACK, ReferenceFailed, fresh_call, judge, reference_run
 from pkbsim.screen.confinement import STOPPED_EXIT
 from pkbsim.screen.isolation import ChildExit, Zygote
+from pkbsim.screen.parallelkernelbench import budgeted
 from pkbsim.screen.prebuild import builds_extensions
 from pkbsim.screen.result import Reason, ReasonKind, ScreenResult, Semantics, Stage
+from pkbsim.screen.sizes import SIZES_SECONDS, describe, judge_sizes, ladder
 from pkbsim.screen.static import static_reasons
 from pkbsim.taskrun import mismatches
 from pkbsim.timing.topology import Topology
@@ -44,6 +46,7 @@ class ScreenOptions:
     parallelkernelbench_root: str | None = None
     parallelkernelbench_dtype: str = PARALLELKERNELBENCH_DTYPE
     semantics: Semantics = Semantics.PKB  # whose rules the verdict is under (both are in ScreenResult.verdicts)
+    sizes_budget: float = SIZES_SECONDS  # seconds of candidate runs for the sizes stage (sizes.py); 0: no stage
 
 
 def screen(task: TaskSpec, path: str, opts: ScreenOptions, spawner=None) -> ScreenResult:
@@ -132,6 +135,10 @@ def _screen(task: TaskSpec, path: str, opts: ScreenOptions, spawner, keep: bool)
                               f"no answer"))
     res.checked.append(Stage.FUNCTIONAL)
     res.stage = Stage.FUNCTIONAL
+    if opts.sizes_budget > 0 and budgeted(task) and ladder(task):
+        reasons = _sizes(task, ref, rep, job, spawner, opts, res)
+        if reasons:
+            return res.reject(Stage.SIZES, reasons)
     if not opts.cost or (rep.screen_trace is None and res.warnings):
         return res  # no trace of a whole call to time: a race between calls ended the run before one
     t0 = time.perf_counter()
@@ -146,6 +153,44 @@ def _screen(task: TaskSpec, path: str, opts: ScreenOptions, spawner, keep: bool)
                                                     f"{opts.margin:g}x ({p.bottleneck}: candidate "
                                                     f"{p.candidate_us:.1f} us vs reference {p.reference_us:.1f} us)")])
     return res
+
+
+def _sizes(task: TaskSpec, ref, rep: CandidateReport, job: CandidateJob, spawner, opts: ScreenOptions,
+           res: ScreenResult) -> list[Reason]:
+    """The sizes stage (sizes.py): the candidate's runs in a process of its own, then the reference's at the same
+    sizes here. Returns the candidate's faults; what was not checked, and why, goes to `res.notes` (a limit of
+    pkb, the budget: no verdict)."""
+    t0 = time.perf_counter()
+    digest = ref.digests[0][0] if ref.digests and ref.digests[0] else None
+    child = spawner.start(asdict(replace(job, cost=False, sizes=ladder(task), sizes_budget=opts.sizes_budget,
+                                         screen_call_s=rep.seconds.get("functional", 0.0) / (1 + BACK_TO_BACK),
+                                         screen_digest=digest or "")))
+    payload, ended = child.result(opts.build_timeout + 3 * opts.sizes_budget + CHILD_SLACK_S)
+    try:
+        if payload is None or "pkb_error" in payload:
+            why = (f"the candidate's process {ended.describe()}" if payload is None else
+                   f"pkb failed in the candidate's process: {str(payload['pkb_error']).strip().splitlines()[-1:]}")
+            res.notes.append(f"sizes stage not checked: {why}")
+            return []
+        got = CandidateReport.from_payload(payload)
+        if got.problems or got.not_simulated or got.limit:
+            what = got.limit.message if got.limit else "; ".join(got.not_simulated) or got.problems[0].message
+            res.notes.append(f"sizes stage not checked: {what}")
+            return []
+        if got.reasons:
+            res.findings += got.findings
+            return got.reasons
+        reasons, notes = judge_sizes(task, got.sized, opts.world_size, opts.seed, opts.timeout)
+        for r in reasons:
+            r.site = r.site or rep.solution_site
+        ran = ", ".join(f"{describe([r['m'], r['n']])} trial {r['trial']} ({r['seconds']:.1f} s)" for r in got.sized)
+        res.notes += [f"sizes checked: {ran or 'none'}"] + notes + ([got.sizes_note] if got.sizes_note else [])
+        if not reasons and got.sized:
+            res.checked.append(Stage.SIZES)
+            res.stage = Stage.SIZES
+        return reasons
+    finally:
+        res.seconds[Stage.SIZES] = round(time.perf_counter() - t0, 3)
 
 
 def _right_when_fresh(task: TaskSpec, ref, job: CandidateJob, spawner, trial: int, opts: ScreenOptions) -> bool | None:

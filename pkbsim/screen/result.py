@@ -21,10 +21,11 @@ class Semantics(StrEnum):
 
 class Stage(StrEnum):
     """Where a screen ended (`ScreenResult.stage`): the last of the pipeline's stages that ran (static,
-    functional, cost: `STAGES`, in order); sandbox, where the candidate broke a cap of its screening process;
+    functional, sizes, cost: `STAGES`, in order); sandbox, where the candidate broke a cap of its screening process;
     for a screen pkb could not finish, the limit that ended it (the kind of its reason)."""
     STATIC = "static"
     FUNCTIONAL = "functional"
+    SIZES = "sizes"   # the candidate at larger sizes, up to the full size, within a budget (sizes.py)
     COST = "cost"
     SANDBOX = "sandbox"
     TIME_LIMIT = "time_limit"
@@ -33,7 +34,7 @@ class Stage(StrEnum):
     PKB_ERROR = "pkb_error"
 
 
-STAGES = (Stage.STATIC, Stage.FUNCTIONAL, Stage.COST)
+STAGES = (Stage.STATIC, Stage.FUNCTIONAL, Stage.SIZES, Stage.COST)
 
 
 class Verdict(StrEnum):
@@ -66,6 +67,8 @@ class ReasonKind(StrEnum):
     TIMEOUT = "timeout"                # its own code loops outside any simulated wait
     CRASH = "crash"                    # its process exited mid-call
     WRONG_OUTPUT = "wrong_output"
+    WRONG_AT_SIZE = "wrong_output_at_size"  # right at the screen's size, wrong at a larger one (sizes.py)
+    NUMERICS = "numerics"                  # a few elements beyond the tolerance at a larger size (sizes.py)
     ALIASED_OUTPUT = "aliased_output"
     MODIFIED_INPUT = "modified_input"
     SLOWER = "slower"
@@ -131,6 +134,7 @@ class ScreenResult:
     semantics: Semantics = Semantics.PKB  # whose rules `verdict` and `reasons` are under
     verdicts: dict = field(default_factory=dict)  # Semantics -> the Verdict under it ({}: a row of an older pkb)
     warnings: list[Reason] = field(default_factory=list)  # faults the rules in force do not count (pkb_only)
+    notes: list[str] = field(default_factory=list)  # what a stage left unchecked and why (a limit of pkb, no verdict)
 
     def __post_init__(self):
         self.stage = _stage(self.stage)

@@ -1,0 +1,133 @@
+"""Stage 3, sizes: the candidate at larger sizes than the screen's, up to the benchmark's own (issue 41).
+
+The functional stage runs a ParallelKernelBench problem at a 64 x 64 base shape; the benchmark's harness runs it
+at 1024 x 1024 (`--m`, `--n`: its problems take any base shape). Two kinds of fault hide in between:
+
+- a branch the screen's size never takes (a candidate that chunks its GEMM only when M > 512, with a chunk offset
+  that ignores the chunk's first row): the sizes keep one side at the full size and the other at the screen's,
+  so a threshold on either side is crossed for a sixteenth of the full size's work;
+- arithmetic that leaves a few elements in a million beyond the tolerance (a product rounded once where the
+  reference rounds three times, a multiply by a rounded reciprocal where the reference divides): only the
+  number of elements shows it, so the last sizes are the half and the full size, on the benchmark's own trial 0.
+
+Each size is one call in a world of its own at the screen's world size (candidate_side._sizes), then the
+reference at the same size and trial here, compared by the task's tolerance. Sizes run in order of elements
+while the budget (`SIZES_SECONDS` of the candidate's runs) lasts, each run's time predicting the next's; a
+size beyond the budget, a limit of pkb, or a reference beyond its budgets ends the stage with a note, never a
+reject. A problem whose inputs do not grow with the size (its inputs repeat the screen's) runs the
+benchmark's trials 3 and 4 instead, which the functional stage did not.
+
+A verdict: "numerics" when the elements beyond the tolerance are a small share of an output, finite, (a rounding
+difference, which the full size shows and the screen's size does not); else "wrong_output_at_size". Both reject
+under both rule sets: at the full size the benchmark's harness itself runs these inputs with this tolerance;
+a smaller size stands in for it as the screen's own size does (the functional stage's first call rejects under
+both too). Only ParallelKernelBench problems (budgeted tasks: their inputs and reference are bounded at any
+size) have the stage.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from pkbsim.screen.limits import limit_of
+from pkbsim.screen.plain import plain
+from pkbsim.screen.result import Reason, ReasonKind
+from pkbsim.taskrun import Call, mismatches, run_calls
+from tasks.parallelkernelbench.compare import ATOL, RTOL, _isclose
+from tasks.registry import TaskSpec
+
+SIZES_SECONDS = 60.0   # the candidate's runs in the stage, per screen (predicted before each run; a run is cut at 2x)
+NUMERICS_SHARE = 0.01  # at most this share of an output's elements beyond the tolerance: a rounding difference
+LAST_TRIAL = 4         # the benchmark's harness runs trials 0-4 (run_local.py --trials, default 5)
+SCREEN = {"m": 64, "n": 64}
+
+
+def ladder(task: TaskSpec) -> list[list[int]]:
+    """[m, n] base shapes, by elements: each side full with the other at the screen's, then half, then full size
+    (powers of two of a problem's own sizes keep its divisibility). Empty when the presets are not m x n."""
+    screen, full = task.sizes.get("screen", {}), task.sizes.get("full", {})
+    if set(screen) != {"m", "n"} or set(full) != {"m", "n"}:
+        return []
+    sm, sn, fm, fn = screen["m"], screen["n"], full["m"], full["n"]
+    out = []
+    for m, n in ((fm, sn), (sm, fn), (fm // 2, fn // 2), (fm, fn)):
+        if [m, n] not in out and (m, n) != (sm, sn) and m >= sm and n >= sn:
+            out.append([m, n])
+    return sorted(out, key=lambda s: s[0] * s[1])
+
+
+def elements(size) -> int:
+    """A base shape's elements (None: the screen's)."""
+    m, n = size if size is not None else (SCREEN["m"], SCREEN["n"])
+    return m * n
+
+
+def describe(size) -> str:
+    return f"size {size[0]} x {size[1]}"
+
+
+def judge_sizes(task: TaskSpec, sized: list[dict], world_size: int, seed: int, timeout: float,
+                screen_size: dict | None = None) -> tuple[list[Reason], list[str]]:
+    """(reasons, notes): the candidate's runs at each size against the reference's at the same size and trial."""
+    notes = []
+    screen = screen_size or task.sizes.get("screen", SCREEN)
+    for run in sized:
+        size, trial = [run["m"], run["n"]], run["trial"]
+        refs, why = _reference(task, size, trial, world_size, seed, timeout)
+        if refs is None:
+            notes.append(f"{describe(size)} not compared: {why}")
+            continue
+        wrong = mismatches(task, run["outputs"], refs)
+        if wrong:
+            return [_verdict(size, trial, run["outputs"], refs, wrong, screen)], notes
+    return [], notes
+
+
+def _reference(task: TaskSpec, size, trial: int, world_size: int, seed: int, timeout: float):
+    run = run_calls(task, [Call(trial)], world_size, seed=seed, timeout=timeout, keep_inputs=False,
+                    shape_run=False, size={"m": size[0], "n": size[1]})
+    if run.result.verdict == "ok" and run.calls[0].complete:
+        return [plain(o) for o in run.calls[0].outputs], ""
+    lim = next(filter(None, (limit_of(r.error) for r in run.raised)), None)
+    f = run.result.findings
+    return None, lim or f"the reference fails there ({f[0].message if f else run.result.verdict})"
+
+
+def _verdict(size, trial: int, outs: list, refs: list, wrong: list[str], screen: dict) -> Reason:
+    where = f"{describe(size)}, trial {trial}"
+    found = [w for rank, (outs_r, refs_r) in enumerate(zip(outs, refs))
+             for j, (o, r) in enumerate(zip(outs_r or (), refs_r or ()))
+             for w in _tensor_errors(o, r, f"rank {rank} output_{j}")]
+    worst = max(found, key=lambda w: w["bad"], default=None)
+    if worst is not None and worst["finite"] and worst["bad"] <= NUMERICS_SHARE * worst["numel"]:
+        return Reason(ReasonKind.NUMERICS,
+                      f"numerics at {where}: {worst['path']}: {worst['bad']} of {worst['numel']} elements outside "
+                      f"rtol={RTOL:g} atol={ATOL:g}, worst error {worst['error']:.3g} at flat index {worst['index']} "
+                      f"(got {worst['got']:.6g}, expected {worst['expected']:.6g}); the screen's "
+                      f"{screen['m']} x {screen['n']} run had too few elements to show it")
+    return Reason(ReasonKind.WRONG_AT_SIZE, f"wrong output at {where} (right at the screen's {screen['m']} x "
+                                            f"{screen['n']}): {wrong[0]}")
+
+
+def _tensor_errors(out, ref, path: str):
+    """Per pair of same-shaped floating tensors in `out` and `ref` (walked alike): how many elements are beyond
+    the tolerance, the worst, and whether all of those are finite."""
+    if isinstance(out, dict) and isinstance(ref, dict):
+        for k in ref:
+            if k in out:
+                yield from _tensor_errors(out[k], ref[k], f"{path}[{k!r}]")
+    elif isinstance(out, (list, tuple)) and isinstance(ref, (list, tuple)):
+        for i, (o, r) in enumerate(zip(out, ref)):
+            yield from _tensor_errors(o, r, f"{path}[{i}]")
+    elif (isinstance(out, torch.Tensor) and isinstance(ref, torch.Tensor) and out.shape == ref.shape
+          and not out.is_complex() and not ref.is_complex() and out.layout == ref.layout == torch.strided):
+        o, r = out.detach().reshape(-1).float(), ref.detach().reshape(-1).float()
+        close = _isclose(r, o, ATOL, RTOL)
+        bad = int((~close).sum())
+        if bad:
+            err = torch.where(close, torch.zeros_like(o), (o - r).abs().nan_to_num(math.inf, math.inf, math.inf))
+            i = int(err.argmax())
+            yield {"path": path, "bad": bad, "numel": o.numel(), "error": float(err[i]), "index": i,
+                   "got": float(o[i]), "expected": float(r[i]), "finite": bool(err.isfinite().all())}
+

@@ -1,0 +1,142 @@
+"""The sizes stage (pkbsim/screen/sizes.py): a ParallelKernelBench problem's candidate at larger sizes than the
+screen's 64 x 64, up to the benchmark's 1024 x 1024, within a budget. Each broken program passes the
+functional stage (its fault needs a larger size) and is rejected here with the reason named; its fixed twin
+passes; out of budget, the stage is skipped with a note and the broken one passes (a limit of pkb, never a
+reject)."""
+import pathlib
+import textwrap
+
+import pytest
+from pkb_checkout import write_checkout
+
+from pkbsim.screen.parallelkernelbench import register_parallelkernelbench_tasks
+from pkbsim.screen.pipeline import ScreenOptions, screen
+from pkbsim.screen.result import ReasonKind, Semantics, Stage, Verdict
+from pkbsim.screen.sizes import ladder
+from pkbsim.timing.topology import load_topology
+from tasks.registry import get
+
+BUILDER = """
+import torch
+
+
+def create_input_tensor(rank, world_size, problem_id, base_shape, dtype, trial=0, device=None):
+    M, N = base_shape
+    torch.manual_seed(3 + 1000 * problem_id + 10 * trial + rank)  # problem 2: no rounding flip in the screen's trials
+    if problem_id == 1:
+        return (torch.randn((M, 64), dtype=dtype, device=device), torch.randn((64, N), dtype=dtype, device=device))
+    return (torch.randn((M * N,), dtype=dtype, device=device),)
+"""
+
+REFERENCES = {
+    # every rank's product, all-gathered along the columns
+    "1_matmul_gather": """
+        def solution(a, b):
+            c = a @ b
+            parts = [torch.empty_like(c) for _ in range(dist.get_world_size())]
+            dist.all_gather(parts, c)
+            return torch.cat(parts, dim=1)
+        """,
+    # int8 quantisation in blocks of 64 by each block's largest magnitude, dequantised, summed over the ranks
+    "2_block_quant_sum": """
+        def solution(x):
+            xb = x.float().view(-1, 64)
+            s = xb.abs().amax(1, keepdim=True) / 127
+            y = (torch.round(xb / s).clamp(-127, 127) * s).view(-1)
+            dist.all_reduce(y)
+            return y.to(x.dtype)
+        """,
+}
+
+# chunks the product by 256 rows only when M > 512, and writes every chunk at row 0 (the chunk's start forgotten)
+CHUNKED_OFFSET_BUG = """
+def solution(a, b):
+    m = a.shape[0]
+    c = torch.empty((m, b.shape[1]), dtype=a.dtype, device=a.device)
+    step = 256 if m > 512 else m
+    for start in range(0, m, step):
+        rows = min(step, m - start)
+        c[0:rows] = a[start:start + rows] @ b
+    parts = [torch.empty_like(c) for _ in range(dist.get_world_size())]
+    dist.all_gather(parts, c)
+    return torch.cat(parts, dim=1)
+"""
+CHUNKED_FIXED = CHUNKED_OFFSET_BUG.replace("c[0:rows]", "c[start:start + rows]")
+
+# multiplies by the rounded (float32) reciprocal of the scale where the reference divides: a value sitting on a
+# .5 boundary of round() moves to the next level, a few elements in 10^5 (none of the screen's 4096)
+RECIPROCAL = """
+def solution(x):
+    xb = x.float().view(-1, 64)
+    s = xb.abs().amax(1, keepdim=True) / 127
+    inv = 1.0 / s
+    y = (torch.round(xb * inv).clamp(-127, 127) * s).view(-1)
+    dist.all_reduce(y)
+    return y.to(x.dtype)
+"""
+DIVIDES = RECIPROCAL.replace("xb * inv", "xb / s")
+
+
+@pytest.fixture(scope="module")
+def checkout(tmp_path_factory):
+    root = write_checkout(tmp_path_factory.mktemp("pkb_sizes"), BUILDER, REFERENCES)
+    register_parallelkernelbench_tasks(str(root))
+    return root
+
+
+def run(checkout, tmp_path, stem: str, body: str, budget: float | None = None, world_size: int = 2):
+    path = tmp_path / f"{stem}_torch.py"
+    path.write_text("import torch\nimport torch.distributed as dist\n" + textwrap.dedent(body))
+    extra = {} if budget is None else {"sizes_budget": budget}
+    opts = ScreenOptions(world_size, load_topology("hgx-h100"), seed=3, timeout=120.0, cost=False,
+                         parallelkernelbench_root=str(checkout), semantics=Semantics.PARALLELKERNELBENCH, **extra)
+    return screen(get(f"pkb{stem}"), str(path), opts)
+
+
+def test_the_sizes_cross_each_side_at_full_size_then_half_then_full(checkout):
+    assert ladder(get("pkb1_matmul_gather")) == [[1024, 64], [64, 1024], [512, 512], [1024, 1024]]
+
+
+def test_a_chunk_offset_bug_past_512_rows_is_a_wrong_output_at_size(checkout, tmp_path):
+    res = run(checkout, tmp_path, "1_matmul_gather", CHUNKED_OFFSET_BUG)
+    assert res.verdict is Verdict.REJECT and res.stage == Stage.SIZES, res.reasons
+    assert Stage.FUNCTIONAL in res.checked   # 64 x 64 never chunks
+    reason = res.reasons[0]
+    assert reason.kind == ReasonKind.WRONG_AT_SIZE and "size 1024 x 64" in reason.message, reason
+    assert res.verdicts == {Semantics.PKB: Verdict.REJECT, Semantics.PARALLELKERNELBENCH: Verdict.REJECT}
+    assert "1_matmul_gather_torch.py:" in reason.site, reason.site
+
+
+def test_its_twin_with_the_chunk_offset_passes_at_every_size(checkout, tmp_path):
+    res = run(checkout, tmp_path, "1_matmul_gather", CHUNKED_FIXED)
+    assert res.verdict is Verdict.PASS and Stage.SIZES in res.checked, (res.reasons, res.notes)
+    assert "size 1024 x 1024" in res.notes[0], res.notes
+
+
+def test_a_rounded_reciprocal_is_a_numerics_reject_naming_output_count_and_worst_error(checkout, tmp_path):
+    res = run(checkout, tmp_path, "2_block_quant_sum", RECIPROCAL, world_size=1)
+    assert res.verdict is Verdict.REJECT and res.stage == Stage.SIZES, res.reasons
+    reason = res.reasons[0]
+    assert reason.kind == ReasonKind.NUMERICS, reason
+    assert "output_0" in reason.message and "elements outside rtol=0.01" in reason.message, reason.message
+    assert "worst error" in reason.message, reason.message
+    assert not reason.pkb_only
+
+
+def test_its_twin_that_divides_passes(checkout, tmp_path):
+    res = run(checkout, tmp_path, "2_block_quant_sum", DIVIDES, world_size=1)
+    assert res.verdict is Verdict.PASS and Stage.SIZES in res.checked, (res.reasons, res.notes)
+
+
+def test_out_of_budget_the_stage_is_skipped_with_a_note_not_a_reject(checkout, tmp_path):
+    res = run(checkout, tmp_path, "1_matmul_gather", CHUNKED_OFFSET_BUG, budget=1e-3)
+    assert res.verdict is Verdict.PASS, res.reasons
+    assert Stage.SIZES not in res.checked
+    assert any("beyond the stage's budget" in n for n in res.notes), res.notes
+
+
+def test_the_suites_own_tasks_have_no_sizes_stage():
+    here = pathlib.Path(__file__).parent
+    opts = ScreenOptions(2, load_topology("hgx-h100"), seed=3, cost=False)
+    res = screen(get("all_reduce"), str(here / "broken_candidates" / "all_reduce__reference.py"), opts)
+    assert res.verdict is Verdict.PASS and Stage.SIZES not in res.checked and "sizes" not in res.seconds
