@@ -79,6 +79,41 @@ def test_each_rank_initialises_its_own_hydra(run_program):
     assert res.verdict == "ok", [f.render() for f in res.findings]
 
 
+CLASS_STACK = """
+    import sys
+    sys.path.insert(0, {programs!r})
+    from class_stack import Registry
+    if rank == 1:
+        dist.barrier()       # rank 1 pushes after rank 0
+    with Registry() as mine:
+        if rank == 0:
+            dist.barrier()
+        dist.barrier()       # both have pushed
+        assert Registry._active[-1] is mine or rank == 0
+        if rank == 1:
+            dist.barrier()   # rank 0 pops first
+    if rank == 0:
+        dist.barrier()
+    print("done")
+"""
+
+
+@pytest.mark.parametrize("per_rank, verdict", [(True, "ok"), (False, "error")])
+def test_a_class_level_stack_is_per_rank(run_program, monkeypatch, per_rank, verdict):
+    """A stack in a class attribute (tyro's ConstructorRegistry, which torchtitan's config parser enters) is a
+    list per rank when listed in rank_singletons.STACKS; unlisted, the ranks pop each other's entries."""
+    import pkbsim.world.rank_singletons as rs
+    monkeypatch.syspath_prepend(PROGRAMS)
+    if per_rank:
+        monkeypatch.setattr(rs, "STACKS", (*rs.STACKS, ("class_stack", "Registry", "_active")))
+    res = run_program(CLASS_STACK.format(programs=PROGRAMS), timeout=60)
+    assert res.verdict == verdict, [f.render() for f in res.findings]
+    if verdict == "ok":
+        assert res.output.count("done") == 2
+    else:
+        assert "AssertionError" in res.findings[0].message
+
+
 @pytest.mark.parametrize("argv, verdict", [([], "ok"), (["--rank0-checks-grads"], "deadlock"),
                                            (["--backend", "gloo"], "error")])
 def test_tensor_parallel_attention_with_sdpa(argv, verdict):
@@ -141,3 +176,69 @@ def test_own_processes_and_rpc_are_inconclusive(run_program, body, named):
     res = run_program(body, prelude=False, timeout=60)
     assert res.verdict == "inconclusive", [f.render() for f in res.findings]
     assert named in res.findings[0].message
+
+
+PREMUL = """
+    from torch.distributed import _make_nccl_premul_sum
+    x = torch.full((4,), float(rank + 1), device="cuda")
+    dist.all_reduce(x, op=_make_nccl_premul_sum(0.5 * (rank + 1)))       # sum of 0.5 (r+1)^2
+    expect = sum(0.5 * (r + 1) ** 2 for r in range(world))
+    assert torch.allclose(x, torch.full((4,), expect, device="cuda")), x
+    inp = torch.arange(2.0 * world + {extra}, device="cuda")[:2 * world + {extra}] + rank
+    out = torch.empty(2, device="cuda")
+    dist.reduce_scatter_tensor(out, inp, op=_make_nccl_premul_sum(torch.tensor(1.0 / world)))   # FSDP2's mean
+    want = (torch.arange(2.0 * world) + (world - 1) / 2).reshape(world, 2)[rank]
+    assert torch.allclose(out, want.to(out.device)), (out, want)
+    assert torch.equal(inp, torch.arange(2.0 * world, device="cuda") + rank)   # the input is not scaled
+    print("done")
+"""
+
+
+@pytest.mark.parametrize("extra, verdict", [("0", "ok"), ("(rank == 1) * 3", "mismatch")])
+def test_premul_sum(run_program, extra, verdict):
+    """ReduceOp.PREMUL_SUM (FSDP2 averages gradients with it): each rank's input times its factor, summed; a
+    rank whose reduce-scatter input has another size is a mismatch."""
+    res = run_program(PREMUL.format(extra=extra), nproc=3, timeout=60)
+    assert res.verdict == verdict, [f.render() for f in res.findings]
+    if verdict == "ok":
+        assert res.output.count("done") == 3
+
+
+COMPILED_FLEX = """
+    import torch.nn as nn
+    from torch.nn.attention.flex_attention import flex_attention, create_block_mask
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    class Attn(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.qkv = nn.Linear(16, 48)
+
+        def forward(self, x, mask):
+            q, k, v = self.qkv(x).view(2, 32, 3, 2, 8).permute(2, 0, 3, 1, 4)
+            return attend(q, k, v, block_mask=mask).sum()
+
+    attend = torch.compile(flex_attention)
+    mask = create_block_mask(lambda b, h, q, kv: q >= kv, None, None, 32, 32, device="cuda")
+    model = DDP(torch.compile(Attn().cuda()), device_ids=[rank])
+    model(torch.randn(2, 32, 16, device="cuda"), mask).backward()
+    w = model.module.qkv.weight
+    grad = w.grad.clone()
+    dist.all_reduce(grad)       # DDP averaged the gradients already: every rank holds the same
+    assert torch.allclose(grad, w.grad * world, atol=1e-5)
+    if {check}:
+        dist.all_reduce(grad)
+    print("done", type(model.module).__name__)
+"""
+
+
+@pytest.mark.parametrize("check, verdict", [("True", "ok"), ("rank == 0", "deadlock")])
+def test_compiled_model_with_flex_attention_backward(run_program, check, verdict):
+    """torch.compile runs eagerly on simulated ranks (inductor would compile for the CPU or fail on the simulated
+    GPU's properties) and FlexAttention has its GPU backward (torch has none on the CPU): compile_shim.py."""
+    res = run_program(COMPILED_FLEX.format(check=check), timeout=120)
+    assert res.verdict == verdict, [f.render() for f in res.findings]
+    if verdict == "ok":
+        assert res.output.count("done OptimizedModule") == 2
+    else:
+        assert res.findings[0].ranks == [0]

@@ -189,16 +189,31 @@ class SimProcessGroup(dist.ProcessGroup):
             raise SimAbort(msg)
 
     @staticmethod
-    def _redop(opts) -> Any:
+    def _redop(opts, premul: bool = False) -> Any:
+        """The reduction; ReduceOp.PREMUL_SUM (FSDP2's gradient reduce-scatter) is a SUM of inputs that
+        _premul scaled, in the collectives that call it (`premul`)."""
         op = opts.reduceOp.op
         if op == dist.ReduceOp.RedOpType.PREMUL_SUM:
-            raise NotSimulated("ReduceOp.PREMUL_SUM is not simulated")
+            if not premul:
+                raise NotSimulated("ReduceOp.PREMUL_SUM is not simulated in this collective")
+            return dist.ReduceOp.RedOpType.SUM
         return op
+
+    @staticmethod
+    def _premul(opts, t, in_place: bool = False):
+        """This rank's input times its PREMUL_SUM factor (a number or a one-element tensor); `t` otherwise. In
+        place only where the collective overwrites its input anyway (all_reduce)."""
+        if opts is None or opts.reduceOp.op != dist.ReduceOp.RedOpType.PREMUL_SUM:
+            return t
+        factor = opts.reduceOp.factor
+        if isinstance(factor, torch.Tensor):
+            factor = factor.to(t.dtype).reshape(())
+        return t.mul_(factor) if in_place else t * factor
 
     # ---- collectives -------------------------------------------------------------------------------
     def allreduce(self, tensors, opts=None):
-        op = self._redop(opts)
-        t = tensors[0]
+        op = self._redop(opts, premul=True)
+        t = self._premul(opts, tensors[0], in_place=True)
 
         def execute(ins):
             out = reduce_tensors(ins, op)
@@ -277,7 +292,8 @@ class SimProcessGroup(dist.ProcessGroup):
     all_gather_single_coalesced = allgather_into_tensor_coalesced
 
     def reduce_scatter(self, output_tensors, input_tensors, opts=None):
-        op, out, ins = self._redop(opts), output_tensors[0], input_tensors[0]
+        op, out = self._redop(opts, premul=True), output_tensors[0]
+        ins = [self._premul(opts, x) for x in input_tensors[0]]
 
         def execute(args):
             for i, (o, _) in enumerate(args):
@@ -286,14 +302,15 @@ class SimProcessGroup(dist.ProcessGroup):
                           output_tensors)
 
     def _reduce_scatter_base(self, output, input, opts=None):
-        op = self._redop(opts)
+        op = self._redop(opts, premul=True)
 
         def execute(args):
             n = len(args)
             parts = [_chunks(a[1], n) for a in args]
             for i, (o, _) in enumerate(args):
                 o.copy_(reduce_tensors([p[i] for p in parts], op).reshape(o.shape))
-        return self._coll("reduce_scatter_tensor", (input.numel(), input.dtype, op), (output, input), execute,
+        return self._coll("reduce_scatter_tensor", (input.numel(), input.dtype, op), (output, self._premul(opts, input)),
+                          execute,
                           [input], op_name(op), output)
 
     reduce_scatter_single = _reduce_scatter_base
