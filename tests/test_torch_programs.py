@@ -242,3 +242,74 @@ def test_compiled_model_with_flex_attention_backward(run_program, check, verdict
         assert res.output.count("done OptimizedModule") == 2
     else:
         assert res.findings[0].ranks == [0]
+
+
+LAZY_LOCK = """
+    import sys
+    sys.path.insert(0, {programs!r})
+    from lazy_lock import Bar, ensure_lock
+    if rank == 1:
+        with ensure_lock(Bar):
+            dist.barrier()      # A: rank 0 makes its bar with the lock rank 1 made
+            dist.barrier()      # B
+        dist.barrier()          # C: rank 1's ensure_lock has ended
+    else:
+        dist.barrier()
+        bar = Bar()
+        dist.barrier()
+        dist.barrier()
+        bar.close()
+    print("done")
+"""
+
+
+@pytest.mark.parametrize("made_first, verdict", [(True, "ok"), (False, "error")])
+def test_a_lazily_made_class_lock_outlives_its_maker(run_program, monkeypatch, made_first, verdict):
+    """A class-level lock that whoever made it deletes (tqdm's, which the datasets loader in torchtitan uses) is
+    made before the run when listed in rank_singletons.LAZY_LOCKS; unlisted, rank 1 deletes rank 0's lock."""
+    import pkbsim.world.rank_singletons as rs
+    monkeypatch.syspath_prepend(PROGRAMS)
+    if made_first:
+        monkeypatch.setattr(rs, "LAZY_LOCKS", (*rs.LAZY_LOCKS, ("lazy_lock", "Bar", "_lock", "get_lock")))
+    res = run_program(LAZY_LOCK.format(programs=PROGRAMS), timeout=60)
+    assert res.verdict == verdict, [f.render() for f in res.findings]
+    if verdict == "error":
+        assert "AttributeError" in res.findings[0].message and res.findings[0].ranks == [0]
+    import lazy_lock
+    assert "_lock" not in vars(lazy_lock.Bar) or not made_first   # the run's lock is gone after it
+
+
+LOSS_PARALLEL = """
+    import torch.nn.functional as F
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import distribute_tensor, Shard
+    from torch.distributed.tensor.parallel import loss_parallel
+    mesh = init_device_mesh("cuda", (world,))
+    torch.manual_seed(0)
+    logits = torch.randn(4, 8, device="cuda", requires_grad=True)
+    labels = torch.randint(0, 8, (4,), device="cuda")
+    want = F.cross_entropy(logits, labels)
+    with loss_parallel():
+        dist.barrier()         # every rank is inside before any leaves
+        loss = F.cross_entropy(distribute_tensor(logits, mesh, [Shard(1)]), labels)
+        loss.backward()
+        dist.barrier()
+    assert torch.allclose(loss.full_tensor(), want), (loss, want)
+    print("done")
+"""
+
+
+@pytest.mark.parametrize("per_rank, verdict", [(True, "ok"), (False, "error")])
+def test_loss_parallel_on_every_rank_at_once(run_program, monkeypatch, per_rank, verdict):
+    """loss_parallel() fills DTensor's process-wide table of custom op handlers on enter and empties it on exit:
+    nested across ranks (rank_singletons.NESTED), the last rank out empties it; otherwise the second rank out
+    finds its entries gone (KeyError)."""
+    import pkbsim.world.rank_singletons as rs
+    if not per_rank:
+        monkeypatch.setattr(rs, "NESTED", ())
+    res = run_program(LOSS_PARALLEL, timeout=60)
+    assert res.verdict == verdict, [f.render() for f in res.findings]
+    if verdict == "ok":
+        assert res.output.count("done") == 2
+    else:
+        assert "KeyError" in res.findings[0].message

@@ -11,11 +11,22 @@ A class-level list that a context manager uses as a stack (push on enter, pop on
 in between: tyro's ConstructorRegistry, which torchtitan's config parser enters) is the same problem in
 another shape: two ranks inside it at once pop each other's entries. Each listed stack becomes a list per
 rank, which starts as a copy of what the process had pushed before the run.
+
+A process-wide table that a context manager fills on enter and empties on exit (DTensor's custom op handlers,
+which `loss_parallel()` sets for the loss ops: torchtitan's tensor-parallel loss; torch's dispatcher reads it
+as a plain dict) is filled by the first rank in and emptied by the last one out, where the second rank out
+would find its entries gone (KeyError). While one rank is inside, the others see the entries too.
+
+A class-level lock made on first use and deleted again by whoever made it (tqdm's `_lock`, which
+`tqdm.contrib.concurrent`'s `ensure_lock` deletes on exit if it made it: the `datasets` loader that torchtitan
+calls) vanishes under another rank that is using it. Each listed lock is made before the run, so no rank is its
+maker.
 """
 from __future__ import annotations
 
 import importlib
 import importlib.util
+import threading
 from collections.abc import MutableMapping, MutableSequence
 
 from pkbsim.world.context import current
@@ -25,6 +36,10 @@ from pkbsim.world.patching import Patches
 REGISTRIES = (("hydra.core.singleton", "Singleton", "_instances", ("GlobalHydra", "HydraConfig")),)
 # (module, class, attribute holding a class-level stack)
 STACKS = (("tyro.constructors._registry", "ConstructorRegistry", "_active_registries"),)
+# (module, the function that fills a process-wide table, the one that empties it)
+NESTED = (("torch.distributed.tensor.parallel.loss", "_enable_custom_loss_ops", "_disable_custom_loss_ops"),)
+# (module, class, attribute holding a lock made on first use, the class method that makes it)
+LAZY_LOCKS = (("tqdm.std", "tqdm", "_lock", "get_lock"),)
 
 
 class PerRankInstances(MutableMapping):
@@ -90,10 +105,33 @@ class PerRankStack(MutableSequence):
         self._list().insert(i, value)
 
 
-def _owner(module: str, cls: str):
+class Nested:
+    """An enable/disable pair that fills and empties a process-wide table, nested across ranks: the first rank
+    in enables, the last one out disables."""
+
+    def __init__(self, enable, disable):
+        self._enable, self._disable, self._depth, self._lock = enable, disable, 0, threading.Lock()
+
+    def enable(self):
+        with self._lock:
+            self._depth += 1
+            if self._depth == 1:
+                self._enable()
+
+    def disable(self):
+        with self._lock:
+            self._depth -= 1
+            if self._depth == 0:
+                self._disable()
+
+
+def _owner(module: str, path: str):
     if importlib.util.find_spec(module.split(".")[0]) is None:
         return None
-    return getattr(importlib.import_module(module), cls)
+    obj = importlib.import_module(module)
+    for name in path.split("."):
+        obj = getattr(obj, name)
+    return obj
 
 
 def install_rank_singletons(patches: Patches) -> None:
@@ -103,3 +141,15 @@ def install_rank_singletons(patches: Patches) -> None:
     for module, cls, attr in STACKS:
         if (owner := _owner(module, cls)) is not None:
             patches.set(owner, attr, PerRankStack(getattr(owner, attr)))
+    for module, enable, disable in NESTED:
+        if importlib.util.find_spec(module.split(".")[0]) is not None:
+            mod = importlib.import_module(module)
+            pair = Nested(getattr(mod, enable), getattr(mod, disable))
+            patches.set(mod, enable, pair.enable)
+            patches.set(mod, disable, pair.disable)
+    for module, cls, attr, make in LAZY_LOCKS:
+        if (owner := _owner(module, cls)) is not None and attr not in vars(owner):
+            lock = getattr(owner, make)()       # which may set it: the run's patch removes it again afterwards
+            if attr in vars(owner):
+                delattr(owner, attr)
+            patches.set_own(owner, attr, lock)
