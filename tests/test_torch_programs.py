@@ -313,3 +313,30 @@ def test_loss_parallel_on_every_rank_at_once(run_program, monkeypatch, per_rank,
         assert res.output.count("done") == 2
     else:
         assert "KeyError" in res.findings[0].message
+
+
+BORG = """
+    import sys
+    sys.path.insert(0, {programs!r})
+    from borg_state import State
+    if rank == 1:
+        dist.barrier()         # rank 0 makes its state first
+    assert State().rank == rank, State().rank
+    if rank == 0:
+        dist.barrier()
+    print("done")
+"""
+
+
+@pytest.mark.parametrize("per_rank, verdict", [(True, "ok"), (False, "error")])
+def test_a_borg_state_is_per_rank(run_program, monkeypatch, per_rank, verdict):
+    """A class-level dict that instances share as their __dict__ (accelerate's PartialState) is one per rank when
+    listed in rank_singletons.SHARED_STATES; unlisted, rank 1 finds rank 0's state."""
+    import pkbsim.world.rank_singletons as rs
+    monkeypatch.syspath_prepend(PROGRAMS)
+    if per_rank:
+        monkeypatch.setattr(rs, "SHARED_STATES", (*rs.SHARED_STATES, ("borg_state", "State", "_shared_state")))
+    res = run_program(BORG.format(programs=PROGRAMS), timeout=60)
+    assert res.verdict == verdict, [f.render() for f in res.findings]
+    if verdict == "error":
+        assert "AssertionError" in res.findings[0].message and res.findings[0].ranks == [1]

@@ -17,6 +17,9 @@ which `loss_parallel()` sets for the loss ops: torchtitan's tensor-parallel loss
 as a plain dict) is filled by the first rank in and emptied by the last one out, where the second rank out
 would find its entries gone (KeyError). While one rank is inside, the others see the entries too.
 
+A class-level dict that every instance takes as its own `__dict__` (the "Borg" pattern: accelerate's
+PartialState, AcceleratorState and GradientState) is one per rank, empty at each rank's start.
+
 A class-level lock made on first use and deleted again by whoever made it (tqdm's `_lock`, which
 `tqdm.contrib.concurrent`'s `ensure_lock` deletes on exit if it made it: the `datasets` loader that torchtitan
 calls) vanishes under another rank that is using it. Each listed lock is made before the run, so no rank is its
@@ -36,6 +39,9 @@ from pkbsim.world.patching import Patches
 REGISTRIES = (("hydra.core.singleton", "Singleton", "_instances", ("GlobalHydra", "HydraConfig")),)
 # (module, class, attribute holding a class-level stack)
 STACKS = (("tyro.constructors._registry", "ConstructorRegistry", "_active_registries"),)
+# (module, class, attribute holding the state its instances share)
+SHARED_STATES = tuple(("accelerate.state", c, "_shared_state") for c in ("PartialState", "AcceleratorState",
+                                                                          "GradientState"))
 # (module, the function that fills a process-wide table, the one that empties it)
 NESTED = (("torch.distributed.tensor.parallel.loss", "_enable_custom_loss_ops", "_disable_custom_loss_ops"),)
 # (module, class, attribute holding a lock made on first use, the class method that makes it)
@@ -105,6 +111,25 @@ class PerRankStack(MutableSequence):
         self._list().insert(i, value)
 
 
+class PerRankDict:
+    """A class attribute whose dict is one per rank (the calling thread's), empty at first; outside a rank, the
+    one the class had."""
+
+    def __init__(self, shared: dict):
+        self._shared, self._ranks = shared, {}
+
+    def __get__(self, obj, objtype=None):
+        ctx = current()
+        return self._shared if ctx is None else self._ranks.setdefault(ctx.rank, {})
+
+    def __set__(self, obj, value):
+        ctx = current()
+        if ctx is None:
+            self._shared = value
+        else:
+            self._ranks[ctx.rank] = value
+
+
 class Nested:
     """An enable/disable pair that fills and empties a process-wide table, nested across ranks: the first rank
     in enables, the last one out disables."""
@@ -141,6 +166,9 @@ def install_rank_singletons(patches: Patches) -> None:
     for module, cls, attr in STACKS:
         if (owner := _owner(module, cls)) is not None:
             patches.set(owner, attr, PerRankStack(getattr(owner, attr)))
+    for module, cls, attr in SHARED_STATES:
+        if (owner := _owner(module, cls)) is not None:
+            patches.set(owner, attr, PerRankDict(vars(owner)[attr]))
     for module, enable, disable in NESTED:
         if importlib.util.find_spec(module.split(".")[0]) is not None:
             mod = importlib.import_module(module)
