@@ -340,3 +340,27 @@ def test_a_borg_state_is_per_rank(run_program, monkeypatch, per_rank, verdict):
     assert res.verdict == verdict, [f.render() for f in res.findings]
     if verdict == "error":
         assert "AssertionError" in res.findings[0].message and res.findings[0].ranks == [1]
+
+
+AUTOCAST = """
+    lin = torch.nn.Linear(8, 4).cuda()
+    x = torch.randn(2, 8, device="cuda").half()
+    with torch.autocast("cuda", dtype=torch.float16):
+        y = lin(x)                 # on the GPU autocast casts the weight too
+    assert y.dtype == torch.float16, y.dtype
+    dist.all_reduce(y)
+    print("done")
+"""
+
+
+@pytest.mark.parametrize("mapped, verdict", [(True, "ok"), (False, "error")])
+def test_autocast_cuda_on_a_simulated_gpu(run_program, monkeypatch, mapped, verdict):
+    """autocast("cuda") casts a rank's GPU tensors (CPU tensors here) as the GPU would (pkbsim/world/autocast.py);
+    without it, a float16 input meets a float32 weight."""
+    import pkbsim.world.autocast as ac
+    if not mapped:
+        monkeypatch.setattr(ac, "install_autocast", lambda patches: None)
+    res = run_program(AUTOCAST, timeout=60)
+    assert res.verdict == verdict, [f.render() for f in res.findings]
+    if verdict == "error":
+        assert "dtype" in res.findings[0].message

@@ -150,6 +150,7 @@ class RunResult:
 @contextlib.contextmanager
 def simulated_process(nproc: int, output, topology: str = DEFAULT_TOPOLOGY):
     """Patch the process so that each rank thread sees its own torchrun world."""
+    from pkbsim.world.autocast import install_autocast
     from pkbsim.world.compile_shim import install_compile_shim
     from pkbsim.world.cuda_shim import install_torch_cuda
     from pkbsim.world.device_api import install_device_api
@@ -176,6 +177,7 @@ def simulated_process(nproc: int, output, topology: str = DEFAULT_TOPOLOGY):
         install_dist(patches)
         install_dtensor_ops(patches)
         install_compile_shim(patches)
+        install_autocast(patches)
         install_unsimulated(patches)
         install_rank_imports(patches)
         for plugin in registered():
