@@ -364,3 +364,23 @@ def test_autocast_cuda_on_a_simulated_gpu(run_program, monkeypatch, mapped, verd
     assert res.verdict == verdict, [f.render() for f in res.findings]
     if verdict == "error":
         assert "dtype" in res.findings[0].message
+
+
+MOVE_FAKE_MODULE = """
+    m = torch.nn.Embedding(10, 4)
+    m.to(f"cuda:{{rank}}")         # a module built under the shape run's FakeTensorMode
+    x = m(torch.zeros(3, dtype=torch.long, device="cuda")).sum()
+    if {reduce}:
+        dist.all_reduce(x)
+    print("done", tuple(m.weight.shape))
+"""
+
+
+@pytest.mark.parametrize("reduce, verdict", [("True", "ok"), ("rank == 0", "deadlock")])
+def test_shape_run_moves_a_module_to_its_gpu(run_program, reduce, verdict):
+    """`model.to(device)` in a shape run: torch refuses to swap a fake parameter that its fake-tensor memo holds
+    weakly ("Couldn't swap Embedding.weight"); the move to the rank's own GPU changes nothing (shape_run.py)."""
+    res = run_program(MOVE_FAKE_MODULE.format(reduce=reduce), shape_run=True, timeout=60)
+    assert res.verdict == verdict, [f.render() for f in res.findings]
+    if verdict == "ok":
+        assert res.output.count("done (10, 4)") == 2

@@ -375,7 +375,9 @@ def run_ranks(body: Callable[[RankContext], None], opts: RunOptions) -> RunResul
         with simulated_process(world.nproc_per_node, opts.output, opts.topology):
             if opts.shape_run:   # every fake storage an address of its own (fake_pointers.py)
                 from pkbsim.world.fake_pointers import install_fake_pointers
+                from pkbsim.world.shape_run import install_shape_run
                 install_fake_pointers(run_patches)
+                install_shape_run(run_patches)
             if opts.catch_exit:
                 import posix
                 catcher = _exit_catcher(world, threading.current_thread(), posix._exit)
