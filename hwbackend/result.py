@@ -93,12 +93,15 @@ class TrialCheck:
 
 @dataclass
 class ClockSummary:
-    """The worst batch of the clock cross-check (clock_check.py), as shares of a batch."""
+    """The worst launch of the clock cross-check (clock_check.py), as shares of a batch, and every timed batch
+    by both clocks: `batches` rows of launch, role, wall_ms (the scorer's clock from "go" to the last "done"),
+    reported_ms (the slowest rank's timed region) and calls, so that a noise margin can be traced to its batches."""
     unexplained: float
     tolerance: float
+    batches: list[dict] = field(default_factory=list)
 
     def to_json(self) -> dict:
-        return {"unexplained": self.unexplained, "tolerance": self.tolerance}
+        return {"unexplained": self.unexplained, "tolerance": self.tolerance, "batches": self.batches}
 
 
 @dataclass

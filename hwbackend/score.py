@@ -334,7 +334,7 @@ def score(request: ScoreRequest, protocol: Protocol = Protocol(),
         return chosen[0]
 
     result = ScoreResult(run_id, task.slug)
-    ref_s, cand_s, cleanup, unreported, hideable = [], [], [], 0.0, 0.0
+    ref_s, cand_s, cleanup, unreported, hideable, batches = [], [], [], 0.0, 0.0, []
     cheated = False   # a finding of the candidate's own behaviour, in any launch so far
     try:
         if cluster:
@@ -378,6 +378,8 @@ def score(request: ScoreRequest, protocol: Protocol = Protocol(),
             clocks = cross_check(ref.clocks, cand.clocks, backend)  # the candidate's times against the scorer's clock
             result.findings += [Finding(Status.INTEGRITY, None, m) for m in clocks.findings]
             unreported, hideable = max(unreported, clocks.unexplained), max(hideable, clocks.tolerance)
+            batches += [dict(launch=launch, role=role, wall_ms=b.wall * 1e3, reported_ms=b.reported * 1e3, calls=b.calls)
+                        for role in order for b in jobs[role].clocks]
             if failures:
                 result.findings += failures[:8]
                 # wrong outputs of a candidate seen cheating (work left running, inputs changed, the harness
@@ -399,7 +401,7 @@ def score(request: ScoreRequest, protocol: Protocol = Protocol(),
         stats = summarize(ref_s, cand_s, hideable)
         result.speedup, result.speedup_ci95, result.noise_margin = stats.speedup, stats.ci95, stats.noise_margin
         result.reference_ms, result.candidate_ms = stats.reference_ms, stats.candidate_ms
-        result.clock_check = ClockSummary(unreported, hideable)
+        result.clock_check = ClockSummary(unreported, hideable, batches)
         if result.speedup > IMPLAUSIBLE_SPEEDUP:
             result.findings.append(Finding(Status.INTEGRITY, None,
                                            f"speed-up {result.speedup:.1f}x is above the plausibility "

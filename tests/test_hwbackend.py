@@ -61,6 +61,11 @@ def test_reference_as_candidate_is_correct_and_timed(nproc, launches, tmp_path, 
     assert lo <= res.speedup <= hi and res.reference_ms > 0 and res.candidate_ms > 0
     # the trials, and 2 checked calls of each batch: the 4 timed ones and the first, which settles untimed
     assert all(t.ok for t in res.trials) and len(res.trials) == nproc * (3 + launches * (4 + 1) * 2)
+    # every timed batch by both clocks, per launch and role (the settling one is not timed)
+    rows = res.clock_check.batches
+    assert sorted((b["launch"], b["role"]) for b in rows) == sorted(
+        (launch, role) for launch in range(launches) for role in ("reference", "candidate") for _ in range(4))
+    assert all(b["calls"] == 4 and 0 < b["reported_ms"] <= b["wall_ms"] for b in rows), rows
     again = _score("reference_copy", nproc, db=str(tmp_path / "r.sqlite"), resume=True)
     assert again.resumed and again.status == res.status
     _no_leftovers(job_root)
@@ -177,7 +182,8 @@ def test_a_score_result_is_the_same_json_after_a_round_trip():
            "speedup_ci95": [1.2, 1.8], "reference_ms": 3.0, "candidate_ms": 2.0,
            "trials": [{"launch": 0, "call": "trial0", "rank": 0, "ok": True, "message": ""}],
            "findings": [{"kind": "integrity", "rank": None, "message": "the candidate modified its inputs"}],
-           "noise_margin": 0.05, "clock_check": {"unexplained": 0.0, "tolerance": 0.01}}
+           "noise_margin": 0.05, "clock_check": {"unexplained": 0.0, "tolerance": 0.01, "batches": [
+               {"launch": 0, "role": "reference", "wall_ms": 41.2, "reported_ms": 40.9, "calls": 800}]}}
     res = ScoreResult.from_json(doc)
     assert res.status is Status.FASTER and res.integrity and res.trials[0].ok
     assert json.dumps(res.to_json()) == json.dumps(doc)  # the same keys, in the same order
