@@ -7,6 +7,7 @@ are set up before the candidate is imported.
 """
 from __future__ import annotations
 
+import gc
 import importlib.util
 import mmap
 import os
@@ -137,17 +138,22 @@ class Worker:
                        for i in range(len(seeds))])
         self.guard.poison_allocator(self.poison_bytes)
         self.guard.sync()
+        gc.collect()  # what the last batch left, collected here rather than at a random call of this one
         return batch
 
     def run_batch(self, batch: Batch) -> tuple[list, float]:
         """The calls of `batch` back to back in one timed region, each on inputs of its own: the clock starts
         after a barrier and stops after a sync of every stream of the device, so all of every call's work is
         inside it, and the round trip to the host is paid once per batch, not per call. The scorer takes the
-        slowest rank's time (and checks it against its own clock)."""
+        slowest rank's time (and checks it against its own clock). Python's cyclic collector is off inside
+        the region, as timeit has it: a full collection of a process that holds torch takes longer than many
+        calls of a 20 us kernel, and whichever call it lands on is a matter of chance."""
         self.status(f"{batch.label}: at the sync and barrier before the batch")
         self.guard.sync()
         self.guard.barrier()
         outs = []
+        collecting = gc.isenabled()
+        gc.disable()
         start = self.guard.start_timer()
         for step, args in zip(batch.steps, batch.inputs):
             self.status_map[:] = step  # a copy into the status mapping: no encoding inside the timed region
@@ -155,6 +161,8 @@ class Worker:
         self.status(f"{batch.label}: every call returned; at the device sync after the batch")
         self.guard.sync()
         seconds = self.guard.stop_timer(start)
+        if collecting:
+            gc.enable()
         self.status(f"{batch.label}: at the barrier after the batch")
         self.guard.barrier()
         return outs, seconds
