@@ -35,6 +35,7 @@ class Call:
     poison: bool = False  # NaN-fill the call's uninitialised allocations (see PoisonEmpty)
     sync: bool = True     # a harness barrier before the call; False: straight after the previous call, as in a
                           # GPU timing loop, where a missing exit barrier lets this call overwrite what a peer reads
+    size: dict | None = None  # this call's base shape instead of the run's (the screen's sizes stage)
 
 
 @dataclass
@@ -154,7 +155,7 @@ def run_calls(task: TaskSpec, calls: list[Call], world_size: int, *, seed: int =
                 if c.load is not None and c.load not in loaded:
                     loaded[c.load] = c.load()
                 fn = loaded[c.load] if c.load is not None else c.fn or task.reference
-                tctx = TaskContext(ctx.rank, world_size, seed, c.trial, preset, dict(size or task.sizes[preset]),
+                tctx = TaskContext(ctx.rank, world_size, seed, c.trial, preset, dict(c.size or size or task.sizes[preset]),
                                    torch.device("cuda", local))
                 args = task.make_inputs(tctx)
                 if keep_inputs:

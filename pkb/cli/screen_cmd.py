@@ -115,6 +115,7 @@ def render(res) -> str:
         for k, v in rep.get("kernels", {}).items():
             lines.append(f"  nvcc {name}: {k}: {v.get('registers', '?')} registers, {v.get('smem_bytes', 0)} B smem, "
                          f"{v.get('spill_stores', 0)} B spill stores")
+    lines += [f"  note: {n}" for n in res.notes]
     p = res.predicted
     if p:
         lines.append(f"  predicted: reference {p.reference_us:.1f} us, candidate {p.candidate_us:.1f} us, speed-up "

@@ -180,7 +180,8 @@ def _sizes(task: TaskSpec, ref, rep: CandidateReport, job: CandidateJob, spawner
         if got.reasons:
             res.findings += got.findings
             return got.reasons
-        reasons, notes = judge_sizes(task, got.sized, opts.world_size, opts.seed, opts.timeout)
+        reasons, notes = judge_sizes(task, got.sized, opts.world_size, opts.seed,
+                                     min(opts.timeout, 2 * opts.sizes_budget))
         for r in reasons:
             r.site = r.site or rep.solution_site
         ran = ", ".join(f"{describe([r['m'], r['n']])} trial {r['trial']} ({r['seconds']:.1f} s)" for r in got.sized)

@@ -67,31 +67,29 @@ def describe(size) -> str:
     return f"size {size[0]} x {size[1]}"
 
 
-def judge_sizes(task: TaskSpec, sized: list[dict], world_size: int, seed: int, timeout: float,
-                screen_size: dict | None = None) -> tuple[list[Reason], list[str]]:
-    """(reasons, notes): the candidate's runs at each size against the reference's at the same size and trial."""
-    notes = []
-    screen = screen_size or task.sizes.get("screen", SCREEN)
-    for run in sized:
-        size, trial = [run["m"], run["n"]], run["trial"]
-        refs, why = _reference(task, size, trial, world_size, seed, timeout)
-        if refs is None:
-            notes.append(f"{describe(size)} not compared: {why}")
-            continue
-        wrong = mismatches(task, run["outputs"], refs)
-        if wrong:
-            return [_verdict(size, trial, run["outputs"], refs, wrong, screen)], notes
-    return [], notes
-
-
-def _reference(task: TaskSpec, size, trial: int, world_size: int, seed: int, timeout: float):
-    run = run_calls(task, [Call(trial)], world_size, seed=seed, timeout=timeout, keep_inputs=False,
-                    shape_run=False, size={"m": size[0], "n": size[1]})
-    if run.result.verdict == "ok" and run.calls[0].complete:
-        return [plain(o) for o in run.calls[0].outputs], ""
+def judge_sizes(task: TaskSpec, sized: list[dict], world_size: int, seed: int, timeout: float) -> tuple[list[Reason], list[str]]:
+    """(reasons, notes): the candidate's runs at each size against the reference's at the same sizes and trials,
+    which run here in one world (under `timeout`: the stage's budget; the reference's own kernels may be slow)."""
+    if not sized:
+        return [], []
+    screen = task.sizes.get("screen", SCREEN)
+    run = run_calls(task, [Call(r["trial"], size={"m": r["m"], "n": r["n"]}) for r in sized], world_size, seed=seed,
+                    timeout=timeout, keep_inputs=False, shape_run=False)
     lim = next(filter(None, (limit_of(r.error) for r in run.raised)), None)
     f = run.result.findings
-    return None, lim or f"the reference fails there ({f[0].message if f else run.result.verdict})"
+    why = lim or (f"the reference fails there ({f[0].message if f else run.result.verdict})"
+                  if run.result.verdict != "timeout" else f"the reference's runs took over {timeout:g} s")
+    notes = []
+    for cand, ref in zip(sized, run.calls):
+        size, trial = [cand["m"], cand["n"]], cand["trial"]
+        if not ref.complete:
+            notes.append(f"{describe(size)} not compared: {why}")
+            continue
+        refs = [plain(o) for o in ref.outputs]
+        wrong = mismatches(task, cand["outputs"], refs)
+        if wrong:
+            return [_verdict(size, trial, cand["outputs"], refs, wrong, screen)], notes
+    return [], notes
 
 
 def _verdict(size, trial: int, outs: list, refs: list, wrong: list[str], screen: dict) -> Reason:
