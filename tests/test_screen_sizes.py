@@ -25,9 +25,19 @@ def create_input_tensor(rank, world_size, problem_id, base_shape, dtype, trial=0
     torch.manual_seed(3 + 1000 * problem_id + 10 * trial + rank)  # problem 2: no rounding flip in the screen's trials
     if problem_id == 1:
         return (torch.randn((M, 64), dtype=dtype, device=device), torch.randn((64, N), dtype=dtype, device=device))
+    if problem_id in (6, 9):  # a fixed size, whatever the base shape
+        return (torch.randn((4096,), dtype=dtype, device=device),)
     return (torch.randn((M * N,), dtype=dtype, device=device),)
 """
 
+QUANT_SUM = """
+    def solution(x):
+        xb = x.float().view(-1, 64)
+        s = xb.abs().amax(1, keepdim=True) / 127
+        y = (torch.round(xb / s).clamp(-127, 127) * s).view(-1)
+        dist.all_reduce(y)
+        return y.to(x.dtype)
+    """
 REFERENCES = {
     # every rank's product, all-gathered along the columns
     "1_matmul_gather": """
@@ -38,14 +48,11 @@ REFERENCES = {
             return torch.cat(parts, dim=1)
         """,
     # int8 quantisation in blocks of 64 by each block's largest magnitude, dequantised, summed over the ranks
-    "2_block_quant_sum": """
-        def solution(x):
-            xb = x.float().view(-1, 64)
-            s = xb.abs().amax(1, keepdim=True) / 127
-            y = (torch.round(xb / s).clamp(-127, 127) * s).view(-1)
-            dist.all_reduce(y)
-            return y.to(x.dtype)
-        """,
+    "2_block_quant_sum": QUANT_SUM,
+    # the same on 4096 elements at any size (the seeds put the reciprocal's first flip in trial 3 for problem 6,
+    # trial 6 for problem 9: none in the screen's trials 0-2)
+    "6_fixed_quant_sum": QUANT_SUM,
+    "9_fixed_quant_sum": QUANT_SUM,
 }
 
 # chunks the product by 256 rows only when M > 512, and writes every chunk at row 0 (the chunk's start forgotten)
@@ -140,3 +147,22 @@ def test_the_suites_own_tasks_have_no_sizes_stage():
     opts = ScreenOptions(2, load_topology("hgx-h100"), seed=3, cost=False)
     res = screen(get("all_reduce"), str(here / "broken_candidates" / "all_reduce__reference.py"), opts)
     assert res.verdict is Verdict.PASS and Stage.SIZES not in res.checked and "sizes" not in res.seconds
+
+
+def test_inputs_that_do_not_grow_get_the_benchmarks_other_trials_and_a_flip_there_rejects_under_both(checkout, tmp_path):
+    res = run(checkout, tmp_path, "6_fixed_quant_sum", RECIPROCAL, world_size=1)
+    assert res.verdict is Verdict.REJECT and res.stage == Stage.SIZES, (res.reasons, res.notes)
+    assert res.reasons[0].kind == ReasonKind.NUMERICS and "trial 3" in res.reasons[0].message, res.reasons
+    assert res.verdicts == {Semantics.PKB: Verdict.REJECT, Semantics.PARALLELKERNELBENCH: Verdict.REJECT}
+
+
+def test_a_flip_only_in_a_draw_beyond_the_benchmarks_trials_rejects_under_pkbs_rules_alone(checkout, tmp_path):
+    res = run(checkout, tmp_path, "9_fixed_quant_sum", RECIPROCAL, world_size=1)
+    assert res.verdicts == {Semantics.PKB: Verdict.REJECT, Semantics.PARALLELKERNELBENCH: Verdict.PASS}, res.notes
+    assert [w.kind for w in res.warnings] == [ReasonKind.NUMERICS] and "trial 6" in res.warnings[0].message
+
+
+def test_their_twin_that_divides_passes_every_draw(checkout, tmp_path):
+    res = run(checkout, tmp_path, "9_fixed_quant_sum", DIVIDES, world_size=1)
+    assert res.verdicts == {Semantics.PKB: Verdict.PASS, Semantics.PARALLELKERNELBENCH: Verdict.PASS}, res.warnings
+    assert "more draws (trials 3-" in res.notes[0], res.notes

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pkbsim.cuda.build_clock import BUILD_CLOCK
 from pkbsim.screen.candidate import RecordedLimit, Session, extension_stand_in, loader
 from pkbsim.screen.cost import SHAPE_RUN_SECONDS, shape_trace
-from pkbsim.screen.functional import candidate_calls, slow
+from pkbsim.screen.functional import TRIALS, candidate_calls, slow
 from pkbsim.screen.hang import Watch, site
 from pkbsim.screen.limits import limit_of, own_site
 from pkbsim.screen.plain import plain
@@ -169,36 +169,39 @@ def _calls(task: TaskSpec, session: Session, job: CandidateJob, load, rep: Candi
 def _sizes(task: TaskSpec, session: Session, job: CandidateJob, load, rep: CandidateReport) -> None:
     """The sizes stage's runs (sizes.py): one call on trial 0's inputs at each size of `job.sizes` in a world of its
     own, while the budget lasts; each run's time, scaled by the base shape's elements, predicts the next one's
-    (the first from the screen-size call). A size whose inputs repeat trial 0's at screen size or an earlier
-    size's (a problem of fixed size) moves the later sizes to trials the screen has not run (3, 4: the
-    benchmark's harness runs 5). A run that meets a limit of pkb, or that the budget cuts short, ends the stage
-    with a note; a fault of the candidate's own ends it with its reason."""
-    from pkbsim.screen.functional import TRIALS as FUNCTIONAL_TRIALS
-    from pkbsim.screen.sizes import LAST_TRIAL, describe, elements
+    (the first from the screen-size call). A problem whose inputs do not grow (every size's inputs repeat trial
+    0's at screen size: digest and shapes) then runs further draws at the last size: the benchmark's trials 3
+    and 4, which the screen has not run, each in a fresh world as the benchmark runs a trial; then fresh draws
+    (pkb's scorer draws its own inputs) back to back in one world, up to LAST_DRAW, DRAW_BYTES of outputs and
+    the budget. A run that meets a limit of pkb, or that the budget cuts short, ends the stage with a note; a
+    fault of the candidate's own ends it with its reason."""
+    from pkbsim.screen.sizes import DRAW_BYTES, LAST_DRAW, LAST_TRIAL, describe, elements, nbytes
 
     spent, last_s, last_n = 0.0, job.screen_call_s, elements(None)
-    trial, seen, fixed = 0, {job.screen_digest} - {""}, False
-    for size in job.sizes:
-        m, n = size
-        predicted = last_s * (1 if fixed else elements(size) / last_n)
+    seen, fixed, size, digest = {job.screen_digest} - {""}, True, None, None
+
+    def one(trials: list[int], predicted: float, what: str) -> bool:
+        """Run `trials` at `size` in one world; False when the stage ends here (note or reason recorded)."""
+        nonlocal spent, digest
         if spent + predicted > job.sizes_budget:
-            rep.sizes_note = (f"{describe(size)} not run: predicted {predicted:.0f} s, beyond the stage's budget of "
+            rep.sizes_note = (f"{what} not run: predicted {predicted:.1f} s, beyond the stage's budget of "
                               f"{job.sizes_budget:g} s ({spent:.0f} s spent)")
-            return
+            return False
         t0 = time.perf_counter()
         with Watch() as watch:
-            run = run_calls(task, [Call(trial, load=load, poison=True)], job.world_size, seed=job.seed,
+            run = run_calls(task, [Call(t, load=load, poison=True) for t in trials], job.world_size, seed=job.seed,
                             timeout=min(job.timeout, max(job.sizes_budget - spent, 1.0) * 2), keep_inputs=False,
-                            shape_run=False, size={"m": m, "n": n})
-        last_s, last_n = time.perf_counter() - t0, elements(size)
-        spent += last_s
+                            shape_run=False, size={"m": size[0], "n": size[1]})
+        took = time.perf_counter() - t0
+        spent += took
+        digest = (run.calls[0].digests[0] or (None,))[0] if run.calls else None
         for lim in filter(None, (limit_of(r.error) for r in run.raised if not isinstance(r.error, RecordedLimit))):
             session.limit(lim)
         if session.problems or session.not_simulated:
-            rep.sizes_note = f"{describe(size)}: {'; '.join(sorted(session.not_simulated)) or 'the file did not load'}"
+            rep.sizes_note = f"{what}: {'; '.join(sorted(session.not_simulated)) or 'the file did not load'}"
             session.not_simulated.clear()
             session.problems.clear()
-            return
+            return False
         reasons, limit = [], None
         if run.result.verdict == "timeout":
             limit = slow(run, watch, session, job.timeout)
@@ -206,29 +209,45 @@ def _sizes(task: TaskSpec, session: Session, job: CandidateJob, load, rep: Candi
             if limit is None and spot is None:
                 limit = Reason(ReasonKind.TIME_LIMIT, "the run did not finish")
             elif limit is None:
-                reasons = [Reason(ReasonKind.TIMEOUT, f"no result at {describe(size)}: the candidate's code loops "
-                                                      f"outside any simulated wait", site(spot))]
+                reasons = [Reason(ReasonKind.TIMEOUT, "no result: the candidate's code loops outside any simulated "
+                                                      "wait", site(spot))]
         elif run.result.verdict == "error":
             reasons, limit = _errors(run, session)
         elif run.result.verdict != "ok":
             reasons = [Reason(f.kind, f.message + _calls_of(f), f.sites[0] if f.sites else "")
                        for f in run.result.findings if is_fatal(f)][:3]
-        if limit is not None or (not reasons and not run.calls[0].complete):
-            rep.sizes_note = f"{describe(size)}: {limit.message if limit else 'a rank did not return'} (not checked)"
-            return
+        done = [(t, c) for t, c in zip(trials, run.calls) if c.complete]
+        for t, c in done:
+            rep.sized.append({"m": size[0], "n": size[1], "trial": t, "seconds": round(took / len(trials), 3),
+                              "outputs": [plain(o) for o in c.outputs]})
         if reasons:
-            rep.reasons = [Reason(r.kind, f"at {describe(size)}: {r.message}", r.site) for r in reasons]
+            first = trials[len(done)] if len(done) < len(trials) else trials[-1]
+            rep.reasons = [Reason(r.kind, f"at {describe(size)}, trial {first}: {r.message}", r.site,
+                                  first > LAST_TRIAL) for r in reasons]
             rep.findings = list(run.result.findings)
+            return False
+        if limit is not None or len(done) < len(trials):
+            rep.sizes_note = f"{what}: {limit.message if limit else 'a rank did not return'} (not checked)"
+            return False
+        return True
+
+    for size in job.sizes:
+        predicted = last_s * elements(size) / last_n if not (fixed and spent) else last_s
+        if not one([0], predicted, describe(size)):
             return
-        rep.sized.append({"m": m, "n": n, "trial": trial, "seconds": round(last_s, 3),
-                          "outputs": [plain(o) for o in run.calls[0].outputs]})
-        digest = (run.calls[0].digests[0] or (None,))[0]
-        fixed |= digest is not None and digest in seen
+        last_s, last_n = rep.sized[-1]["seconds"], elements(size)
+        fixed &= digest is not None and digest in seen
         seen.add(digest)
-        if fixed:
-            trial = max(trial, FUNCTIONAL_TRIALS - 1) + 1
-            if trial > LAST_TRIAL:
-                return
+    if not fixed or size is None:
+        return
+    for trial in range(TRIALS, LAST_TRIAL + 1):  # the benchmark's trials the screen has not run, each fresh
+        if not one([trial], last_s, f"{describe(size)}, trial {trial}"):
+            return
+    each = max(last_s, 1e-3)
+    room = min(int((job.sizes_budget - spent) / each), LAST_DRAW - LAST_TRIAL,
+               DRAW_BYTES // max(1, nbytes(rep.sized[-1]["outputs"])))
+    if room > 0:
+        one(list(range(LAST_TRIAL + 1, LAST_TRIAL + 1 + room)), 0.0, f"{room} draws at {describe(size)}")
 
 
 def _decisive(reasons: list[Reason]) -> bool:

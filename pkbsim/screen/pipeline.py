@@ -137,8 +137,9 @@ def _screen(task: TaskSpec, path: str, opts: ScreenOptions, spawner, keep: bool)
     res.stage = Stage.FUNCTIONAL
     if opts.sizes_budget > 0 and budgeted(task) and ladder(task):
         reasons = _sizes(task, ref, rep, job, spawner, opts, res)
-        if reasons:
-            return res.reject(Stage.SIZES, reasons)
+        res.warnings += [r for r in reasons if r.pkb_only]   # a draw beyond the benchmark's trials
+        if any(not r.pkb_only for r in reasons):
+            return res.reject(Stage.SIZES, [r for r in reasons if not r.pkb_only])
     if not opts.cost or (rep.screen_trace is None and res.warnings):
         return res  # no trace of a whole call to time: a race between calls ended the run before one
     t0 = time.perf_counter()
@@ -184,9 +185,14 @@ def _sizes(task: TaskSpec, ref, rep: CandidateReport, job: CandidateJob, spawner
                                      min(opts.timeout, 2 * opts.sizes_budget))
         for r in reasons:
             r.site = r.site or rep.solution_site
-        ran = ", ".join(f"{describe([r['m'], r['n']])} trial {r['trial']} ({r['seconds']:.1f} s)" for r in got.sized)
+        ladder_runs = [r for r in got.sized if r["trial"] == 0]
+        draws = [r for r in got.sized if r["trial"]]
+        ran = ", ".join(f"{describe([r['m'], r['n']])} trial 0 ({r['seconds']:.1f} s)" for r in ladder_runs)
+        if draws:
+            ran += (f"; its inputs do not grow with the size: {len(draws)} more draws (trials {draws[0]['trial']}-"
+                    f"{draws[-1]['trial']}, {sum(r['seconds'] for r in draws):.1f} s)")
         res.notes += [f"sizes checked: {ran or 'none'}"] + notes + ([got.sizes_note] if got.sizes_note else [])
-        if not reasons and got.sized:
+        if got.sized and all(r.pkb_only for r in reasons):
             res.checked.append(Stage.SIZES)
             res.stage = Stage.SIZES
         return reasons

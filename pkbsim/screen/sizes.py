@@ -40,6 +40,8 @@ from tasks.registry import TaskSpec
 SIZES_SECONDS = 60.0   # the candidate's runs in the stage, per screen (predicted before each run; a run is cut at 2x)
 NUMERICS_SHARE = 0.01  # at most this share of an output's elements beyond the tolerance: a rounding difference
 LAST_TRIAL = 4         # the benchmark's harness runs trials 0-4 (run_local.py --trials, default 5)
+LAST_DRAW = 124        # a problem whose inputs do not grow runs up to 120 more draws (pkb's scorer draws its own)
+DRAW_BYTES = 256 << 20  # and stops drawing once the outputs it hands back hold this much
 SCREEN = {"m": 64, "n": 64}
 
 
@@ -61,6 +63,17 @@ def elements(size) -> int:
     """A base shape's elements (None: the screen's)."""
     m, n = size if size is not None else (SCREEN["m"], SCREEN["n"])
     return m * n
+
+
+def nbytes(x) -> int:
+    """Bytes of the tensors in plain outputs."""
+    if isinstance(x, torch.Tensor):
+        return x.numel() * x.element_size()
+    if isinstance(x, dict):
+        return sum(nbytes(v) for v in x.values())
+    if isinstance(x, (list, tuple)):
+        return sum(nbytes(v) for v in x)
+    return 0
 
 
 def describe(size) -> str:
@@ -88,7 +101,12 @@ def judge_sizes(task: TaskSpec, sized: list[dict], world_size: int, seed: int, t
         refs = [plain(o) for o in ref.outputs]
         wrong = mismatches(task, cand["outputs"], refs)
         if wrong:
-            return [_verdict(size, trial, cand["outputs"], refs, wrong, screen)], notes
+            reason = _verdict(size, trial, cand["outputs"], refs, wrong, screen)
+            if trial > LAST_TRIAL:  # inputs the benchmark's harness never draws; pkb's scorer draws fresh ones
+                reason.pkb_only = True
+                reason.message += (f" (trial {trial} is beyond the benchmark's trials 0-{LAST_TRIAL}: a fault under "
+                                   f"pkb's rules, whose scorer draws fresh inputs)")
+            return [reason], notes
     return [], notes
 
 
