@@ -384,3 +384,34 @@ def test_shape_run_moves_a_module_to_its_gpu(run_program, reduce, verdict):
     assert res.verdict == verdict, [f.render() for f in res.findings]
     if verdict == "ok":
         assert res.output.count("done (10, 4)") == 2
+
+
+SHAPE_RUN_READS = """
+    import numpy as np
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    data = np.arange(1000, dtype=np.uint16)
+    ix = torch.randint(len(data) - 8, (4,))                  # small: drawn on data
+    x = torch.stack([torch.from_numpy(data[i:i + 8].astype(np.int64)) for i in ix])
+    assert x.shape == (4, 8) and bool((x[:, 1] - x[:, 0] == 1).all()), x
+    model = DDP(torch.nn.Linear(512, 512).cuda(), device_ids=[rank])   # 262144 weights: fake
+    loss = model(torch.randn(4, 512, device="cuda")).sum()
+    loss.backward()
+    value = loss.item()                                      # no data behind it: a stand-in
+    print(f"loss {{loss:.2f}}")
+    if {cond}:
+        dist.all_reduce(torch.tensor([value], device="cuda"))
+    print("done")
+"""
+
+
+@pytest.mark.parametrize("cond, verdict", [("True", "ok"), ("rank == 0", "deadlock")])
+def test_shape_run_reads_values(run_program, cond, verdict):
+    """A shape run runs small tensors on data (random indices into a numpy array), checks DDP's parameters across
+    ranks, and answers a read of a large tensor's value (`loss.item()`, `f"{loss:.2f}"`) with a stand-in it names
+    (shape_run.py, as `pkb check --shape-run` runs it); a collective that only rank 0 calls is still a deadlock."""
+    res = run_program(SHAPE_RUN_READS.format(cond=cond), shape_run=True, shape_run_values=True, timeout=120)
+    assert res.verdict == verdict, [f.render() for f in res.findings]
+    notes = [f for f in res.findings if f.kind == "stand_in"]
+    assert notes and notes[0].sites == ["prog.py:15"] and "1.0" in notes[0].message, [f.render() for f in notes]
+    if verdict == "ok":
+        assert res.output.count("loss 1.00") == 2 and res.output.count("done") == 2

@@ -36,7 +36,9 @@ def add_parser(sub) -> None:
                    help="model NCCL's lazy, blocking creation of per-pair communicators on first ungrouped p2p")
     p.add_argument("--trace", metavar="FILE", help="write the per-rank operation trace (JSON) to FILE")
     p.add_argument("--shape-run", action="store_true",
-                   help="run under FakeTensorMode: shapes and FLOPs only, no data (for cost prediction)")
+                   help="run under FakeTensorMode: full-size shapes and FLOPs, data only for small tensors (at "
+                        "most 65536 elements); a read of a large tensor's value (loss.item()) gets a stand-in, "
+                        "named in a note")
     p.add_argument("--json", action="store_true", help="print one JSON object; the program's output goes to stderr")
     p.add_argument("--full-traceback", action="store_true",
                    help="an exception's report lists torch's frames too (default: the script's frames only)")
@@ -53,7 +55,8 @@ def run_options(args, nproc: int, output):
     from pkbsim.world.launcher import RunOptions
     return RunOptions(nproc=nproc * args.nnodes, nproc_per_node=nproc, timeout=args.timeout,
                       p2p_buffer=args.p2p_buffer, lazy_p2p_init=args.lazy_p2p_init,
-                      record_compute=bool(args.trace), shape_run=args.shape_run, output=output, catch_exit=True,
+                      record_compute=bool(args.trace), shape_run=args.shape_run,
+                      shape_run_values=args.shape_run, output=output, catch_exit=True,
                       full_traceback=getattr(args, "full_traceback", False))
 
 

@@ -107,6 +107,9 @@ class RunOptions:
     lazy_p2p_init: bool = False
     record_compute: bool = False
     shape_run: bool = False
+    # a shape run gives small tensors their data and a read of a large one's value a stand-in (`pkb check`:
+    # shape_run.py); off, every tensor is fake and a read raises (the screen's cost stage)
+    shape_run_values: bool = False
     no_comm: bool = False  # communication completes without moving data (task validation)
     output: object = None  # where the program's own prints go (default: stdout)
     topology: str = DEFAULT_TOPOLOGY  # the machine whose GPU torch.cuda.get_device_properties describes
@@ -377,7 +380,7 @@ def run_ranks(body: Callable[[RankContext], None], opts: RunOptions) -> RunResul
                 from pkbsim.world.fake_pointers import install_fake_pointers
                 from pkbsim.world.shape_run import install_shape_run
                 install_fake_pointers(run_patches)
-                install_shape_run(run_patches)
+                install_shape_run(run_patches, values=opts.shape_run_values)
             if opts.catch_exit:
                 import posix
                 catcher = _exit_catcher(world, threading.current_thread(), posix._exit)
