@@ -53,7 +53,7 @@ def runtime_dir() -> str:
     """The folder holding the built stand-in libraries (built now if missing)."""
     nvcc = require_nvcc()
     h = hashlib.sha256("\0".join((torch.__version__, nvcc_version(nvcc), *NAMES)).encode())
-    for path in _sources():
+    for path in [*_sources(), os.path.abspath(__file__)]:   # this file too: it says how they are linked
         with open(path, "rb") as f:
             h.update(f.read())
     out = os.path.join(cache_root(), "cuda-rt", h.hexdigest()[:20])
@@ -77,15 +77,30 @@ def _built(out: str) -> bool:
     return all(os.path.exists(os.path.join(out, n)) for n in NAMES)
 
 
-def _weak_stubs(home: str) -> str:
-    """C source defining every export of the real libcudart as a weak 'not supported' function."""
+def real_cudart_exports(home: str) -> list[str]:
+    """The functions the toolkit's libcudart exports ([] where it has none)."""
     real = sorted(glob.glob(os.path.join(home, "lib64", "libcudart.so.*"))
                   or glob.glob(os.path.join(home, "lib", "libcudart.so.*")))  # NVIDIA's wheels have lib/ alone
-    names: list[str] = []
-    if real:
-        out = subprocess.run(["nm", "-D", "--defined-only", real[0]], capture_output=True, text=True, check=False).stdout
-        names = sorted({ln.split()[-1].split("@")[0] for ln in out.splitlines()
-                        if len(ln.split()) == 3 and ln.split()[1] == "T"})
+    if not real:
+        return []
+    out = subprocess.run(["nm", "-D", "--defined-only", real[0]], capture_output=True, text=True, check=False).stdout
+    return sorted({ln.split()[-1].split("@")[0] for ln in out.splitlines()
+                   if len(ln.split()) == 3 and ln.split()[1] == "T"})
+
+
+def export_maps(names: list[str]) -> tuple[str, str]:
+    """Linker version scripts of the two stand-ins: what the real libraries export, no more, no less. The runtime
+    exports libcudart's functions (`names`, else every cuda* name), the c10 one c10::cuda and at::cuda; both
+    export pkb's own `sim_*` calls too. Everything else (the C++ library's templates they instantiate) stays
+    local: exported from a library loaded globally, it would answer for other libraries' copies."""
+    functions = "".join(f"{n}; " for n in names) or "cuda*; __cuda*; "
+    return (f"{{ global: {functions}sim_*; local: *; }};\n",
+            '{ global: extern "C++" { c10::cuda::*; at::cuda::*; }; sim_*; local: *; };\n')
+
+
+def _weak_stubs(home: str) -> str:
+    """C source defining every export of the real libcudart as a weak 'not supported' function."""
+    names = real_cudart_exports(home)
     body = "\n".join(f'__attribute__((weak)) int {n}(void) {{ return pkb_unsupported("{n}"); }}' for n in names)
     return ('#include <stdio.h>\nvoid sim_note_unsupported(const char*);\nstatic int pkb_unsupported(const char* n) {\n'
             '  fprintf(stderr, "[pkb cudart] not simulated: %s\\n", n);\n  sim_note_unsupported(n);\n  return 801;\n}\n'
@@ -101,12 +116,17 @@ def _build(out: str, home: str) -> None:
     weak = os.path.join(tmp, "weak.c")
     with open(weak, "w") as f:
         f.write(_weak_stubs(home))
+    maps = [os.path.join(tmp, f"{n}.map") for n in NAMES[:2]]
+    for path, text in zip(maps, export_maps(real_cudart_exports(home))):
+        with open(path, "w") as f:
+            f.write(text)
     common = ["-O1", "-fPIC", "-shared", f"-I{cuda_inc}"]
     steps = [
-        ["g++", *common, "-o", os.path.join(tmp, NAMES[0]), f"-Wl,-soname,{NAMES[0]}",
+        ["g++", *common, "-o", os.path.join(tmp, NAMES[0]), f"-Wl,-soname,{NAMES[0]}", f"-Wl,--version-script={maps[0]}",
          "-x", "c++", "-std=c++17", os.path.join(RUNTIME_SRC, "fakecudart.cpp"), "-x", "c", weak, "-ldl"],
         ["g++", *common, "-std=c++17", "-DC10_CUDA_NO_CMAKE_CONFIGURE_FILE", "-DNDEBUG", f"-I{stub_inc}", *(f"-I{i}" for i in incs),
-         "-o", os.path.join(tmp, NAMES[1]), f"-Wl,-soname,{NAMES[1]}", os.path.join(RUNTIME_SRC, "c10cuda.cpp"),
+         "-o", os.path.join(tmp, NAMES[1]), f"-Wl,-soname,{NAMES[1]}", f"-Wl,--version-script={maps[1]}",
+         os.path.join(RUNTIME_SRC, "c10cuda.cpp"),
          f"-L{tmp}", f"-l:{NAMES[0]}", f"-L{lib}", "-lc10", f"-Wl,-rpath,{out}", f"-Wl,-rpath,{lib}"],
         ["gcc", "-shared", "-fPIC", "-o", os.path.join(tmp, NAMES[2]), f"-Wl,-soname,{NAMES[2]}",
          os.path.join(RUNTIME_SRC, "empty.c")],
