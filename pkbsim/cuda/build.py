@@ -26,8 +26,10 @@ from pkbsim.cuda.host_header import PRELUDE
 from pkbsim.cuda.runtime_libs import NAMES, runtime_dir
 from pkbsim.cuda.toolchain import (
     RUNTIME_SRC,
+    wheel_headers,
     cuda_home,
     file_lock,
+    has_real_cublas,
     missing_header,
     publish,
     python_include,
@@ -61,7 +63,7 @@ def nvcc_flags(name: str, slim: bool, extra: list[str], include_paths: list[str]
     nvcc = require_nvcc()
     compress = "--compress-mode=none" if "release 13" in nvcc_version(nvcc) else "-Xfatbin=-compress=false"
     shadow = [f"-I{os.path.join(RUNTIME_SRC, 'slim')}"] if slim else []
-    return [f"-DTORCH_EXTENSION_NAME={name}", *host_header.TORCH_MACROS,
+    return [f"-DTORCH_EXTENSION_NAME={name}", *host_header.TORCH_MACROS, *wheel_headers(nvcc),   # -isystem: after every -I
             *shadow, *(f"-I{i}" for i in incs), f"-I{python_include()}", f"-I{os.path.join(RUNTIME_SRC, 'include')}",
             *(f"-I{p}" for p in include_paths), "-std=c++17", "-Xcompiler", "-fPIC", "--expt-relaxed-constexpr",
             *host_header.HALF_MACROS, "-diag-suppress", "3189,3306", "-gencode", "arch=compute_90a,code=compute_90a",
@@ -252,6 +254,12 @@ def _first_error(log: str) -> str:
     return (lines[0] if lines else log.strip().splitlines()[-1] if log.strip() else "unknown error")[:500]
 
 
+# a cuBLAS function pkb's stand-in cublas_v2.h (types only) does not declare: nvcc's and g++'s words for it
+CUBLAS_UNDECLARED = re.compile(r'identifier "cublas\w*" is undefined|.cublas\w*. was not declared')
+NO_CUBLAS = ("missing header cublas_v2.h (not installed here: pkb has only a stand-in of its types; "
+             "`pip install 'pkb[cuda]'` installs NVIDIA's)")
+
+
 INSTANTIATED = re.compile(r"detected during.* at line (?P<line>\d+) of (?P<file>\S+?)\s*$")
 
 
@@ -271,6 +279,8 @@ def _build_error(log: str, origin: str, tool: str) -> ExtensionBuildError | Miss
     """The first error, with its place in the candidate's file when the #line map gives one."""
     if missing := missing_header(log):
         return MissingHeader(missing)
+    if CUBLAS_UNDECLARED.search(log) and not has_real_cublas(require_nvcc()):
+        return MissingHeader(NO_CUBLAS)
     lines = log.splitlines()
     for i, ln in enumerate(lines):
         m = ERROR.match(ln.strip()) or GCC_ERROR.match(ln.strip())

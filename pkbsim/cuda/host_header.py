@@ -18,7 +18,16 @@ import tempfile
 
 import torch
 
-from pkbsim.cuda.toolchain import RUNTIME_SRC, cuda_home, file_lock, publish, python_include, require_nvcc, torch_dirs
+from pkbsim.cuda.toolchain import (
+    RUNTIME_SRC,
+    cuda_home,
+    file_lock,
+    publish,
+    python_include,
+    require_nvcc,
+    torch_dirs,
+    wheel_headers,
+)
 from pkbsim.ptx.compile import cache_root
 
 PRELUDE = os.path.join(RUNTIME_SRC, "prelude.h")
@@ -33,12 +42,13 @@ HALF_MACROS = ("-D__CUDA_NO_HALF_OPERATORS__", "-D__CUDA_NO_HALF_CONVERSIONS__",
 def base_flags(slim: bool) -> list[str]:
     """g++'s flags for every host unit (and the header): torch's, Python's, pkb's and CUDA's include folders."""
     incs, _ = torch_dirs()
-    home = cuda_home(require_nvcc())
+    nvcc = require_nvcc()
+    home = cuda_home(nvcc)
     shadow = [f"-I{os.path.join(RUNTIME_SRC, 'slim')}"] if slim else []
     cccl = os.path.join(home, "include", "cccl")   # CUDA 13 keeps CCCL apart; nvcc adds it itself
     return ["-std=c++17", "-fPIC", "-w", *HALF_MACROS, *TORCH_MACROS, *shadow, *(f"-I{i}" for i in incs), f"-I{python_include()}",
             f"-I{os.path.join(RUNTIME_SRC, 'include')}", "-isystem", os.path.join(home, "include"),
-            *(["-isystem", cccl] if os.path.isdir(cccl) else [])]
+            *(["-isystem", cccl] if os.path.isdir(cccl) else []), *wheel_headers(nvcc)]
 
 
 def prelude_include(slim: bool) -> str:

@@ -11,7 +11,8 @@ import sysconfig
 
 import torch
 
-from pkbsim.ptx.compile import NVCC_MISSING, find_nvcc
+from candidate_sandbox import nvidia_wheel_folders
+from pkbsim.ptx.compile import NVCC_MISSING, find_nvcc, nvcc_version
 
 RUNTIME_SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runtime")
 
@@ -23,6 +24,26 @@ def cuda_home(nvcc: str) -> str:
         if home and os.path.exists(os.path.join(home, "include", "cuda_runtime_api.h")):
             return home
     raise FileNotFoundError(f"no CUDA headers next to {nvcc}: set CUDA_HOME to the toolkit folder")
+
+
+def wheel_headers(nvcc: str, wheel_folders: list[str] | None = None) -> list[str]:
+    """`-isystem` of the include folder of NVIDIA's wheels (pkb's cuda extra: nvidia/cu13/include in each of
+    `wheel_folders`, by default the `nvidia` namespace package's folders) where the toolkit in use lacks the cuBLAS
+    headers and the wheel has them (a system toolkit without cuBLAS, as this machine's): searched after the
+    toolkit's own folder, so only headers the toolkit lacks come from the wheel; pkb's stand-in cublas_v2.h then
+    gives way to the real one (`#include_next`). Only for an nvcc of the wheels' CUDA major version (13)."""
+    if os.path.exists(os.path.join(cuda_home(nvcc), "include", "cublas_v2.h")) or "release 13." not in nvcc_version(nvcc):
+        return []
+    for folder in nvidia_wheel_folders() if wheel_folders is None else wheel_folders:
+        inc = os.path.join(folder, "cu13", "include")
+        if os.path.exists(os.path.join(inc, "cublas_v2.h")):
+            return ["-isystem", inc]
+    return []
+
+
+def has_real_cublas(nvcc: str) -> bool:
+    """Whether builds see NVIDIA's cublas_v2.h (the toolkit's or the wheel's), not only pkb's stand-in of its types."""
+    return os.path.exists(os.path.join(cuda_home(nvcc), "include", "cublas_v2.h")) or bool(wheel_headers(nvcc))
 
 
 def torch_dirs() -> tuple[list[str], str]:
