@@ -150,19 +150,19 @@ def test_the_suites_own_tasks_have_no_sizes_stage():
 
 
 def test_inputs_that_do_not_grow_get_the_benchmarks_other_trials_and_a_flip_there_rejects_under_both(checkout, tmp_path):
-    res = run(checkout, tmp_path, "6_fixed_quant_sum", RECIPROCAL, world_size=1)
+    res = run(checkout, tmp_path, "6_fixed_quant_sum", RECIPROCAL, budget=10.0, world_size=1)
     assert res.verdict is Verdict.REJECT and res.stage == Stage.SIZES, (res.reasons, res.notes)
     assert res.reasons[0].kind == ReasonKind.NUMERICS and "trial 3" in res.reasons[0].message, res.reasons
     assert res.verdicts == {Semantics.PKB: Verdict.REJECT, Semantics.PARALLELKERNELBENCH: Verdict.REJECT}
 
 
 def test_a_flip_only_in_a_draw_beyond_the_benchmarks_trials_rejects_under_pkbs_rules_alone(checkout, tmp_path):
-    res = run(checkout, tmp_path, "9_fixed_quant_sum", RECIPROCAL, world_size=1)
+    res = run(checkout, tmp_path, "9_fixed_quant_sum", RECIPROCAL, budget=10.0, world_size=1)
     assert res.verdicts == {Semantics.PKB: Verdict.REJECT, Semantics.PARALLELKERNELBENCH: Verdict.PASS}, res.notes
     assert [w.kind for w in res.warnings] == [ReasonKind.NUMERICS] and "trial 6" in res.warnings[0].message
 
 
 def test_their_twin_that_divides_passes_every_draw(checkout, tmp_path):
-    res = run(checkout, tmp_path, "9_fixed_quant_sum", DIVIDES, world_size=1)
+    res = run(checkout, tmp_path, "9_fixed_quant_sum", DIVIDES, budget=10.0, world_size=1)
     assert res.verdicts == {Semantics.PKB: Verdict.PASS, Semantics.PARALLELKERNELBENCH: Verdict.PASS}, res.warnings
     assert "more draws (trials 3-" in res.notes[0], res.notes

@@ -40,7 +40,7 @@ from tasks.registry import TaskSpec
 SIZES_SECONDS = 60.0   # the candidate's runs in the stage, per screen (predicted before each run; a run is cut at 2x)
 NUMERICS_SHARE = 0.01  # at most this share of an output's elements beyond the tolerance: a rounding difference
 LAST_TRIAL = 4         # the benchmark's harness runs trials 0-4 (run_local.py --trials, default 5)
-LAST_DRAW = 124        # a problem whose inputs do not grow runs up to 120 more draws (pkb's scorer draws its own)
+LAST_DRAW = 500        # a problem whose inputs do not grow runs up to 496 more draws (pkb's scorer draws its own)
 DRAW_BYTES = 256 << 20  # and stops drawing once the outputs it hands back hold this much
 SCREEN = {"m": 64, "n": 64}
 
@@ -120,8 +120,9 @@ def _verdict(size, trial: int, outs: list, refs: list, wrong: list[str], screen:
         return Reason(ReasonKind.NUMERICS,
                       f"numerics at {where}: {worst['path']}: {worst['bad']} of {worst['numel']} elements outside "
                       f"rtol={RTOL:g} atol={ATOL:g}, worst error {worst['error']:.3g} at flat index {worst['index']} "
-                      f"(got {worst['got']:.6g}, expected {worst['expected']:.6g}); the screen's "
-                      f"{screen['m']} x {screen['n']} run had too few elements to show it")
+                      f"(got {worst['got']:.6g}, expected {worst['expected']:.6g}); "
+                      + ("the screen's trials 0-2 did not draw inputs that show it" if trial else
+                         f"the screen's {screen['m']} x {screen['n']} run had too few elements to show it"))
     return Reason(ReasonKind.WRONG_AT_SIZE, f"wrong output at {where} (right at the screen's {screen['m']} x "
                                             f"{screen['n']}): {wrong[0]}")
 
