@@ -47,6 +47,7 @@ def test_skipped_collective_is_a_deadlock_naming_missing_rank(run_program):
     assert bug.verdict == "deadlock"
     text = "\\n".join(bug.findings[0].details)
     assert "missing ranks [1]" in text and "rank 1: finished" in text and "seq#2" in text
+    assert "rank 1: finished (its last communication: all_reduce at prog.py:" in text   # where rank 1 stopped
     fixed = run_program("""
         for i in range(3):
             dist.all_reduce(torch.ones(4, device="cuda"))

@@ -268,8 +268,16 @@ def _rank_main(world: World, engine: Engine, rank: int, body: Callable[[RankCont
     finally:
         _drop_dispatch_modes()
         if status != "exited":   # an exited rank was finished when it called os._exit
-            world.finish(rank, status)
+            world.finish(rank, status, _last_op(trace))
         context.bind(None)
+
+
+def _last_op(trace: RankTrace) -> str | None:
+    """The rank's last communication, for a deadlock report that names where a finished rank stopped."""
+    for r in reversed(trace.records):
+        if r["kind"] in ("collective", "p2p", "symm"):
+            return f"{r['op']} at {r['site']}"
+    return None
 
 
 def _drop_dispatch_modes() -> None:

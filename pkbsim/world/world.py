@@ -48,6 +48,7 @@ class RankState:
     status: str = "running"  # running | blocked | done | failed | exited (os._exit: its thread is parked)
     wait: Wait | None = None
     exit_note: str | None = None  # how the rank left, when it left by an exit: "sys.exit(0) at x.py:8"
+    last_op: str | None = None  # a finished rank's last communication: "all_reduce at train.py:305"
     thread: threading.Thread | None = None
     local: dict = field(default_factory=dict)
 
@@ -144,10 +145,10 @@ class World:
             finally:
                 st.status, st.wait = "running", None
 
-    def finish(self, rank: int, status: str = "done") -> None:
+    def finish(self, rank: int, status: str = "done", last_op: str | None = None) -> None:
         with self.lock:
             st = self.ranks[rank]
-            st.status, st.wait = status, None
+            st.status, st.wait, st.last_op = status, None, last_op
             self.progress += 1
             if not self.failed and self._everyone_stuck():
                 self._report_deadlock()
@@ -194,6 +195,8 @@ class World:
                 sites.append(w.site)
             else:
                 state = f"left by {st.exit_note}" if st.exit_note else "finished" if st.status == "done" else st.status
+                if state == "finished":
+                    state += f" (its last communication: {st.last_op})" if st.last_op else " (no communication)"
                 details.append(f"rank {st.rank}: {state}")
         cycle = find_cycle({r: w.waits_for() for r, w in blocked.items()})
         if cycle:
