@@ -2,8 +2,8 @@
 
 A batch is timed as one region: its calls run back to back on fresh inputs, and the clock stops after a
 sync of every stream of the device (worker.py). What it costs that is not the candidate's work (the sync's
-round trip, the barrier, the messages: tenths of a millisecond) is paid once per batch, so a batch must be
-long against it: BATCH_S of calls makes that under 1% on a GPU. A batch's inputs together span at least
+round trip, the barrier, the messages: about 1.5 ms on an H100) is paid once per batch, so a batch must be
+long against it: BATCH_S of calls makes it a small share. A batch's inputs together span at least
 three times the L2 cache where memory allows, so that each call reads inputs that are not in the cache (as
 ParallelKernelBench's harness does with its input groups, but every call with inputs of its own: identical
 bytes would let a candidate that caches answers look fast). The sizes come from the reference's warm-up
@@ -14,9 +14,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-BATCH_S = {"nccl": 0.04, "gloo": 0.05}  # seconds of calls per batch, by backend
+# seconds of calls per batch, by backend. On an H100 a batch's overhead outside its timed region was 1.5 ms (its
+# jitter 0.1-0.3 ms); the clock check tolerates the jitter twice and 0.5% of the batch, so 0.1 s keeps that
+# near 1%, where 28 ms batches left 1.7-3.1% (benchmarks/results/score_resolution/run3_h100)
+BATCH_S = {"nccl": 0.1, "gloo": 0.05}
 MIN_CALLS = 4
-MAX_CALLS = 4096             # host memory for the seeds and the staged inputs' Python objects stays small
+MAX_CALLS = 8192             # host memory for the seeds and the staged inputs' Python objects stays small
 L2_SPAN = 3                  # a batch's inputs cover at least this many L2 caches (when memory allows)
 MEMORY_SHARE = 0.25          # of the device memory free after the warm-up: a batch's inputs and outputs
 

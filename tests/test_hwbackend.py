@@ -243,11 +243,11 @@ def test_a_batch_is_long_against_the_overhead_spans_the_cache_and_fits_in_memory
     from hwbackend.batch_size import BATCH_S, MAX_CALLS, WarmupReport, calls_per_batch
     mib = 2**20
     # 20 us a call: a batch of BATCH_S of calls
-    assert calls_per_batch([WarmupReport(20e-6, 2 * mib, 2 * mib, 60 << 30, 50 * mib)], "nccl") == \
+    assert calls_per_batch([WarmupReport(20e-6, 2 * mib, 2 * mib, 120 << 30, 50 * mib)], "nccl") == \
         round(BATCH_S["nccl"] / 20e-6)
     # the slowest rank decides the time, the largest the bytes
-    assert calls_per_batch([WarmupReport(20e-6, 2 * mib, 2 * mib, 60 << 30, 50 * mib),
-                            WarmupReport(40e-6, 2 * mib, 2 * mib, 60 << 30, 50 * mib)], "nccl") == \
+    assert calls_per_batch([WarmupReport(20e-6, 2 * mib, 2 * mib, 120 << 30, 50 * mib),
+                            WarmupReport(40e-6, 2 * mib, 2 * mib, 120 << 30, 50 * mib)], "nccl") == \
         round(BATCH_S["nccl"] / 40e-6)
     # a slow call on small inputs: enough calls that the batch's inputs span three L2 caches
     assert calls_per_batch([WarmupReport(5e-3, 1 * mib, 1 * mib, 60 << 30, 50 * mib)], "nccl") == 150
