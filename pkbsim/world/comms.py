@@ -140,7 +140,8 @@ class Engine:
                 first = next(iter(slot.ops.values()))
                 msg = (f"collective mismatch on {comm} at seq #{seq}: rank {first.rank} called {first.desc} "
                        f"at {first.site}, rank {rank} called {desc} at {site}")
-                w.fail(Finding("mismatch", msg, [first.rank, rank], [first.site, site]))
+                w.fail(Finding("mismatch", msg, [first.rank, rank], [first.site, site],
+                               [_stack_of(w, first.rank), _stack_of(w, rank)]))
                 raise SimAbort(w._abort_message())
             op.slot = slot
             slot.ops[comm.group_rank[rank]] = op
@@ -368,3 +369,16 @@ def _copy(dst: torch.Tensor, src: torch.Tensor) -> None:
         return
     with behind_the_program():
         dst.copy_(src.reshape(dst.shape))
+
+
+def _stack_of(world, rank: int) -> str:
+    """Where `rank` is, as the program's frames (innermost first): a collective that a library issues names the
+    library's line as its site; its callers name the program's."""
+    import sys
+    import threading
+
+    from pkbsim.world.sites import user_stack
+
+    th = world.ranks[rank].thread
+    frame = sys._getframe(1) if th is threading.current_thread() else sys._current_frames().get(getattr(th, "ident", None))
+    return f"rank {rank} is at " + " <- ".join(user_stack(frame, limit=5) or ["?"])
