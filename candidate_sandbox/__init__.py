@@ -52,7 +52,7 @@ OWN_BUILDS = ("cuda-rt", "cuda-pch", "cuda-driver", "thunderkittens")  # kinds o
 CANDIDATE_CACHES = "by-candidate"
 # kinds of pkb's own builds that the trusted screening process makes before a candidate's process starts, and
 # that this process sees read-only: bound writable whole into screen and run sandboxes, so they are kept
-TRUSTED_BUILDS = ("cuda-rt", "cuda-pch")
+TRUSTED_BUILDS = ("cuda-rt", "cuda-pch", "cuda-driver")
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
 """Exploit class: a candidate that plants a build in another candidate's build cache. Builds made inside the
 sandbox are kept per candidate file (so that a second screen of the same file does not build again), and
 pkb's own stand-in runtime, built by the trusted side, is kept too; in the candidate's mount namespace the
-folder of every file's cache and the runtime's are read-only, its own cache bound writable elsewhere. The
+whole build cache is read-only (every file's cache, the runtime's, the PTX and compile-check entries), its own
+cache bound writable elsewhere, and every cache pkb's code writes in its process goes there. The
 plants are refused and the victim's cache is left as it was. Twin: the same process writes into its own
 cache, and that is kept for the next screen of the file."""
 import json
@@ -27,7 +28,9 @@ def test_a_candidate_sees_and_writes_its_own_build_cache_alone(tmp_path, monkeyp
     assert json.loads(proc.stdout)["verdict"] == "pass", proc.stdout
     assert "probe: plant refused" in proc.stderr, proc.stderr[-2000:]
     assert "probe: runtime refused" in proc.stderr, proc.stderr[-2000:]
+    assert "probe: ptx refused" in proc.stderr and "probe: check refused" in proc.stderr, proc.stderr[-2000:]
     assert not os.path.exists(cache / "cuda-rt" / "planted")
+    assert not os.path.exists(cache / "ptx" / "planted.ptx") and not os.path.exists(cache / "nvcc-check" / "planted.json")
     assert os.listdir(victim) == []
     assert "probe: own done" in proc.stderr and open(os.path.join(mine, "marker")).read() == "mine"
 

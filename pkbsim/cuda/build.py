@@ -37,7 +37,7 @@ from pkbsim.cuda.toolchain import (
     torch_dirs,
 )
 from pkbsim.errors import CompileError, SimulatorLimit
-from pkbsim.ptx.compile import EXTENSION_CACHE, cache_root, nvcc_version
+from pkbsim.ptx.compile import EXTENSION_CACHE, nvcc_version, trusted_cache_root
 
 HOST_FLAG = re.compile(r"^(-D|-U|-I|-std=)")   # what of a candidate's nvcc flags g++ sees in a host unit
 KEPT_FLAG = re.compile(r"^(-D|-U|-I|-O\d?$|--use_fast_math$|-use_fast_math$|--expt-|-std=)")
@@ -95,7 +95,7 @@ def build(name: str, tu: str, extra_cuda_cflags: list[str], include_paths: list[
             parts.append(driver.digest())  # the tensor-map stand-in it may link (others' keys unchanged)
         key = hashlib.sha256("\0".join(parts).encode())
         entry = f"{name}_{key.hexdigest()[:8]}"
-        out_dir = os.path.join(cache_root(), "cuda-ext", entry)   # the machine's (read-only in a sandbox)
+        out_dir = os.path.join(trusted_cache_root(), "cuda-ext", entry)   # the machine's (read-only in a sandbox)
         so = os.path.join(out_dir, f"{name}.so")
         _raise_stored(out_dir)
         if not os.path.exists(so) and os.environ.get(EXTENSION_CACHE):   # else the candidate's own, kept

@@ -17,7 +17,7 @@ import subprocess
 import tempfile
 
 from pkbsim.cuda.toolchain import RUNTIME_SRC, cuda_home, file_lock, publish, require_nvcc
-from pkbsim.ptx.compile import cache_root
+from pkbsim.ptx.compile import trusted_cache_root
 
 SOURCE = os.path.join(RUNTIME_SRC, "driver", "tensor_map.cpp")
 SYMBOLS = frozenset({"cuTensorMapEncodeTiled", "cuTensorMapReplaceAddress", "cuGetErrorString", "cuGetErrorName"})
@@ -37,7 +37,7 @@ def wanted(tu: str, thunderkittens: bool = False) -> bool:
 def build_dir() -> str:
     """The folder holding tensor_map.o (for linking) and libpkbdriver.so (for ctypes), built now if missing."""
     home = cuda_home(require_nvcc())
-    out = os.path.join(cache_root(), "cuda-driver", digest())
+    out = os.path.join(trusted_cache_root(), "cuda-driver", digest())
     if not os.path.exists(os.path.join(out, "libpkbdriver.so")):
         with file_lock(out + ".lock"):
             if not os.path.exists(os.path.join(out, "libpkbdriver.so")):

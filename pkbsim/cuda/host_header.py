@@ -28,7 +28,7 @@ from pkbsim.cuda.toolchain import (
     torch_dirs,
     wheel_headers,
 )
-from pkbsim.ptx.compile import cache_root
+from pkbsim.ptx.compile import trusted_cache_root
 
 PRELUDE = os.path.join(RUNTIME_SRC, "prelude.h")
 HOST_UNIT = os.path.join(RUNTIME_SRC, "host_unit.h")   # after the prelude: what nvcc declares for host code alone
@@ -65,7 +65,7 @@ def _compiler() -> str:
 def _entry() -> str:
     with open(PRELUDE) as f:
         parts = [f.read(), *base_flags(True), _compiler(), torch.__version__, torch.__file__]
-    return os.path.join(cache_root(), KIND, hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16])
+    return os.path.join(trusted_cache_root(), KIND, hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16])
 
 
 def precompiled(build: bool = True) -> str | None:

@@ -34,7 +34,7 @@ from pkbsim.cuda.toolchain import (
     torch_dirs,
 )
 from pkbsim.errors import CannotSimulate
-from pkbsim.ptx.compile import cache_root, nvcc_version
+from pkbsim.ptx.compile import nvcc_version, trusted_cache_root
 
 NAMES = ("libpkb_cudart.so", "libpkb_c10_cuda.so", "libpkb_torch_cuda.so")
 # own scope first (os.RTLD_DEEPBIND): an extension's and a stand-in's CUDA symbols resolve to the stand-ins even
@@ -56,7 +56,7 @@ def runtime_dir() -> str:
     for path in [*_sources(), os.path.abspath(__file__)]:   # this file too: it says how they are linked
         with open(path, "rb") as f:
             h.update(f.read())
-    out = os.path.join(cache_root(), "cuda-rt", h.hexdigest()[:20])
+    out = os.path.join(trusted_cache_root(), "cuda-rt", h.hexdigest()[:20])
     if not _built(out):
         try:
             with file_lock(out + ".lock"):  # once, not once per rank or worker that needs it at the same time

@@ -33,6 +33,14 @@ def cache_root() -> str:
 
 # where the screened candidate's own extension builds go: set in its process by pkbsim/screen/confinement.py
 EXTENSION_CACHE = "PKB_EXTENSION_CACHE"
+# where pkb's own builds (candidate_sandbox.TRUSTED_BUILDS) are, in a candidate's process whose cache_root() is
+# its own cache: set there by confinement.py, read-only there
+TRUSTED_CACHE = "PKB_TRUSTED_CACHE"
+
+
+def trusted_cache_root() -> str:
+    """The cache that holds pkb's own builds: the machine's, also in a candidate's process."""
+    return os.environ.get(TRUSTED_CACHE) or cache_root()
 
 
 def cache_dir() -> str:
@@ -101,9 +109,12 @@ def compile_to_ptx(source: str, name: str = "kernel.cu", flags: tuple[str, ...] 
         with open(out) as fh:
             ptx = fh.read()
     ptx = ptx.replace(src, name)  # the line map names the caller's file, not our temp copy
-    os.makedirs(cache_dir(), exist_ok=True)
-    fd, tmp_path = tempfile.mkstemp(dir=cache_dir(), suffix=".tmp")
-    with os.fdopen(fd, "w") as fh:
-        fh.write(ptx)
-    os.replace(tmp_path, path)
+    try:
+        os.makedirs(cache_dir(), exist_ok=True)
+        fd, tmp_path = tempfile.mkstemp(dir=cache_dir(), suffix=".tmp")
+        with os.fdopen(fd, "w") as fh:
+            fh.write(ptx)
+        os.replace(tmp_path, path)
+    except OSError:
+        pass  # a cache read-only to this process (a candidate's with no cache of its own): compiled, not kept
     return ptx

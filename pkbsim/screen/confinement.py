@@ -38,7 +38,7 @@ import signal
 import struct
 from dataclasses import dataclass
 
-from pkbsim.ptx.compile import EXTENSION_CACHE
+from pkbsim.ptx.compile import EXTENSION_CACHE, TRUSTED_CACHE, trusted_cache_root
 
 _CLONE_NEWUSER, _CLONE_NEWPID, _CLONE_NEWNS = 0x10000000, 0x20000000, 0x00020000
 _MS_RDONLY, _MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 1, 32, 4096, 16384, 1 << 18
@@ -180,7 +180,9 @@ class Confinement:
 def confine(read_only: tuple[str, ...] = (), workdir: str = "/", own_cache: str = "") -> Confinement:
     """Called in the freshly forked child that will run a candidate; returns in the candidate's process.
     `read_only`: folders it must not write (`workdir`, its own working folder, stays writable); `own_cache`:
-    its per-candidate build cache, the only one it sees (its builds go there: EXTENSION_CACHE).
+    its per-candidate build cache, the only one it sees (its builds go there: EXTENSION_CACHE, and every other
+    cache pkb's code writes in its process: PTX, compile checks), so that no candidate can plant an entry that a
+    later candidate of the same worker would read.
 
     With namespaces, three processes: the keeper (this one, outside: it waits and ends as the candidate
     did, the same exit code or the same signal), the namespace's process 1 (a waiter holding nothing:
@@ -197,8 +199,9 @@ def confine(read_only: tuple[str, ...] = (), workdir: str = "/", own_cache: str 
         private = mounts and _mount(libc, None, "/", _MS_REC | _MS_PRIVATE)   # nothing reaches the parent's
         seen = private and own_cache and _own_cache_at(libc, own_cache, workdir)
         protected = bool(read_only) and private and _make_read_only(libc, read_only, workdir)
-        if seen:
-            os.environ[EXTENSION_CACHE] = seen
+        if seen:   # every cache its process writes is its own; pkb's own builds are found where they are
+            os.environ[TRUSTED_CACHE] = trusted_cache_root()
+            os.environ[EXTENSION_CACHE] = os.environ["PKB_CACHE_DIR"] = seen
         report_r, report_w = os.pipe()
         alive_r, alive_w = os.pipe()
         init = os.fork()

@@ -44,9 +44,7 @@ class CompileReport:
 
 
 def cache_dir() -> str:
-    path = os.path.join(cache_root(), "nvcc-check")
-    os.makedirs(path, exist_ok=True)
-    return path
+    return os.path.join(cache_root(), "nvcc-check")
 
 
 def compile_check(source: str) -> CompileReport:
@@ -61,10 +59,14 @@ def compile_check(source: str) -> CompileReport:
             return CompileReport(**{**json.load(f), "cached": True})
     report = _run_nvcc(nvcc, source)
     if report.status in ("ok", "error", "inconclusive"):
-        tmp = cached + f".{os.getpid()}"
-        with open(tmp, "w") as f:
-            json.dump(report.to_json(), f)
-        os.replace(tmp, cached)
+        try:
+            os.makedirs(cache_dir(), exist_ok=True)
+            tmp = cached + f".{os.getpid()}"
+            with open(tmp, "w") as f:
+                json.dump(report.to_json(), f)
+            os.replace(tmp, cached)
+        except OSError:
+            pass  # a cache read-only to this process (a candidate's with no cache of its own): checked, not kept
     return report
 
 

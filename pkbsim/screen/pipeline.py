@@ -216,24 +216,30 @@ def _right_when_fresh(task: TaskSpec, ref, job: CandidateJob, spawner, trial: in
 
 
 def build_runtime() -> None:
-    """pkb's own stand-in runtime and the precompiled header of host units, built here (the trusted side)
-    before the candidate's process starts: that process sees their folders read-only (pkbs_builds). Where the
-    runtime cannot be built, the candidate's process meets the same limit itself, as before; without the
-    header its host unit takes longer."""
+    """pkb's own stand-in runtime, its tensor-map driver stand-in and the precompiled header of host units,
+    built here (the trusted side) before the candidate's process starts: that process sees them read-only
+    (pkbs_builds). Where the runtime cannot be built, the candidate's process meets the same limit itself, as
+    before; without the header its host unit takes longer."""
+    from pkbsim.cuda.driver import build_dir
     from pkbsim.cuda.host_header import precompiled
     from pkbsim.cuda.runtime_libs import runtime_dir
     try:
         runtime_dir()
+        build_dir()
         precompiled()
     except (SimulatorError, OSError, RuntimeError, subprocess.SubprocessError):
         pass
 
 
 def pkbs_builds() -> tuple[str, ...]:
-    """The build cache's folders a candidate's process must not write, whatever it is: every file's own
-    cache (its own is bound elsewhere for it) and pkb's own builds, where they exist (in a screen or run
-    sandbox both are bound writable: candidate_sandbox._private_cache)."""
-    folders = (os.path.join(cache_root(), kind) for kind in (CANDIDATE_CACHES, *TRUSTED_BUILDS))
+    """The build cache a candidate's process must not write: all of it (its own cache is bound elsewhere
+    for it, and every cache pkb's code writes in that process goes there: confinement.py). In a screen or run
+    sandbox, pkb's own builds and the per-file caches are bound writable (candidate_sandbox._private_cache)
+    and the rest of it (PTX, compile checks, ThunderKittens' copy) is private to the sandbox: one worker's
+    candidates would otherwise share it, and one could plant an entry a later one reads. Those bound folders
+    are mounts of their own, which a read-only remount of the root does not reach: each is named too."""
+    root = cache_root()
+    folders = (root, *(os.path.join(root, kind) for kind in (CANDIDATE_CACHES, *TRUSTED_BUILDS)))
     return tuple(f for f in folders if os.path.isdir(f))
 
 
