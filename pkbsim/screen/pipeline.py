@@ -166,7 +166,7 @@ def _sizes(task: TaskSpec, ref, rep: CandidateReport, job: CandidateJob, spawner
     child = spawner.start(asdict(replace(job, cost=False, sizes=ladder(task), sizes_budget=opts.sizes_budget,
                                          screen_call_s=rep.seconds.get("functional", 0.0) / (1 + BACK_TO_BACK),
                                          screen_digest=digest or "")))
-    payload, ended = child.result(opts.build_timeout + 3 * opts.sizes_budget + CHILD_SLACK_S)
+    payload, ended = child.result(opts.build_timeout + 2 * opts.sizes_budget + CHILD_SLACK_S)
     try:
         if payload is None or "pkb_error" in payload:
             why = (f"the candidate's process {ended.describe()}" if payload is None else
