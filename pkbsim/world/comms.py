@@ -372,8 +372,8 @@ def _copy(dst: torch.Tensor, src: torch.Tensor) -> None:
 
 
 def _stack_of(world, rank: int) -> str:
-    """Where `rank` is, as the program's frames (innermost first): a collective that a library issues names the
-    library's line as its site; its callers name the program's."""
+    """Where `rank` is, as the program's frames (innermost first; of a run of frames in one file, its innermost):
+    a collective that a library issues names the library's line as its site; its callers name the program's."""
     import sys
     import threading
 
@@ -381,4 +381,8 @@ def _stack_of(world, rank: int) -> str:
 
     th = world.ranks[rank].thread
     frame = sys._getframe(1) if th is threading.current_thread() else sys._current_frames().get(getattr(th, "ident", None))
-    return f"rank {rank} is at " + " <- ".join(user_stack(frame, limit=5) or ["?"])
+    kept: list[str] = []   # the innermost frame, then one frame per file change: a library's run of frames is one
+    for f in user_stack(frame, limit=40):
+        if not kept or f.split(":")[0] != kept[-1].split(":")[0]:
+            kept.append(f)
+    return f"rank {rank} is at " + " <- ".join(kept[:5] or ["?"])
