@@ -14,14 +14,14 @@ Each size is one call in a world of its own at the screen's world size (candidat
 reference at the same size and trial here, compared by the task's tolerance. Sizes run in order of elements
 while the budget (`SIZES_SECONDS` of the candidate's runs) lasts, each run's time predicting the next's; a
 size beyond the budget, a limit of pkb, or a reference beyond its budgets ends the stage with a note, never a
-reject. A problem whose inputs do not grow with the size (its inputs repeat the screen's) runs the
-benchmark's trials 3 and 4 instead, which the functional stage did not.
+reject. A problem whose inputs do not grow with the size (every size's inputs repeat the screen's) then
+runs the benchmark's trials 3 and 4, which the functional stage did not, and fresh draws while the budget lasts.
 
 A verdict: "numerics" when the elements beyond the tolerance are a small share of an output, finite, (a rounding
-difference, which the full size shows and the screen's size does not); else "wrong_output_at_size". Both reject
-under both rule sets: at the full size the benchmark's harness itself runs these inputs with this tolerance;
-a smaller size stands in for it as the screen's own size does (the functional stage's first call rejects under
-both too). Only ParallelKernelBench problems (budgeted tasks: their inputs and reference are bounded at any
+difference, which the full size shows and the screen's size does not); else "wrong_output_at_size". On trials
+0-4 both reject under both rule sets: at the full size the benchmark's harness itself runs these inputs with
+this tolerance; a smaller size stands in for it as the screen's own size does (the functional stage's first
+call rejects under both too). On a later draw, pkb's rules alone (its scorer draws fresh inputs). Only ParallelKernelBench problems (budgeted tasks: their inputs and reference are bounded at any
 size) have the stage.
 """
 from __future__ import annotations
