@@ -211,11 +211,18 @@ def program_args(p: Program) -> list[str]:
     return list(p.args)
 
 
+def shown_path(p: Program, script: str, folder: str) -> str:
+    """The script as the table shows it: relative to its folder, or in the installed package."""
+    if script.startswith(folder):
+        return os.path.relpath(script, folder)
+    package = p.script.split(":", 1)[0]
+    return f"<{package}>/" + script.split(os.sep + package + os.sep, 1)[1]
+
+
 def check(pkb: str, p: Program, script: str, folder: str, timeout: float) -> Outcome:
-    opts = ["--nproc-per-node", str(p.nproc), "--timeout", str(timeout)] + (["--shape-run"] if p.shape_run else [])
+    opts = ["--nproc-per-node", str(p.nproc), "--timeout", f"{timeout:g}"] + (["--shape-run"] if p.shape_run else [])
     cmd = [pkb, "check", *opts, "--json", script, *program_args(p)]
-    shown = " ".join(["pkb", "check", *opts, os.path.relpath(script, folder) if script.startswith(folder)
-                      else p.script, *program_args(p)])
+    shown = " ".join(["pkb", "check", *opts, shown_path(p, script, folder), *program_args(p)])
     for d in ("out", "out-shakespeare-char", "outputs"):
         shutil.rmtree(os.path.join(folder, d), ignore_errors=True)
     t0 = time.perf_counter()
@@ -248,7 +255,7 @@ def main() -> None:
     ap.add_argument("--nanogpt", required=True, help="a checkout of karpathy/nanoGPT")
     ap.add_argument("--torchtitan-repo", required=True, help="a checkout of pytorch/torchtitan at v0.2.2")
     ap.add_argument("--work", default=os.path.join(os.getcwd(), "real_programs_work"))
-    ap.add_argument("--timeout", type=float, default=600.0)
+    ap.add_argument("--timeout", type=float, default=900.0, help="per pkb check run (a shape run took 463 s here)")
     ap.add_argument("--only", nargs="+", metavar="NAME")
     ap.add_argument("--no-torchrun", action="store_true")
     ap.add_argument("--json", metavar="OUT")
@@ -284,6 +291,8 @@ def main() -> None:
         if p.torchrun and not args.no_torchrun:
             o.torchrun_exit, o.torchrun_s = torchrun(p, script, folder, args.timeout)
             o.ratio = round(o.wall_s / o.torchrun_s, 2) if o.torchrun_exit == 0 else None
+        elif p.bug:
+            o.no_torchrun = "a planted bug: not timed under torchrun, where it would hang"
         elif not p.torchrun:
             o.no_torchrun = NO_CUDA
         rows.append(o)
@@ -303,10 +312,21 @@ def markdown(rows: list[Outcome]) -> str:
     for o in rows:
         verdict = o.verdict if o.verdict == "ok" or not o.finding else f"{o.verdict}: {o.finding}"
         tr = f"{o.torchrun_s:.1f}" if o.torchrun_s is not None else "-"
-        ratio = f"{o.ratio:.2f}" if o.ratio is not None else ("-" if not o.no_torchrun else "no: CUDA hard-coded")
+        ratio = f"{o.ratio:.2f}" if o.ratio is not None else (
+            "-" if not o.no_torchrun else "planted bug" if o.no_torchrun.startswith("a planted") else
+            "no: CUDA hard-coded")
         cmd = f"`{o.command}`" if o.command else ""
         out.append(f"| {o.program} | {o.nproc} | {cmd} | {verdict.replace('|', '/')} | {o.ops} | "
                    f"{o.wall_s if o.wall_s is not None else '-'} | {tr} | {ratio} |")
+    out += ["", "Each planted bug's report (`pkb check`'s first finding and its details):", ""]
+    for o in rows:
+        if o.program.split(" + bug")[0] != o.program:
+            out.append(f"- {o.program} ({o.nproc} ranks): **{o.verdict}**: {o.finding}")
+            out += [f"  - {d}" for d in o.details]
+    notes = [(o.program, o.finding) for o in rows if "shape run does not have" in o.finding]
+    if notes:
+        out += ["", "Shape runs' first stand-in note (a value read from a large fake tensor):", ""]
+        out += [f"- {name}: {note}" for name, note in notes]
     return "\n".join(out) + "\n"
 
 
