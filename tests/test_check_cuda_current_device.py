@@ -2,6 +2,8 @@
 (DDP, FSDP2 and DTensor scripts): it means the rank's current device, as on a GPU, not a pkb error."""
 import json
 
+import pytest
+
 from pkb.cli.main import main
 
 SCRIPT = """\
@@ -42,3 +44,48 @@ def test_a_mismatch_in_the_same_script_is_still_reported(tmp_path, capsys):
     code, doc, _ = _check(tmp_path, capsys, "dist.all_reduce(y if dist.get_rank() == 0 else y[:2])")
     assert code == 3 and doc["verdict"] == "mismatch", doc["findings"]
     assert "device()" not in json.dumps(doc)
+
+
+FSDP_DTENSOR = """\
+import os
+import torch
+import torch.distributed as dist
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import fully_shard
+from torch.distributed.tensor import Shard, distribute_tensor
+
+torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+dist.init_process_group("nccl")
+mesh = init_device_mesh("cuda", (dist.get_world_size(),))
+model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 16)).cuda()
+for layer in (model[0], model[2], model):
+    fully_shard(layer, mesh=mesh)
+opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+for _ in range(2):
+    model(torch.randn(8, 16).cuda()).pow(2).mean().backward()
+    opt.step()
+    opt.zero_grad()
+full = torch.arange(16 * dist.get_world_size(), dtype=torch.float32).reshape(-1, 4).cuda()
+shard = distribute_tensor(full, mesh, [Shard(0)])
+if {gather_on}:
+    assert torch.equal(shard.full_tensor(), full)
+dist.destroy_process_group()
+"""
+
+
+@pytest.mark.parametrize("nproc", [2, 4])
+def test_an_fsdp2_and_dtensor_script_written_with_cuda_passes(tmp_path, capsys, nproc):
+    path = tmp_path / "train.py"
+    path.write_text(FSDP_DTENSOR.format(gather_on="True"))
+    code = main(["check", "--nproc-per-node", str(nproc), "--json", str(path)])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 0 and doc["verdict"] == "ok" and doc["ops"] > 0, doc
+
+
+def test_its_twin_gathering_on_rank_0_alone_is_a_deadlock_at_that_line(tmp_path, capsys):
+    path = tmp_path / "train.py"
+    path.write_text(FSDP_DTENSOR.format(gather_on="dist.get_rank() == 0"))
+    main(["check", "--nproc-per-node", "2", "--json", str(path)])
+    doc = json.loads(capsys.readouterr().out)
+    (finding,) = doc["findings"]
+    assert doc["verdict"] == "deadlock" and finding["ranks"] == [0] and finding["sites"] == ["train.py:22"], doc
