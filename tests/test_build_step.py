@@ -62,7 +62,7 @@ def test_the_runtime_stand_in_is_built_once_for_ranks_that_want_it_together(tmp_
 @pytest.mark.slow
 @needs_nvcc
 def test_extensions_are_built_by_the_build_step_and_found_cached_by_the_ranks(tmp_path, monkeypatch):
-    monkeypatch.setenv("PKB_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("PKB_CACHE_DIR", str(tmp_path / "cache"))   # read-only to the candidate's process: notes beside it
     compile_and_note, built_on = noting_builds(tmp_path)
     monkeypatch.setattr(build, "_compile", compile_and_note)
     res = run_screen(COPY, world_size=4)
@@ -77,7 +77,7 @@ def test_extensions_are_built_by_the_build_step_and_found_cached_by_the_ranks(tm
 def test_an_extension_built_on_the_first_call_counts_as_build_time(tmp_path, monkeypatch):
     """A candidate that builds lazily (inside solution, as PKB's compile_cuda_extension helpers are used) is
     built on a rank, with the world's watchdog paused: that time is reported as build, not functional."""
-    monkeypatch.setenv("PKB_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("PKB_CACHE_DIR", str(tmp_path / "cache"))
     slow_compile, built_on = noting_builds(tmp_path, lambda: time.sleep(3.0))  # a build this long at least
     monkeypatch.setattr(build, "_compile", slow_compile)
     lazy = tmp_path / "all_reduce.py"
