@@ -43,8 +43,11 @@ def test_a_collective_left_running_ends_in_a_timeout_naming_each_ranks_phase():
     message = res.findings[0].message
     for rank in (0, 1):  # each silent rank's last step, from the harness's own phases
         assert f"rank {rank}: " in message, message
+    # where the stray collective meets the harness's next one depends on thread timing: a timed call's
+    # barriers, or those of a timed batch (CI saw the warm-up batch's)
     assert any(step in message for step in ("returned; at the sync and barrier after the call",
-                                            "at the sync and barrier before the call", "in candidate")), message
+                                            "at the sync and barrier before the call", "in candidate",
+                                            "at the barrier after the batch")), message
 
 
 @pytest.mark.slow
