@@ -3,12 +3,14 @@ screen's 64 x 64, up to the benchmark's 1024 x 1024, within a budget. Each broke
 functional stage (its fault needs a larger size) and is rejected here with the reason named; its fixed twin
 passes; out of budget, the stage is skipped with a note and the broken one passes (a limit of pkb, never a
 reject)."""
+import json
 import pathlib
 import textwrap
 
 import pytest
 from pkb_checkout import write_checkout
 
+from pkb.cli.main import main
 from pkbsim.screen.parallelkernelbench import register_parallelkernelbench_tasks
 from pkbsim.screen.pipeline import ScreenOptions, screen
 from pkbsim.screen.result import ReasonKind, Semantics, Stage, Verdict
@@ -166,3 +168,16 @@ def test_their_twin_that_divides_passes_every_draw(checkout, tmp_path):
     res = run(checkout, tmp_path, "9_fixed_quant_sum", DIVIDES, budget=10.0, world_size=1)
     assert res.verdicts == {Semantics.PKB: Verdict.PASS, Semantics.PARALLELKERNELBENCH: Verdict.PASS}, res.warnings
     assert "more draws (trials 3-" in res.notes[0], res.notes
+
+
+@pytest.mark.parametrize("budget, verdict", [(None, "reject"), ("0", "pass")])
+def test_pkb_run_hands_its_sizes_budget_to_each_screen(checkout, tmp_path, capsys, budget, verdict):
+    """The chunk-offset bug through `pkb run`: the default budget finds it at size; `--sizes-budget 0` (no
+    stage) passes it, as `pkb screen --sizes-budget 0` would."""
+    path = tmp_path / "1_matmul_gather_torch.py"
+    path.write_text("import torch\nimport torch.distributed as dist\n" + CHUNKED_OFFSET_BUG)
+    rc = main(["run", str(path), "--pkb-root", str(checkout), "--world-size", "2", "--no-cost", "--seed", "3",
+               "--workers", "1", "--db", str(tmp_path / "results.db"), "--json", "--no-sandbox",
+               *([] if budget is None else ["--sizes-budget", budget])])
+    rows = json.loads(capsys.readouterr().out)["results"]
+    assert rc == 0 and [r["verdict"] for r in rows] == [verdict], rows

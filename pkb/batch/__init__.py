@@ -59,7 +59,8 @@ def plan(args) -> tuple[list[ScreenJob], list[str]]:
             continue
         jobs.append(ScreenJob(task.slug, j.candidate, ws, topo.name, seed, args.margin, args.timeout,
                               os.path.join(timelines, timeline_name(task.slug, j.candidate)),
-                              args.parallelkernelbench_root, args.parallelkernelbench_dtype, cost=not args.no_cost))
+                              args.parallelkernelbench_root, args.parallelkernelbench_dtype, cost=not args.no_cost,
+                              sizes_budget=getattr(args, "sizes_budget", None)))
     return jobs, unknown
 
 
@@ -97,7 +98,8 @@ def resume(jobs: list[ScreenJob], store, fresh: bool) -> tuple[dict[tuple[str, s
         # the inputs' dtype decides a ParallelKernelBench result as much as the file does
         job.sha = (file_sha(job.candidate)
                    + (f":{job.parallelkernelbench_dtype}" if job.parallelkernelbench_root else "")
-                   + ("" if job.cost else ":no-cost"))
+                   + ("" if job.cost else ":no-cost")
+                   + ("" if job.sizes_budget is None else f":sizes-{job.sizes_budget:g}"))
         done = None if fresh else store.get(job.task, job.sha, job.world_size, job.topology)
         if done:  # the same content may have been screened under another name
             results[(job.task, job.candidate)] = dataclasses.replace(done, candidate=job.candidate)

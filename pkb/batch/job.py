@@ -23,6 +23,7 @@ class ScreenJob:
     parallelkernelbench_dtype: str = PARALLELKERNELBENCH_DTYPE       # the dtype of its inputs
     cost: bool = True                 # predict the time at full size after the functional stage
     sha: str | None = None            # the content key the results store files it under (batch.resume)
+    sizes_budget: float | None = None  # seconds for the sizes stage (None: the screen's default; 0: no stage)
 
     def to_json(self) -> dict:
         return dataclasses.asdict(self)

@@ -52,7 +52,8 @@ def screen_job(job: ScreenJob, spawner=None) -> ScreenResult:
     prepare(job.parallelkernelbench_root, job.parallelkernelbench_dtype)
     opts = ScreenOptions(job.world_size, load_topology(job.topology), job.seed, job.margin, timeout=job.timeout,
                          timeline=job.timeline, cost=job.cost, parallelkernelbench_root=job.parallelkernelbench_root,
-                         parallelkernelbench_dtype=job.parallelkernelbench_dtype)
+                         parallelkernelbench_dtype=job.parallelkernelbench_dtype,
+                         **({} if job.sizes_budget is None else {"sizes_budget": job.sizes_budget}))
     try:
         return screen(get(job.task), job.candidate, opts, spawner)
     except ZygoteGone:

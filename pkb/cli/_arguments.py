@@ -51,3 +51,20 @@ def add_batch_limits(p, workers_help: str = "parallel screening processes") -> N
     p.add_argument("--time-limit", type=float, default=TIME_LIMIT_S, metavar="S", help="limit per candidate's screen")
     p.add_argument("--memory-gb", type=float, default=MEMORY_GB, help="address-space limit per screening process")
     p.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1), metavar="K", help=workers_help)
+
+
+def add_sizes_budget_argument(p) -> None:
+    """--sizes-budget: the time the sizes stage may spend on a ParallelKernelBench problem (`pkb screen`, `pkb run`)."""
+    from pkbsim.screen.sizes import SIZES_SECONDS
+    p.add_argument("--sizes-budget", type=float, default=None, metavar="S",
+                   help="seconds of candidate runs for the sizes stage of a ParallelKernelBench problem (larger sizes "
+                        f"up to the full one; default {SIZES_SECONDS:g}, 0: none)")
+
+
+def sizes_budget(args) -> float | None:
+    """The --sizes-budget given (None: the screen's default); a negative one is a usage error."""
+    from pkb.errors import UsageError
+    budget = getattr(args, "sizes_budget", None)
+    if budget is not None and budget < 0:
+        raise UsageError("--sizes-budget must be 0 (no sizes stage) or more seconds")
+    return budget

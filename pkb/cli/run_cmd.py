@@ -8,7 +8,7 @@ import time
 
 from pkb import batch
 from pkb.cli._arguments import (add_batch_limits, add_db_argument, add_parallelkernelbench_arguments,
-                                add_semantics_argument, semantics)
+                                add_semantics_argument, add_sizes_budget_argument, semantics, sizes_budget)
 from pkb.cli._sandbox import add_sandbox_argument, sandbox_ready
 from pkb.cli._table import print_table
 from pkb.errors import UsageError
@@ -32,6 +32,7 @@ def add_parser(sub) -> None:
     p.add_argument("--executor", choices=("local", "ray"), default="local",
                    help="local processes, or a Ray cluster (RAY_ADDRESS; `pip install 'pkb[ray]'`)")
     p.add_argument("--no-cost", action="store_true", help="stop each screen after the functional stage")
+    add_sizes_budget_argument(p)
     p.add_argument("--score", action="store_true",
                    help="score the candidates that pass or are inconclusive on this node (pkb score)")
     p.add_argument("--correctness-only", action="store_true",
@@ -48,6 +49,7 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     if args.workers < 1 or args.time_limit <= 0 or args.margin <= 0:
         raise UsageError("--workers, --time-limit and --margin must be positive")
+    sizes_budget(args)
     jobs, unpaired = batch.plan(args)
     for msg in unpaired:
         print(f"pkb run: skipped {msg}", file=sys.stderr)

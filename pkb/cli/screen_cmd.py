@@ -6,7 +6,8 @@ import os
 import sys
 import tempfile
 
-from pkb.cli._arguments import add_parallelkernelbench_arguments, add_semantics_argument, semantics
+from pkb.cli._arguments import (add_parallelkernelbench_arguments, add_semantics_argument, add_sizes_budget_argument,
+                                semantics, sizes_budget)
 from pkb.cli._sandbox import add_sandbox_argument
 from pkb.errors import UsageError
 from pkb.resolve import DEFAULT_TOPOLOGY, default_topology, load, pick_world_size, task_of
@@ -32,9 +33,7 @@ def add_parser(sub) -> None:
     p.add_argument("--timeout", type=float, default=RUN_TIMEOUT_S, metavar="S", help="limit per simulated run (seconds)")
     p.add_argument("--timeline", metavar="FILE", help="write the candidate's simulated timeline (Chrome trace JSON)")
     p.add_argument("--no-cost", action="store_true", help="stop after the functional stage")
-    p.add_argument("--sizes-budget", type=float, default=None, metavar="S",
-                   help="seconds of candidate runs for the sizes stage of a ParallelKernelBench problem (larger sizes "
-                        "up to the full one; default 60, 0: none)")
+    add_sizes_budget_argument(p)
     p.add_argument("--feedback", action="store_true",
                    help="short structured output for refinement loops: first failing stage, site, bottleneck")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -54,10 +53,8 @@ def options(args, task):
     seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "little")
     root = getattr(args, "parallelkernelbench_root", None)
     extra = {"parallelkernelbench_dtype": args.parallelkernelbench_dtype} if root else {}
-    if getattr(args, "sizes_budget", None) is not None:
-        if args.sizes_budget < 0:
-            raise_usage("--sizes-budget must be 0 (no sizes stage) or more seconds")
-        extra["sizes_budget"] = args.sizes_budget
+    if sizes_budget(args) is not None:
+        extra["sizes_budget"] = sizes_budget(args)
     return ScreenOptions(pick_world_size(task, args.world_size, topo.num_gpus), topo, seed, args.margin,
                          args.timeout, cost=not args.no_cost, parallelkernelbench_root=root, semantics=semantics(args),
                          **extra)
