@@ -1,13 +1,12 @@
 """The kernels a CUDA build of torch launches for one aten op where that is not one pass over the op's
 operands (op_bytes.traffic charges every other op as one). Each rule restates what torch's CUDA code does,
 not a fitted factor; the launches are then timed like any op (pkbsim.timing.compute.op_us), each at least
-the kernel floor.
+the kernel floor. The solutions' ops measured on an H200, where one pass was predicted, showed the need for
+each rule; those measurements are in docs/timing_model_log.md#from-the-docstrings.
 
-Found on the solutions' ops measured on an H200 (torch 2.11, profiler kernel names;
-benchmarks/results/device_program_kernels_measured_h200.json), where one pass was predicted:
 - a reduction whose input dtype is not its output's casts a copy first (ReduceOpsUtils.h make_reduction:
-  `self.to(in_dtype)`; half/bf16 -> float32 is exempt): `mask.sum()` of a bool mask wrote an int64 copy
-  (28.7 us) and reduced that (24.2 us), 53.6 us, predicted 2.0 as one pass over the bools;
+  `self.to(in_dtype)`; half/bf16 -> float32 is exempt): `mask.sum()` of a bool mask writes an int64 copy
+  and reduces that;
 - `logsumexp` is amax, a fix-up of infinite maxima on the result, `(x - max).exp_()`, sum, log_, add_
   (ReduceOps.cpp logsumexp_out_impl): nine kernels, four passes over x plus a write of two;
 - `_softmax` / `_log_softmax` over the last dim of rows too long for registers or 48 KiB of shared memory
@@ -19,17 +18,14 @@ benchmarks/results/device_program_kernels_measured_h200.json), where one pass wa
   charged as an elementwise op on the strided path;
 - softmax and the norms take a contiguous input (`input.contiguous()`): a strided one is copied first;
 - gather and scatter (_scatter_gather_elementwise_kernel) take up to 8 elements a thread one after another,
-  its index then its value (a scatter's source, loaded once the index is checked) a round trip each: a small
-  one waits on round trips (vocab's gather of
-  one logit a row: 9.9 us; scatter_add_: 12.3 us in two kernels, its grad past 2 GiB of offsets);
-- triu and tril compute each element's row and column (triu_tril_kernel): charged as the strided path
-  (ring_attention_causal's causal mask: 623.9 us; 126.8 as one pass);
+  its index then its value (a scatter's source, loaded once the index is checked) a round trip each, so a
+  small one waits on round trips; an operand past 2^31 - 1 bytes of offsets splits it into several kernels;
+- triu and tril compute each element's row and column (triu_tril_kernel): charged as the strided path;
 - a reduction runs reduce_kernel, whose floor is its own (compute.REDUCE_FLOOR_EXTRA_US), and one whose
   reduced dims all have size 1 (a sum over the stack of a world of one) takes one input an output at the
-  slow paths' element rate (all_reduce's [1, 64 Mi] float32 sum: 229.8 us; 126.8 as one pass).
-A row read again comes from the L2 while the rows resident on all SMs fit it (not yet measured), from HBM
-when they do not: the 128256-float rows of vocab_parallel_cross_entropy's log_softmax (3947 us; 1985 as
-one pass) and allreduce_residual_rmsnorm's 8192-float rows of RMS norm (196.5 us; 126.8 as one pass).
+  slow paths' element rate.
+A row read again comes from the L2 while the rows resident on all SMs fit it, from HBM when they do not
+(the L2 side is not yet measured).
 """
 from __future__ import annotations
 
@@ -47,10 +43,7 @@ _CASTING_REDUCTIONS = {_aten.sum, _aten.nansum, _aten.prod, _aten.mean}
 _LOWP = {torch.float16, torch.bfloat16}
 _SOFTMAXES = {_aten._softmax, _aten._log_softmax}
 # ops CUDA runs as _scatter_gather_elementwise_kernel, each element two round trips one after the other: its
-# index, then (the index checked against the dim's size first) a gather's value or a scatter's source. On an
-# H100, T = 4096 rows of one value: a gather 4.48 us warm, scatter_add_ 4.13 and scatter_ 4.67 (0.43-0.5 us a
-# later element where an L2 round trip is 0.2); after a 512 MiB read 9.7, 8.3 and 8.6
-# (small_op_context_h100.json; scatter_ was measured to hold out an atomic-only rule, and refuted it)
+# index, then (the index checked against the dim's size first) a gather's value or a scatter's source
 _SCATTER_GATHER = {_aten.gather, _aten.scatter, _aten.scatter_, _aten.scatter_add, _aten.scatter_add_}
 SCATTER_GATHER_VT = 8   # thread_work_size(): elements a thread of _scatter_gather_elementwise_kernel<128, 8> takes
 _TRIANGLES = {_aten.triu, _aten.tril}
@@ -194,8 +187,7 @@ def _scatter_gather(args, written: list, gather: bool, moved: tuple[int, int]) -
 def _reduce(inputs: int, outputs: int, read: int, written: int) -> Launch:
     """A reduce_kernel launch. Where every reduced dim has size 1 (one input an output), TensorIterator keeps no
     reduced dim and setReduceConfig maps the threads to the outputs, four a thread, each thread's loads then
-    its stores one by one through computed offsets: it goes at the slow elementwise paths' element rate (H200:
-    a [1, 64 Mi] float32 sum over dim 0 took 229.8 us, a bf16 one 201.2, against 63-128 us as one pass)."""
+    its stores one by one through computed offsets: it goes at the slow elementwise paths' element rate."""
     one = inputs == outputs > 1
     return Launch(read, written, kernel="reduce", **({"path": "reduce", "elements": outputs} if one else {}))
 

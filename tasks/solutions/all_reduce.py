@@ -14,13 +14,12 @@ reduce-scatter + all-gather for large ones, two-shot for large ones that do not 
   302 MB, 90-110 us at 80-100% of the H100's 3.35 TB/s) and the own block's copy: ~1.4-1.5 ms.
   NCCL picks NVLS on 8 H100s at this size: the switch reduces and multicasts, S(n+1)/n = 1.125 S per
   direction instead of 1.75 S, ~480 GB/s bus bandwidth (nccl-tests#212): ~1.0 ms, plus the
-  reference's input clone (536 MB of HBM traffic, ~0.2 ms). Expect ~0.8-0.9x (pkb predicts 0.82x;
-  0.87x with every peer copy at 380 GB/s); with NVLS off (ring at ~365 GB/s, nccl#1455: ~1.3 ms,
-  ~1.5 ms with the clone) it would be ~1.0x. An earlier estimate here (1.0-1.15x) assumed NVLS off,
-  left out the reference's clone and took the sum at 60 us (H200 bandwidth).
-- otherwise PyTorch's two-shot kernel (reduce-scatter + all-gather in one launch), after a copy in
-  and before a copy out. Measured on one H200 (torch 2.11) it streams ~0.7 TB/s of local traffic
-  (its launch is capped to a few dozen blocks), so at 256 MiB it is not expected to beat NCCL.
+  reference's input clone (536 MB of HBM traffic, ~0.2 ms). Expect ~0.8-0.9x; with NVLS off (ring at
+  ~365 GB/s, nccl#1455: ~1.3 ms, ~1.5 ms with the clone) it would be ~1.0x.
+- otherwise PyTorch's two-shot kernel (reduce-scatter + all-gather in one launch), after a copy in and before
+  a copy out. Its launch is capped to a few dozen blocks, far from HBM's bandwidth, so at 256 MiB it is not
+  expected to beat NCCL. (pkb's prediction, the earlier estimate and the two-shot kernel's measured rate:
+  docs/timing_model_log.md#from-the-docstrings.)
 """
 import torch.distributed as dist
 

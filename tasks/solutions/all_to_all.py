@@ -12,10 +12,8 @@ NVLink rate SM-driven traffic reaches on H100 (~350-370 GB/s of the 450 GB/s per
 contiguous copy_ a copy-engine copy of at most ~380 GB/s one way (nccl#1264): >= 0.31 ms, a tie at best.
 Then the copy-out reads and writes 128 MiB (268 MB of HBM traffic: 80 us at the H100's 3.35 TB/s peak,
 ~100 us at a copy's ~80%), which NCCL does not do (it receives into the output), plus two barriers:
-~0.42-0.45 ms, so expect ~0.75-0.8x at the full size (pkb predicts 0.71x; 0.75x with every peer copy at
-380 GB/s). The gain is for small chunks, where NCCL's per-peer latency dominates (~2x). An earlier
-estimate here (1.05-1.15x) took the writes at 380-420 GB/s against NCCL at 300-330 GB/s and the copy-out
-at 60 us (that is H200 bandwidth).
+~0.42-0.45 ms, so expect ~0.75-0.8x at the full size. The gain is for small chunks, where NCCL's per-peer
+latency dominates (~2x). (pkb's prediction and the earlier estimate: docs/timing_model_log.md#from-the-docstrings.)
 """
 import torch.distributed as dist
 

@@ -1,20 +1,17 @@
 """GRPO clipped policy loss with the group statistics and the token count in one one-shot all-reduce.
 
-The reference issues two NCCL all-reduces (reward sums and squares; the token count) of a few hundred
-bytes each: pure latency, each ~15-25 us on 8 H100/H200s. Here the per-prompt sums, the sums of
-squares and the local token count go into one cached symmetric buffer of 2*prompts+2 floats and are
-reduced by one one-shot kernel (~6-8 us). The count is split into a high and a low part below 2^12
-so that it stays exact in fp32 (each part sums exactly far beyond any realistic batch). The
-surrogate itself is the reference's arithmetic.
-Full size (64 prompts, 16 responses, 8192 tokens, 8 ranks): 1M tokens per rank, so the call is
-bound by launches and latency, not bytes. On one H200 at world size 1 (8 times the tokens) both did
-0.25 ms of GPU work and took ~0.55-0.6 ms per call, the solution ~50 us more of host time (buffer
-lookup, the op's dispatch). At 8 ranks the two NCCL all-reduces cost ~40 us and the one-shot ~7 us,
-but the packing launches more kernels (31 against the reference's 25 in pkb's trace, ~4 us each when
-launched eagerly), which takes back most of the gain: expect ~0.9-1.0x (pkb predicts 0.90x,
-launch-bound; an earlier estimate here said 1.0-1.1x, leaving out the extra launches that the H200
-measurement above shows as host time). This file is mainly the example of packing small reductions
-into one symmetric buffer.
+The reference issues two NCCL all-reduces (reward sums and squares; the token count) of a few hundred bytes
+each: pure latency, each ~15-25 us on 8 H100/H200s. Here the per-prompt sums, the sums of squares and the
+local token count go into one cached symmetric buffer of 2*prompts+2 floats and are reduced by one one-shot
+kernel (~6-8 us). The count is split into a high and a low part below 2^12 so that it stays exact in fp32
+(each part sums exactly far beyond any realistic batch). The surrogate itself is the reference's arithmetic.
+Full size (64 prompts, 16 responses, 8192 tokens, 8 ranks): 1M tokens per rank, so the call is bound by
+launches and latency, not bytes, and the solution spends more host time than the reference (buffer lookup, the
+op's dispatch). At 8 ranks the two NCCL all-reduces cost ~40 us and the one-shot ~7 us, but the packing
+launches more kernels (31 against the reference's 25 in pkb's trace, ~4 us each when launched eagerly), which
+takes back most of the gain: expect ~0.9-1.0x (the H200 measurement, pkb's prediction and the earlier
+estimate: docs/timing_model_log.md#from-the-docstrings). This file is mainly the example of packing small
+reductions into one symmetric buffer.
 """
 import torch
 import torch.distributed as dist

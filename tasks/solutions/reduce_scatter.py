@@ -10,9 +10,8 @@ bus bandwidth (nccl#1281), its reduction hidden inside the pipeline. Here the pu
 time from one stream, each a copy-engine copy of at most ~380 GB/s one way (nccl#1264): >= 0.62 ms, a
 tie at best; then, after the barrier, the local sum reads 256 MiB and writes 32 MiB (302 MB: 90 us at
 the H100's 3.35 TB/s peak, ~110 us at ~80%), plus the own block's local copy (~25 us): ~0.75-0.8 ms,
-so expect ~0.8-0.9x at the full size (pkb predicts 0.80x; 0.85x with every peer copy at 380 GB/s).
-Small blocks gain ~2x from replacing NCCL's launch and ring latency by two barriers. An earlier
-estimate here (1.0-1.1x) took the pushes at ~400 GB/s and the sum at 60 us (H200 bandwidth).
+so expect ~0.8-0.9x at the full size. Small blocks gain ~2x from replacing NCCL's launch and ring
+latency by two barriers. (pkb's prediction and the earlier estimate: docs/timing_model_log.md#from-the-docstrings.)
 """
 import torch.distributed as dist
 

@@ -1,15 +1,13 @@
 """Ring shift over symmetric memory: each rank writes its tensor straight into the next rank's buffer
 and tells it so with a signal.
 
-Rank r copies x into rank r+1's cached symmetric buffer, then `put_signal`s r+1 on channel 1 and
-waits for rank r-1's signal before copying its own buffer out. The only all-rank synchronisation is
-a barrier at the start, which keeps r from overwriting r+1's buffer before r+1 has copied out the
-previous call's tensor; the hand-over itself is point-to-point.
-Bytes over the links per rank: one tensor out and one in, as with NCCL send/recv. At the full size
-(128 MiB) both are link-bound (~0.33-0.37 ms at ~350-400 GB/s), but the copy-out reads and writes
-128 MiB each (256 MiB of HBM traffic, ~80-100 us at 2.7-3.3 TB/s), so expect ~0.75-0.8x (pkb predicts
-0.76x); for small tensors NCCL's send/recv rendezvous (~15-20 us) is replaced by one signal (~2-3 us),
-~2-4x.
+Rank r copies x into rank r+1's cached symmetric buffer, then `put_signal`s r+1 on channel 1 and waits for
+rank r-1's signal before copying its own buffer out. The only all-rank synchronisation is a barrier at the
+start, which keeps r from overwriting r+1's buffer before r+1 has copied out the previous call's tensor; the
+hand-over itself is point-to-point. Bytes over the links per rank: one tensor out and one in, as with NCCL
+send/recv. At the full size (128 MiB) both are link-bound (~0.33-0.37 ms at ~350-400 GB/s), but the copy-out
+reads and writes 128 MiB each (256 MiB of HBM traffic, ~80-100 us at 2.7-3.3 TB/s), so expect ~0.75-0.8x; for
+small tensors NCCL's send/recv rendezvous (~15-20 us) is replaced by one signal (~2-3 us), ~2-4x.
 """
 import torch.distributed as dist
 

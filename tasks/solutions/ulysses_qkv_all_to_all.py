@@ -1,18 +1,17 @@
 """QKV projection + Ulysses all-to-all, with the all-to-all overlapped with the GEMM by token chunks
 and written straight into the destinations' buffers.
 
-The GEMM runs in CHUNKS slices of the rank's tokens on the compute stream; as each slice finishes, a
-side stream copies its heads for rank j directly into rank j's cached symmetric inbox, at this
-rank's rows, while the next slice is being multiplied. The reference's permute-and-copy pass and
-NCCL's staging both disappear, and only the last slice's copies are exposed. One barrier before the
-writes (every rank has copied out the previous call's inbox) and one after (all writes landed).
-Full size (65536 tokens, hidden 4096, 32 heads of 128, 8 ranks): the GEMM is 2*8192*4096*12288 =
-824 GFLOP per rank (~1.1 ms at ~750 TFLOP/s bf16), the all-to-all moves 7/8 * 192 MiB per rank
-(~0.5 ms through NCCL) and the permute copies 192 MiB (~0.1 ms). Serial that is ~1.7 ms; overlapped,
-about the GEMM plus one chunk's copies plus the 192 MiB copy-out. Measured on one H200 at world size
-1 (no communication to hide, 8 times the per-rank tokens) the chunking and the side-stream copies
-cost 19% (10.7 against 9.0 ms), so at 8 ranks expect ~1.0-1.15x: hiding the all-to-all only just
-pays for them.
+The GEMM runs in CHUNKS slices of the rank's tokens on the compute stream; as each slice finishes, a side
+stream copies its heads for rank j directly into rank j's cached symmetric inbox, at this rank's rows, while
+the next slice is being multiplied. The reference's permute-and-copy pass and NCCL's staging both disappear,
+and only the last slice's copies are exposed. One barrier before the writes (every rank has copied out the
+previous call's inbox) and one after (all writes landed). Full size (65536 tokens, hidden 4096, 32 heads of
+128, 8 ranks): the GEMM is 2*8192*4096*12288 = 824 GFLOP per rank (~1.1 ms at ~750 TFLOP/s bf16), the
+all-to-all moves 7/8 * 192 MiB per rank (~0.5 ms through NCCL) and the permute copies 192 MiB (~0.1 ms).
+Serial that is ~1.7 ms; overlapped, about the GEMM plus one chunk's copies plus the 192 MiB copy-out. The
+chunking and the side-stream copies make the local work about a fifth slower on their own (measured on one H200
+without communication: docs/timing_model_log.md#from-the-docstrings), so at 8 ranks expect ~1.0-1.15x: hiding
+the all-to-all only just pays for them.
 """
 import torch
 import torch.distributed as dist

@@ -1,17 +1,16 @@
 """Vocab-parallel cross entropy with one symmetric-memory exchange and a fused local softmax.
 
-The reference needs a MAX all-reduce (the global maximum) before its SUM all-reduce, two dependent
-round trips. Working in log-sum-exp form needs only one: each rank computes the log-softmax of its
-slice in one fused kernel (`F.log_softmax(..., dtype=float32)` reads the bf16 logits once), recovers
-its local log-sum-exp lse_r from one column, and publishes (lse_r, target logit or 0) per token in a
-cached symmetric buffer. After a barrier every rank reads all peers' pairs and combines them:
-lse = logsumexp_r(lse_r), loss = lse - sum_r z_t. The gradient is exp(logsm + lse_r - lse) minus the
-one-hot, computed in place in fp32 and rounded to bf16 once, as the reference does.
-Full size (8192 tokens, 128256 vocab, 8 ranks: 8192 x 16032 logits per rank): the reference makes
-~12 passes over 131M elements (~7.6 GB of HBM traffic) and two dependent NCCL all-reduces of 32-64
-KiB (~20 us each); this makes ~5 passes and one exchange (~8 us). On one H200 at 8 times that
-per-rank size (world size 1, no communication) the local work alone ran 1.33x faster (18.3 -> 13.8
-ms): expect ~1.35-1.4x at 8 ranks.
+The reference needs a MAX all-reduce (the global maximum) before its SUM all-reduce, two dependent round
+trips. Working in log-sum-exp form needs only one: each rank computes the log-softmax of its slice in one
+fused kernel (`F.log_softmax(..., dtype=float32)` reads the bf16 logits once), recovers its local log-sum-exp
+lse_r from one column, and publishes (lse_r, target logit or 0) per token in a cached symmetric buffer. After
+a barrier every rank reads all peers' pairs and combines them: lse = logsumexp_r(lse_r), loss = lse - sum_r
+z_t. The gradient is exp(logsm + lse_r - lse) minus the one-hot, computed in place in fp32 and rounded to bf16
+once, as the reference does. Full size (8192 tokens, 128256 vocab, 8 ranks: 8192 x 16032 logits per rank): the
+reference makes ~12 passes over 131M elements (~7.6 GB of HBM traffic) and two dependent NCCL all-reduces of
+32-64 KiB (~20 us each); this makes ~5 passes and one exchange (~8 us). The local work alone runs ~1.33x
+faster (measured on one H200 without communication: docs/timing_model_log.md#from-the-docstrings):
+expect ~1.35-1.4x at 8 ranks.
 """
 import torch
 import torch.distributed as dist
