@@ -17,8 +17,8 @@ import io
 import os
 from dataclasses import dataclass, field
 
-from pkbsim.world.check import check_script
-from pkbsim.world.launcher import RunOptions
+from pkb.cli import check_cmd
+from pkbsim import RunOptions, check_script, install_plugins
 
 
 @dataclass
@@ -66,7 +66,6 @@ def load_corpus(root: str) -> list[Case]:
 def run_options(case: Case, world_size: int, timeout: float | None = None) -> RunOptions:
     """The header's `options` are `pkb check` flags: parse them the way the command does. The limit per run
     is `pkb check`'s own --timeout default unless `timeout` is given (the corpus scores that command)."""
-    from pkb.cli import check_cmd
     limit = [] if timeout is None else ["--timeout", str(timeout)]
     try:
         args = check_cmd.parse([*limit, *case.options, case.path])
@@ -95,7 +94,7 @@ class Outcome:
 def run_case(case: Case, world_size: int, timeout: float | None = None) -> Outcome:
     """One program at one world size, checked as `pkb check` checks it: with the world's plug-ins (symmetric
     memory, Triton, inline CUDA) registered here, so that any caller gets them."""
-    import pkbsim.plugins  # noqa: F401 - registers the world's plug-ins, as pkb/cli/check_cmd.py does
+    install_plugins()  # as `pkb check` does
     res = check_script(case.path, [], run_options(case, world_size, timeout))
     msg = res.findings[0].message if res.findings else ""
     return Outcome(case, world_size, res.verdict, res.wall_s, msg)

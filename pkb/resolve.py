@@ -1,21 +1,23 @@
 """The user's names made into things: a topology, a world size, a ParallelKernelBench checkout's tasks.
 
 Shared by the commands and the batch (`pkb screen`, `pkb run`, `pkb predict`, ...): what cannot be resolved
-becomes one UsageError naming the problem and the fix.
+becomes one UsageError naming the problem and the fix. `pkb score` names its task here too and must not load
+the simulator, so pkbsim is imported only by the functions that need it; tasks' registry (and torch with it)
+only when a task is looked up, since every command's parser imports this module (`pkb --help`).
 """
 from __future__ import annotations
 
 import os
 
 from pkb.errors import UsageError
+from tasks.parallelkernelbench.naming import DEFAULT_DTYPE, parallelkernelbench_task_for
 
 DEFAULT_TOPOLOGY = "hgx-h100"
 
 
 def load(name: str, nodes: int | None = None):
     """A topology for a CLI command: TopologyError becomes a one-line usage error."""
-    from pkbsim.timing.schema import TopologyError
-    from pkbsim.timing.topology import load_topology
+    from pkbsim import TopologyError, load_topology
 
     try:
         return load_topology(name, nodes)
@@ -44,17 +46,19 @@ def pick_world_size(task, requested: int | None, gpus: int) -> int:
                      f"pick a larger --topology")
 
 
-def parallelkernelbench_tasks(args, known: dict | None = None) -> dict[int, str]:
+def parallelkernelbench_tasks(args, known: dict | None = None, simulated: bool = True) -> dict[int, str]:
     """Register the ParallelKernelBench checkout's problems as tasks (its problem id -> slug); a bad checkout
-    is a usage error."""
-    from pkbsim.screen.defaults import PARALLELKERNELBENCH_DTYPE
-    from pkbsim.screen.parallelkernelbench import register_parallelkernelbench_tasks
-    from tasks.parallelkernelbench.checkout import CheckoutError
+    is a usage error. `simulated`: as the screen runs them (pkbsim's budgets and per-rank modules), else as a
+    scoring rank does (`pkb score`, which needs their names and world sizes only)."""
+    from tasks.parallelkernelbench.checkout import Checkout, CheckoutError, register_checkout
     if not getattr(args, "parallelkernelbench_root", None):
         return {}
+    root, dtype = args.parallelkernelbench_root, getattr(args, "parallelkernelbench_dtype", DEFAULT_DTYPE)
     try:
-        return register_parallelkernelbench_tasks(args.parallelkernelbench_root, known,
-                                                  getattr(args, "parallelkernelbench_dtype", PARALLELKERNELBENCH_DTYPE))
+        if not simulated:
+            return register_checkout(Checkout(root, dtype), known)
+        from pkbsim import register_parallelkernelbench_tasks
+        return register_parallelkernelbench_tasks(root, known, dtype)
     except CheckoutError as e:
         raise UsageError(str(e)) from None
 
@@ -68,12 +72,10 @@ def task_or_usage(key: str):
         raise UsageError(str(e)) from None
 
 
-def task_of(args):
+def task_of(args, simulated: bool = True):
     """The task named by --task, or (with --pkb-root) the ParallelKernelBench problem the candidate's file name
-    names."""
-    from pkb.batch.discover import parallelkernelbench_task_for
-
-    problem_ids = parallelkernelbench_tasks(args)
+    names; `simulated` as for parallelkernelbench_tasks."""
+    problem_ids = parallelkernelbench_tasks(args, simulated=simulated)
     if args.task:
         return task_or_usage(args.task)
     slug = parallelkernelbench_task_for(args.candidate, problem_ids) if problem_ids else None

@@ -1,0 +1,77 @@
+"""pkbsim: every rank of a multi-GPU program run on a CPU, on a model of the machine.
+
+The map (docs/layout.md has every module):
+  world/    the simulated world: ranks as threads, one wait-for check (a deadlock ends in a report, never a
+            hang), NCCL's matching rules, the "sim" process group and CUDA stand-ins; `pkb check` and the
+            pytest marker run scripts on it (check_script, check_ranks)
+  symm/, device/, cuda/   the world's plug-ins (registered by install_plugins): symmetric memory, device-side
+            communication in Triton kernels, inline CUDA; ptx/ the PTX interpreter inline CUDA runs on
+  timing/   topologies (topologies/*.toml), NCCL's models, the flow model, replay of a trace: predicted times
+  screen/   one candidate judged without a GPU in stages (static, functional, cost): ScreenResult with a
+            Verdict (pass, reject, inconclusive), the stage it ended at and its reasons
+  taskrun.py, taskcheck.py   tasks (tasks/) on the simulated world; `pkb tasks validate`
+
+This module is the library's front door: the names below are what the shell (pkb/) uses, and the shell
+imports pkbsim only from here (tests/test_layering.py). Each name is imported when first used, so
+`from pkbsim import ScreenResult` loads the screen's result types and not torch; the heavy ones (the
+world, the screen's pipeline) are imported by the shell where a command needs them.
+"""
+from __future__ import annotations
+
+import importlib
+import os
+
+# public name -> (module, its name there); the module's own name where they agree
+_EXPORTS: dict[str, tuple[str, str]] = {}
+
+
+def _export(module: str, names: str, **renamed: str) -> None:
+    _EXPORTS.update({n: (module, n) for n in names.split()})
+    _EXPORTS.update({public: (module, own) for public, own in renamed.items()})
+
+
+# screen/: verdicts and their reasons (light: no torch), the screen's defaults, the screen itself
+_export("pkbsim.screen.result", "Reason ReasonKind ScreenResult Semantics Stage Verdict")
+_export("pkbsim.screen.defaults", "MARGIN MEMORY_GB RUN_TIMEOUT_S SIZES_SECONDS TIME_LIMIT_S")
+_export("pkbsim.screen.pipeline", "ScreenOptions", screen_candidate="screen")
+_export("pkbsim.screen.functional", "ReferenceFailed")
+_export("pkbsim.screen.isolation", "Zygote ZygoteGone")
+_export("pkbsim.screen.parallelkernelbench", "register_parallelkernelbench_tasks")
+# world/: scripts on simulated ranks (`pkb check`, the pytest marker, the corpus)
+_export("pkbsim.world.check", "check_ranks check_script")
+_export("pkbsim.world.launcher", "RunOptions ScriptError error_finding")
+_export("pkbsim.world.trace", "write_trace")
+_export("pkbsim.world.findings", "", CHECK_EXIT_CODES="EXIT_CODES")
+# timing/: machines and predicted times
+_export("pkbsim.timing.topology", "TopologyError list_topologies load_topology")
+_export("pkbsim.timing.nccl", "CUSTOM_ALGOS NCCL_ALGOS OPS PROTOCOLS")
+_export("pkbsim.timing.predict", "predict")
+_export("pkbsim.timing.units", "format_size parse_size")
+_export("pkbsim.timing.replay", "Replay")
+_export("pkbsim.timing.chrome_trace", "", write_chrome_trace="write")
+_export("pkbsim.timing.describe", "", topology_lines="lines", topology_plot="plot", topology_summary="summary")
+_export("pkbsim.timing.fidelity", "", evaluate_model="evaluate")
+# tasks on the simulated world
+_export("pkbsim.taskcheck", "", validate_task="validate")
+
+EXAMPLES_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "examples")  # `pkb check --demo`'s programs
+
+
+def install_plugins() -> None:
+    """Register the world's plug-ins (symmetric memory, Triton kernels, inline CUDA) in this process, as every
+    entry point that runs programs on the world does first (`pkb check`, the pytest marker, the task runner)."""
+    importlib.import_module("pkbsim.plugins")
+
+
+__all__ = sorted([*_EXPORTS, "EXAMPLES_DIR", "install_plugins"])
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'pkbsim' has no attribute {name!r}")
+    module, own = _EXPORTS[name]
+    return getattr(importlib.import_module(module), own)  # not kept here: a test's patch of the module is seen
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

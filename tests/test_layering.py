@@ -3,12 +3,15 @@
     tasks              imports nothing of ours but tasks
     candidate_sandbox  imports nothing of ours (whoever re-runs a command in it passes the command as data)
     pkbsim, hwbackend  peers: neither imports the other; both may import tasks and candidate_sandbox
-    pkb                the shell above them all; nothing of the libraries imports it
+    pkb                the shell above them all; nothing of the libraries imports it, and it imports each
+                       library only through its front door (`from pkbsim import ScreenResult`: the names
+                       pkbsim/__init__.py and hwbackend/__init__.py export), never a module inside it
 
 Every import counts for these rules: module-level ones and those inside functions, `importlib.import_module`
-and `__import__` with a constant name too. Import cycles among pkbsim's modules count module-level imports
-only (outside `if TYPE_CHECKING:`): an import inside a function runs when it is called, after every module
-involved has loaded, so it cannot leave one half-initialised. `circles` counts those too, and pkbsim has none.
+and `__import__` with a constant name too. Import cycles among a package's modules, in every package, count
+module-level imports only (outside `if TYPE_CHECKING:`): an import inside a function runs when it is called,
+after every module involved has loaded, so it cannot leave one half-initialised. `circles` counts those too;
+the libraries and tasks have none.
 
 The checker is `layering_violations(root)`; its buggy twin is a small synthetic tree written to tmp_path.
 """
@@ -29,7 +32,8 @@ FORBIDDEN = {  # package -> the packages of ours it must not import
     "hwbackend": {"pkbsim", "pkb"},
     "pkb": set(),
 }
-ACYCLIC = ("pkbsim",)  # packages whose modules must not import each other in a circle at module level
+ACYCLIC = OURS  # packages whose modules must not import each other in a circle at module level
+FRONT_DOORS = {"pkb": ("pkbsim", "hwbackend")}  # package -> the libraries it imports only through their __init__
 INNER = {  # a part of a package -> the modules of ours it must not import (a prefix names a package's modules)
     # the world's core knows its plug-ins only through pkbsim/world/plugins.py: none of the three, nor
     # pkbsim/plugins.py, which registers them (the entry points import that), nor what runs on the world
@@ -110,9 +114,11 @@ def top(module: str) -> str:
 
 
 def layering_violations(root: str, forbidden: dict[str, set[str]] = FORBIDDEN,
-                        acyclic: tuple[str, ...] = ACYCLIC) -> list[str]:
-    """One line per import that breaks the layering, and one per import cycle among an acyclic package's
-    modules (module-level imports); empty when the tree is layered."""
+                        acyclic: tuple[str, ...] = ACYCLIC,
+                        front_doors: dict[str, tuple[str, ...]] = FRONT_DOORS) -> list[str]:
+    """One line per import that breaks the layering (a forbidden package, or a library's module reached past
+    its front door), and one per import cycle among an acyclic package's modules (module-level imports);
+    empty when the tree is layered."""
     files = {}
     for package in forbidden:
         files.update(modules(root, package))
@@ -126,6 +132,10 @@ def layering_violations(root: str, forbidden: dict[str, set[str]] = FORBIDDEN,
                 kind = "" if imp.module_level else " (inside a function)"
                 found.append(f"{imp.source} imports {imp.target}{kind} at line {imp.line}: "
                              f"{package} must not import {top(imp.target)}")
+            elif top(imp.target) in front_doors.get(package, ()) and imp.target != top(imp.target):
+                kind = "" if imp.module_level else " (inside a function)"
+                found.append(f"{imp.source} imports {imp.target}{kind} at line {imp.line}: {package} imports "
+                             f"{top(imp.target)} only through its front door ({top(imp.target)}/__init__.py)")
             if package in graphs and top(imp.target) == package and imp.module_level and imp.target in known:
                 if imp.target != name:
                     graphs[package].add_edge(name, imp.target, line=imp.line)
@@ -179,13 +189,16 @@ def test_the_worlds_core_imports_none_of_its_plug_ins():
 
 
 def test_no_circle_even_through_function_local_imports():
-    """No modules of pkbsim import each other in a circle, not even where an import inside a function closes
-    it (a knot: neither module can be read or moved without the other). The three there were, and what
+    """No modules of a library (nor of tasks) import each other in a circle, not even where an import inside a
+    function closes it (a knot: neither module can be read or moved without the other). The three there were, and what
     opened them: device/lower_symm -> symm/handle -> device/protocol -> device/memory_map -> symm/handle,
     symm/allocations.py; symm/api <-> world/ops_mode, the world's plug-ins (world/plugins.py); the screen's
     candidate process and the stages that start it (candidate_side, functional, isolation), screen/plain.py."""
-    found = circles(ROOT, "pkbsim")
-    assert found == [], found
+    found = {package: circles(ROOT, package) for package in OURS}
+    # the shell's one knot: `pkb screen` re-run in the sandbox (pkb/cli/_sandbox.py, which main calls first)
+    # parses its command line with main's parser to write a verdict of last resort; no other may join it
+    assert found == {"tasks": [], "candidate_sandbox": [], "pkbsim": [], "hwbackend": [],
+                     "pkb": [{"pkb.cli.main", "pkb.cli._sandbox"}]}, found
 
 
 def test_the_shells_library_part_imports_no_command():
@@ -238,7 +251,9 @@ def test_buggy_twin_a_forbidden_import_and_a_module_level_cycle_are_reported(tmp
         "hwbackend/__init__.py": "",
         "hwbackend/score.py": "import tasks.api\nfrom candidate_sandbox import run\n",
         "pkb/__init__.py": "",
-        "pkb/main.py": "import pkbsim.world.launcher, hwbackend.score\n",
+        "pkb/main.py": "import pkbsim.world.launcher\nfrom hwbackend import score\nfrom pkb import store\n"
+                       "def run():\n    from pkbsim.screen.result import Verdict\n",  # past the front doors
+        "pkb/store.py": "from pkb.main import run\n",                                    # cycle: main -> store
     })
     found = layering_violations(str(tmp_path))
     assert any(f.startswith("tasks.registry imports pkbsim.world.launcher (inside a function)") for f in found)
@@ -247,7 +262,13 @@ def test_buggy_twin_a_forbidden_import_and_a_module_level_cycle_are_reported(tmp
     cycles = [f for f in found if f.startswith("import cycle in pkbsim")]
     assert len(cycles) == 1 and all(m in cycles[0] for m in ("pkbsim.world.launcher", "pkbsim.symm.handle",
                                                             "pkbsim.device.protocol"))
-    assert len(found) == 4, found  # the shell and hwbackend import only what they may
+    doors = [f for f in found if "only through its front door" in f]
+    assert sorted(f.split(" at ")[0] for f in doors) == [
+        "pkb.main imports hwbackend.score", "pkb.main imports pkbsim.screen.result (inside a function)",
+        "pkb.main imports pkbsim.world.launcher"], doors
+    assert [f for f in found if f.startswith("import cycle in pkb ")] == [
+        "import cycle in pkb at module level: pkb.main (line 3) -> pkb.store (line 1) -> pkb.main"]
+    assert len(found) == 8, found  # hwbackend imports only what it may
     inner = inner_violations(str(tmp_path))  # and the world's core imports a plug-in
     assert inner == ["pkbsim.world.launcher imports pkbsim.symm.handle at line 1: pkbsim.world must not import "
                      "pkbsim.symm"], inner
@@ -259,6 +280,7 @@ def test_honest_twin_a_function_local_circle_and_a_type_checking_import_are_no_c
         "candidate_sandbox/__init__.py": "",
         "hwbackend/__init__.py": "",
         "pkb/__init__.py": "",
+        "pkb/main.py": "import pkbsim\nfrom hwbackend import ScoreStore\ndef run():\n    from pkbsim import Verdict\n",
         "pkbsim/__init__.py": "",
         "pkbsim/a.py": "from pkbsim import b\n",
         "pkbsim/b.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkbsim import a\n"

@@ -275,7 +275,8 @@ def test_the_flop_budget_leaves_the_references_compute_trace_alone(checkout):
 
 
 def test_a_misnumbered_solution_is_paired_by_name(capsys, checkout, tmp_path):
-    from pkb.batch.discover import PairingWarning, pair
+    from pkb.batch.discover import pair
+    from tasks.parallelkernelbench.naming import PairingWarning
     from pkbsim.screen.parallelkernelbench import register_parallelkernelbench_tasks
 
     # numbered like 4_max, named like 7_bf16_sum, and computing the sum (PKB's first commit numbers its
@@ -293,7 +294,7 @@ def test_a_misnumbered_solution_is_paired_by_name(capsys, checkout, tmp_path):
 
 
 def test_number_wins_when_the_solution_takes_that_references_parameters(checkout, tmp_path):
-    from pkb.batch.discover import PairingWarning, parallelkernelbench_task_for
+    from tasks.parallelkernelbench.naming import PairingWarning, parallelkernelbench_task_for
     from pkbsim.screen.parallelkernelbench import register_parallelkernelbench_tasks
 
     # a renamed problem: the old name now belongs to another problem, but the parameters are problem 8's

@@ -12,7 +12,7 @@ import pathlib
 from pkb.batch import timeline_name, timelines_dir
 from pkb.cli.main import main
 from pkbsim.screen.result import ScreenResult, Stage, Verdict
-from pkb.batch.store import ScreenStore
+from pkb.store import ScreenStore
 
 GOOD = {"traceEvents": [{"ph": "X", "pid": 0, "tid": 0, "ts": 0.0, "dur": 5.0, "name": "all_reduce",
                          "cat": "collective"},

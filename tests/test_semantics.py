@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from pkb.batch import tally
-from pkb.cli._arguments import semantics
+from pkb.cli._screen_arguments import semantics
 from pkb.cli.main import main
 from pkbsim.screen.candidate_side import CandidateReport
 from pkbsim.screen.functional import ReferenceRun, judge

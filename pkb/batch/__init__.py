@@ -7,22 +7,25 @@ The orchestration of a batch, apart from the command that parses its arguments a
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pkb.errors import UsageError
+from pkb.batch.discover import candidate_files, pair
 from pkb.batch.job import ScreenJob
-from pkbsim.screen.result import ScreenResult, Semantics, Stage, Verdict
+from pkb.batch.pool import run_local
+from pkb.batch.ray_executor import run_ray
+from pkb.errors import UsageError
+from pkb.resolve import default_topology, load, parallelkernelbench_tasks, pick_world_size, task_or_usage
+from pkb.store import ScreenStore, file_sha, timeline_name, timelines_dir
+from pkbsim import ScreenResult, Semantics, Stage, Verdict
 
 if TYPE_CHECKING:
-    from hwbackend.result import RunRecord, ScoreResult
+    from hwbackend import RunRecord, ScoreResult
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repository
 BUILT_IN = [os.path.join(ROOT, "tasks", "solutions"), os.path.join(ROOT, "tests", "broken_candidates")]
-TIMELINES = "pkb_timelines"  # beside the results file
 
 
 def plan(args) -> tuple[list[ScreenJob], list[str]]:
@@ -30,9 +33,7 @@ def plan(args) -> tuple[list[ScreenJob], list[str]]:
 
     `args` carries candidates, tasks, parallelkernelbench_root, parallelkernelbench_dtype, topology, world_size,
     seed, margin, timeout, no_cost and db (the `pkb run` arguments)."""
-    from pkb.resolve import default_topology, load, parallelkernelbench_tasks, pick_world_size
-    from pkb.batch.discover import candidate_files, pair
-    from tasks.registry import all_tasks, get
+    from tasks.registry import all_tasks, get  # torch: `pkb --help` imports this module and should not load it
 
     paths = args.candidates or [p for p in BUILT_IN if os.path.isdir(p)]
     files, missing = candidate_files(paths)
@@ -64,26 +65,12 @@ def plan(args) -> tuple[list[ScreenJob], list[str]]:
     return jobs, unknown
 
 
-def timelines_dir(db: str) -> str:
-    """Where the batch writes its simulated timelines: beside the results file."""
-    return os.path.join(os.path.dirname(os.path.abspath(db)), TIMELINES)
-
-
-def timeline_name(task: str, candidate: str) -> str:
-    """The timeline's file name: two candidates with the same file name in different folders get two files."""
-    where = hashlib.sha256(os.path.abspath(candidate).encode()).hexdigest()[:8]
-    return f"{task}.{os.path.basename(candidate)[:-3]}.{where}.json"
-
-
 def _known(slug: str, tasks: dict) -> str:
-    from pkb.resolve import task_or_usage
     return slug if slug in tasks else task_or_usage(slug).slug
 
 
 def open_store(db: str):
     """The screen's results store (and the timelines' folder beside it)."""
-    from pkb.batch.store import ScreenStore
-
     os.makedirs(timelines_dir(db), exist_ok=True)
     return ScreenStore(db)
 
@@ -91,8 +78,6 @@ def open_store(db: str):
 def resume(jobs: list[ScreenJob], store, fresh: bool) -> tuple[dict[tuple[str, str], ScreenResult], list[ScreenJob]]:
     """The stored results of the jobs, by (task, candidate), and the jobs still to screen; each job gets
     its content key ("sha") here."""
-    from pkb.batch.store import file_sha
-
     results, todo = {}, []
     for job in jobs:
         # the inputs' dtype decides a ParallelKernelBench result as much as the file does
@@ -120,10 +105,8 @@ def screen(todo: list[ScreenJob], store, results: dict, *, executor: str, worker
         on_result(res)
 
     if executor == "ray":
-        from pkb.batch.ray_executor import run_ray
         run_ray(todo, time_limit, memory_gb, collect)
     else:
-        from pkb.batch.pool import run_local
         run_local(todo, workers, time_limit, memory_gb, collect, sandboxed=sandboxed())
 
 
@@ -137,10 +120,9 @@ def score(rows: list[ScreenResult], db: str, correctness_only: bool = False,
     """Score the survivors (pass and inconclusive) on this node: NCCL on its GPUs, gloo on the CPU where
     there are none; the results by candidate file. `on_start(row, nproc, backend)` hears of each score
     before it starts."""
-    import torch
+    import torch  # (and the scorer with it: not at module level, which `pkb --help` imports)
 
-    from hwbackend.job_spec import default_preset
-    from hwbackend.score import Protocol, ScoreOptions, ScoreRequest, score
+    from hwbackend import Protocol, ScoreOptions, ScoreRequest, default_preset, score_candidate
 
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
     backend = "nccl" if gpus else "gloo"
@@ -153,7 +135,7 @@ def score(rows: list[ScreenResult], db: str, correctness_only: bool = False,
             on_start(r, nproc, backend)
         protocol = Protocol(preset=default_preset(backend), correctness_only=correctness_only)
         request = ScoreRequest(r.task, r.candidate, nproc, backend)
-        out[r.candidate] = score(request, protocol, ScoreOptions(db=db, resume=True))
+        out[r.candidate] = score_candidate(request, protocol, ScoreOptions(db=db, resume=True))
     return out
 
 

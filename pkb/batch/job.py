@@ -6,7 +6,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from pkbsim.screen.defaults import MARGIN, PARALLELKERNELBENCH_DTYPE, RUN_TIMEOUT_S
+from pkbsim import MARGIN, RUN_TIMEOUT_S
+from tasks.parallelkernelbench.naming import DEFAULT_DTYPE
 
 
 @dataclass
@@ -20,7 +21,7 @@ class ScreenJob:
     timeout: float = RUN_TIMEOUT_S
     timeline: str | None = None       # where the simulated timeline goes (None: nowhere)
     parallelkernelbench_root: str | None = None       # the ParallelKernelBench checkout the task comes from, if any
-    parallelkernelbench_dtype: str = PARALLELKERNELBENCH_DTYPE       # the dtype of its inputs
+    parallelkernelbench_dtype: str = DEFAULT_DTYPE       # the dtype of its inputs
     cost: bool = True                 # predict the time at full size after the functional stage
     sha: str | None = None            # the content key the results store files it under (batch.resume)
     sizes_budget: float | None = None  # seconds for the sizes stage (None: the screen's default; 0: no stage)

@@ -24,9 +24,10 @@ import time
 from collections import deque
 from collections.abc import Callable
 
+import candidate_sandbox as sandbox
 from pkb.batch.job import ScreenJob
-from pkbsim.screen.result import ReasonKind, ScreenResult
 from pkb.batch.worker import ZYGOTE_GONE_EXIT, inconclusive, rejected
+from pkbsim import ReasonKind, ScreenResult
 
 LOG_TAIL = 1 << 16  # bytes of a dead worker's stderr read for the supervisor's line
 
@@ -70,7 +71,6 @@ class _Worker:
 
     def breach(self) -> str | None:
         """The supervisor's line, if the sandbox ended this worker for a cap its candidate broke."""
-        import candidate_sandbox as sandbox
         self.log.seek(max(0, self.log.seek(0, os.SEEK_END) - LOG_TAIL))
         return sandbox.breach(self.log.read().decode(errors="replace"))
 
@@ -95,13 +95,10 @@ def _free_core(taken: list[int | None]) -> int | None:
 def sandbox_prefix(jobs: list[ScreenJob]) -> list[str]:
     """The bwrap command line the workers of these jobs start under: their candidates' folders and the
     ParallelKernelBench checkouts readable, their timeline folders writable."""
-    import candidate_sandbox as sandbox
-    from pkbsim.ptx.compile import cache_root
-
     readable = ({os.path.dirname(j.candidate) for j in jobs}
                 | {j.parallelkernelbench_root for j in jobs if j.parallelkernelbench_root})
     writable = {os.path.dirname(j.timeline) for j in jobs if j.timeline}
-    return sandbox.prefix([cache_root(), *sorted(writable)], sorted(readable), candidate_caches=True)
+    return sandbox.prefix([sandbox.build_cache(), *sorted(writable)], sorted(readable), candidate_caches=True)
 
 
 def run_local(jobs: list[ScreenJob], workers: int, time_limit: float, memory_gb: float,

@@ -15,8 +15,9 @@ from collections.abc import Callable
 
 import candidate_sandbox
 from pkb.batch.job import ScreenJob
-from pkbsim.screen.result import ReasonKind, ScreenResult
-from pkb.batch.worker import inconclusive
+from pkb.batch.pool import run_local
+from pkb.batch.worker import inconclusive, limit_memory, screen_job
+from pkbsim import ReasonKind, ScreenResult
 
 FORWARDED = (candidate_sandbox.DISABLE, candidate_sandbox.MAX_TASKS, candidate_sandbox.CPU_SECONDS)
 
@@ -66,14 +67,12 @@ def screen_one(job: ScreenJob, time_limit: float, memory_gb: float) -> ScreenRes
     """A Ray task's body: the job in a sandboxed screening worker of its own (pool.run_local with one
     worker), or, with the sandbox disabled, here."""
     if not candidate_sandbox.wanted():
-        from pkb.batch.worker import limit_memory, screen_job
         limit_memory(memory_gb)
         return screen_job(job)
     try:
         candidate_sandbox.check()
     except candidate_sandbox.SandboxUnavailable as e:
         return inconclusive(job, ReasonKind.PKB_ERROR, f"this Ray node cannot sandbox the candidate: {e}")
-    from pkb.batch.pool import run_local
     results: list[ScreenResult] = []
     run_local([job], 1, time_limit, memory_gb, results.append, sandboxed=True)
     return results[0]

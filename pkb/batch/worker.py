@@ -15,7 +15,7 @@ import resource
 import sys
 
 from pkb.batch.job import ScreenJob
-from pkbsim.screen.result import Reason, ReasonKind, ScreenResult, Stage
+from pkbsim import Reason, ReasonKind, ScreenResult, Stage
 
 
 def limit_memory(gb: float) -> None:
@@ -43,19 +43,17 @@ ZYGOTE_GONE_EXIT = 75   # the worker's exit status when its zygote died: the poo
 
 
 def screen_job(job: ScreenJob, spawner=None) -> ScreenResult:
-    from pkbsim.screen.candidate_side import prepare
-    from pkbsim.screen.isolation import ZygoteGone
-    from pkbsim.screen.pipeline import ScreenOptions, screen
-    from pkbsim.timing.topology import load_topology
-    from tasks.registry import get
+    from pkbsim import ScreenOptions, ZygoteGone, load_topology, register_parallelkernelbench_tasks, screen_candidate
+    from tasks.registry import get  # torch: not at module level (main sets the core before any thread starts)
 
-    prepare(job.parallelkernelbench_root, job.parallelkernelbench_dtype)
+    if job.parallelkernelbench_root:  # the job's task known in this process (and in the zygote's children)
+        register_parallelkernelbench_tasks(job.parallelkernelbench_root, dtype=job.parallelkernelbench_dtype)
     opts = ScreenOptions(job.world_size, load_topology(job.topology), job.seed, job.margin, timeout=job.timeout,
                          timeline=job.timeline, cost=job.cost, parallelkernelbench_root=job.parallelkernelbench_root,
                          parallelkernelbench_dtype=job.parallelkernelbench_dtype,
                          **({} if job.sizes_budget is None else {"sizes_budget": job.sizes_budget}))
     try:
-        return screen(get(job.task), job.candidate, opts, spawner)
+        return screen_candidate(get(job.task), job.candidate, opts, spawner)
     except ZygoteGone:
         raise
     except MemoryError:
@@ -79,8 +77,8 @@ def main() -> int:
     import torch._dynamo  # noqa: F401 - torch 2.11 imports it lazily from 8 rank threads at once: "partially
     #                       initialized module 'torch._dynamo'" failed ParallelKernelBench references 80-85
 
-    import pkbsim.screen.pipeline  # noqa: F401 - import once per worker, not in the first candidate's time
-    from pkbsim.screen.isolation import Zygote, ZygoteGone
+    from pkbsim import ScreenOptions  # noqa: F401 - the screen's pipeline: once per worker, not in a candidate's time
+    from pkbsim import Zygote, ZygoteGone
     zygote = Zygote()  # forked now, before any job: each candidate's process is a fresh fork of it
     for line in sys.stdin:
         request = json.loads(line)

@@ -1,7 +1,10 @@
-"""Argument groups that several commands share."""
+"""Argument groups that several commands share (the screen's own: _screen_arguments.py). Nothing of the
+simulator here: `pkb score` uses these and loads no part of it."""
 from __future__ import annotations
 
 import os
+
+from tasks.parallelkernelbench.naming import DEFAULT_DTYPE, DTYPES
 
 RESULTS_DB = "pkb_results.sqlite"  # where results go unless --db or PKB_DB says otherwise
 
@@ -14,57 +17,9 @@ def add_db_argument(p, where: str = "") -> None:
 def add_parallelkernelbench_arguments(p) -> None:
     """--pkb-root and --pkb-dtype (`pkb screen`, `pkb run`, `pkb score`, `pkb refine`), also spelled out as
     --parallelkernelbench-root and --parallelkernelbench-dtype ("pkb" is this project's name too)."""
-    from pkbsim.screen.defaults import PARALLELKERNELBENCH_DTYPE
-    from tasks.parallelkernelbench.checkout import DTYPES
     p.add_argument("--pkb-root", "--parallelkernelbench-root", dest="parallelkernelbench_root", metavar="DIR",
                    help="a ParallelKernelBench checkout whose problems become tasks")
     p.add_argument("--pkb-dtype", "--parallelkernelbench-dtype", dest="parallelkernelbench_dtype",
-                   default=PARALLELKERNELBENCH_DTYPE, choices=DTYPES,
+                   default=DEFAULT_DTYPE, choices=DTYPES,
                    help=f"dtype of ParallelKernelBench inputs, as ParallelKernelBench's --dtype "
-                        f"(default {PARALLELKERNELBENCH_DTYPE})")
-
-
-def add_semantics_argument(p) -> None:
-    """--semantics: whose rules decide the verdict (`pkb screen`, `pkb run`); a result holds both verdicts."""
-    from pkbsim.screen.result import Semantics
-    p.add_argument("--semantics", choices=[s.value for s in Semantics], default=None,
-                   help="whose rules decide: pkb's scorer (fresh inputs every call, every timed call checked, no "
-                        "aliasing) or ParallelKernelBench's harness (one call per correctness trial; faults only "
-                        "pkb's rules see become warnings). Default: parallelkernelbench with --pkb-root, else pkb")
-
-
-def semantics(args):
-    """The rule set chosen, or the default for the arguments (the benchmark's own for its checkouts)."""
-    from pkbsim.screen.result import Semantics
-    chosen = getattr(args, "semantics", None)
-    if chosen:
-        return Semantics(chosen)
-    return Semantics.PARALLELKERNELBENCH if getattr(args, "parallelkernelbench_root", None) else Semantics.PKB
-
-
-def add_batch_limits(p, workers_help: str = "parallel screening processes") -> None:
-    """--margin, --timeout, --time-limit, --memory-gb, --workers: how a batch of screens runs (`pkb run`,
-    `pkb refine`)."""
-    from pkbsim.screen.defaults import MARGIN, MEMORY_GB, RUN_TIMEOUT_S, TIME_LIMIT_S
-    p.add_argument("--margin", type=float, default=MARGIN, help="reject below this predicted speed-up")
-    p.add_argument("--timeout", type=float, default=RUN_TIMEOUT_S, metavar="S", help="limit per simulated run")
-    p.add_argument("--time-limit", type=float, default=TIME_LIMIT_S, metavar="S", help="limit per candidate's screen")
-    p.add_argument("--memory-gb", type=float, default=MEMORY_GB, help="address-space limit per screening process")
-    p.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1), metavar="K", help=workers_help)
-
-
-def add_sizes_budget_argument(p) -> None:
-    """--sizes-budget: the time the sizes stage may spend on a ParallelKernelBench problem (`pkb screen`, `pkb run`)."""
-    from pkbsim.screen.sizes import SIZES_SECONDS
-    p.add_argument("--sizes-budget", type=float, default=None, metavar="S",
-                   help="seconds of candidate runs for the sizes stage of a ParallelKernelBench problem (larger sizes "
-                        f"up to the full one; default {SIZES_SECONDS:g}, 0: none)")
-
-
-def sizes_budget(args) -> float | None:
-    """The --sizes-budget given (None: the screen's default); a negative one is a usage error."""
-    from pkb.errors import UsageError
-    budget = getattr(args, "sizes_budget", None)
-    if budget is not None and budget < 0:
-        raise UsageError("--sizes-budget must be 0 (no sizes stage) or more seconds")
-    return budget
+                        f"(default {DEFAULT_DTYPE})")

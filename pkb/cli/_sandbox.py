@@ -2,6 +2,7 @@
 --sandbox` re-run inside it before anything heavy is imported (the outer process only relays)."""
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sys
@@ -9,8 +10,6 @@ import tempfile
 
 import candidate_sandbox as sandbox
 from pkb.errors import UsageError
-from pkbsim.screen.result import Reason, ReasonKind
-from pkbsim.ptx.compile import cache_root
 
 WRAPPED = {"screen": False, "check": True}  # command -> whether the sandbox is opt-in (--sandbox) for it
 OUTPUT_OPTIONS = ("--timeline", "--trace")  # their value is a file the command writes
@@ -57,13 +56,14 @@ def run_wrapped(argv: list[str]) -> int | None:
             readable.add(value if os.path.isdir(value) else os.path.dirname(os.path.abspath(value)))
     bound = _screen_bound(argv) if cmd == "screen" else None
     try:
-        relayed = sandbox.run_inside([*PKB, *argv], [cache_root(), *sorted(writable)], sorted(readable), bound,
+        relayed = sandbox.run_inside([*PKB, *argv], [sandbox.build_cache(), *sorted(writable)], sorted(readable), bound,
                                      candidate_caches=cmd == "screen")
     except sandbox.SandboxUnavailable as e:
         print(f"pkb {cmd}: error: {e}", file=sys.stderr)
         return 2
     if cmd != "screen":
         return relayed.code if relayed.code is not None else 124
+    from pkbsim import Reason, ReasonKind  # here, not at module level: `pkb score` loads no part of the simulator
     if relayed.code == 2 or (relayed.code in (0, 1, 3) and relayed.printed):
         return relayed.code   # the screen's own verdict (or usage error): a line on stderr cannot override it
     if relayed.breach:
@@ -79,9 +79,7 @@ def _screen_bound(argv: list[str]) -> float:
     """The wall-clock bound on a sandboxed screen: its build, two functional runs and the reference's, the
     shape run and the cost stage, with room for a loaded machine. Only --timeout is read here: the whole
     parser imports every command, and some of them torch (1.2 s before the sandbox even started)."""
-    import argparse
-
-    from pkbsim.screen.defaults import RUN_TIMEOUT_S
+    from pkbsim import RUN_TIMEOUT_S  # (as Reason above)
     p = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     p.add_argument("--timeout", type=float, default=RUN_TIMEOUT_S)
     return SCREEN_SLACK_S + 4 * p.parse_known_args(argv[1:])[0].timeout
@@ -91,10 +89,10 @@ def _verdict_here(argv: list[str], verdict: str, reason) -> int:
     """The screen inside ended without its verdict (the sandbox's supervisor killed it for a cap the candidate
     broke, or it outlived its wall-clock bound), so the verdict is written out here: a reject naming the cap,
     or inconclusive (never the candidate's fault where pkb cannot tell)."""
-    from pkb.cli._arguments import semantics
-    from pkb.cli.main import build_parser
-    from pkbsim.screen.result import ScreenResult, Stage
-    args = build_parser().parse_args(argv)
+    from pkb.cli._screen_arguments import semantics  # (as Reason above)
+    from pkb.cli.main import build_parser  # (a circle: main runs this module's run_wrapped first)
+    from pkbsim import ScreenResult, Stage  # (as Reason above)
+    args = build_parser(argv[0]).parse_args(argv)
     res = ScreenResult(args.task or "", args.candidate, args.world_size or 0, args.topology or "", args.seed or 0)
     if verdict == "reject":
         res.reject(Stage.SANDBOX, [reason])

@@ -3,11 +3,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from rich.console import Console
+from rich.table import Table
+
 from pkb.batch import summary_row, tally
-from pkbsim.screen.result import ScreenResult
+from pkbsim import ScreenResult
 
 if TYPE_CHECKING:
-    from hwbackend.result import RunRecord, ScoreResult
+    from hwbackend import RunRecord, ScoreResult
 
 
 REASON_CHARS = 90  # a reason longer than this is cut at a word, with an ellipsis (the JSON keeps it whole)
@@ -23,9 +26,6 @@ def cut(text: str, limit: int = REASON_CHARS) -> str:
 
 def print_table(rows: list[ScreenResult], scores: dict[str, ScoreResult | RunRecord]) -> None:
     """The screen results with their hardware scores, by candidate file."""
-    from rich.console import Console
-    from rich.table import Table
-
     t = Table(title=f"pkb run: {len(rows)} candidates", show_lines=False)
     for col in ("task", "candidate", "verdict", "stage", "predicted", "bottleneck", "measured", "reason"):
         t.add_column(col, overflow="fold")

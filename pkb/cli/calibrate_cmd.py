@@ -18,7 +18,8 @@ def add_parser(sub) -> None:
                    help="GPUs to use (default: all)")
     p.add_argument("--out", default="calibration.json", help="where to write the calibration file")
     p.add_argument("--max-bytes", type=int, default=1 << 30, help="largest collective size (default 1 GiB)")
-    p.add_argument("--timeout", type=float, default=1800.0)
+    p.add_argument("--timeout", type=float, default=1800.0, metavar="S",
+                   help="wall-clock limit of the whole measurement in seconds")
     p.add_argument("--json", action="store_true", help="print the calibration document")
     p.set_defaults(run=run)
 

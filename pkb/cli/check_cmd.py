@@ -8,9 +8,10 @@ import os
 import resource
 import sys
 
+from candidate_sandbox import default_memory
 from pkb.cli._sandbox import add_sandbox_argument
-from pkbsim.screen.defaults import RUN_TIMEOUT_S
-from pkbsim.world.findings import EXIT_CODES
+from pkb.errors import UsageError
+from pkbsim import CHECK_EXIT_CODES, EXAMPLES_DIR, RUN_TIMEOUT_S, install_plugins
 
 
 def add_parser(sub) -> None:
@@ -52,7 +53,7 @@ def add_parser(sub) -> None:
 
 def run_options(args, nproc: int, output):
     """RunOptions from parsed `pkb check` arguments (also used for the corpus headers' options)."""
-    from pkbsim.world.launcher import RunOptions
+    from pkbsim import RunOptions  # the world, and torch with it: `pkb --help` imports this module
     return RunOptions(nproc=nproc * args.nnodes, nproc_per_node=nproc, timeout=args.timeout,
                       p2p_buffer=args.p2p_buffer, lazy_p2p_init=args.lazy_p2p_init,
                       record_compute=bool(args.trace), shape_run=args.shape_run,
@@ -82,8 +83,6 @@ MAX_RANKS = 1024  # more is a typo, not a job: each rank is a thread of this pro
 def check_limits(args) -> int:
     """The ranks per node that `args` asks for, after the checks `pkb check` and the pytest marker
     (pkb/cli/pytest_plugin.py) share. Raises UsageError."""
-    from pkb.errors import UsageError
-
     nproc = args.nproc_per_node if args.nproc_per_node is not None else (8 if args.demo else 4)
     if nproc < 1 or args.nnodes < 1:
         raise UsageError("--nproc-per-node and --nnodes must be at least 1")
@@ -97,8 +96,6 @@ def check_limits(args) -> int:
 
 
 def run(args) -> int:
-    from pkb.errors import UsageError
-
     if args.demo and args.script:
         raise UsageError("--demo runs the bundled example; drop SCRIPT or drop --demo")
     nproc = check_limits(args)
@@ -108,10 +105,9 @@ def run(args) -> int:
         raise UsageError("no script given; usage: pkb check --nproc-per-node N SCRIPT [ARGS...] (or --demo)")
     if not os.path.isfile(args.script):
         raise UsageError(f"script {args.script!r} not found; pass the path of a torchrun script")
-    import pkbsim.plugins  # noqa: F401 - registers the world's plug-ins (symmetric memory, Triton, inline CUDA)
-    from pkbsim.world.check import check_script
-    from pkbsim.world.launcher import ScriptError
+    from pkbsim import ScriptError, check_script, write_trace  # the world (torch): not for `pkb --help`
 
+    install_plugins()  # symmetric memory, Triton, inline CUDA
     output = sys.stderr if args.json else sys.stdout
     try:
         with memory_cap(args.memory_gb):
@@ -119,7 +115,6 @@ def run(args) -> int:
     except ScriptError as e:
         raise UsageError(str(e)) from None
     if args.trace:
-        from pkbsim.world.trace import write_trace
         write_trace(args.trace, result.world_size, result.traces, {"script": os.path.abspath(args.script),
                                                                     "verdict": result.verdict})
     if args.json:
@@ -135,8 +130,6 @@ def memory_cap(gb: float | None):
     """Cap this process's address space (the soft limit, restored after) at `gb` GiB, or at 3/4 of the machine's
     memory: a program that outgrows it fails an allocation in a rank, which is reported, where the OS would
     kill the whole process without a word."""
-    from candidate_sandbox import default_memory
-
     cap = default_memory() if gb is None else int(gb * 2**30)
     if cap <= 0:
         yield
@@ -150,11 +143,10 @@ def memory_cap(gb: float | None):
 
 
 def _demo(args, nproc: int) -> int:
-    import pkbsim.examples as ex
-    import pkbsim.plugins  # noqa: F401 - registers the world's plug-ins
-    from pkbsim.world.check import check_script
+    from pkbsim import check_script  # the world (torch): not for `pkb --help`
 
-    root = os.path.dirname(ex.__file__)
+    install_plugins()
+    root = EXAMPLES_DIR
     expected = {"pipeline_deadlock.py": "deadlock", "pipeline_even_odd.py": "ok"}
     results = {}
     for name in expected:
@@ -175,4 +167,4 @@ def _exit_if_stuck(result) -> None:
     if result.stuck_threads:
         sys.stdout.flush()
         sys.stderr.flush()
-        os._exit(EXIT_CODES["timeout"])
+        os._exit(CHECK_EXIT_CODES["timeout"])

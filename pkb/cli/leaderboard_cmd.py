@@ -12,8 +12,12 @@ from __future__ import annotations
 import json
 import os
 
-from pkb.errors import UsageError
+from hwbackend import FAST_P, ScoreStore, aggregate
 from pkb.cli._arguments import add_db_argument
+from pkb.errors import UsageError
+from pkb.report.collect import ScreenCounts, with_screen_verdicts
+from pkb.store import ScreenStore
+from pkbsim import Semantics
 
 
 def add_parser(sub) -> None:
@@ -22,20 +26,14 @@ def add_parser(sub) -> None:
                                    "and geomean speed-up. Exit: 0 printed (also when nothing is scored yet), 2 bad "
                                    "usage (no results file).")
     add_db_argument(p)
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print one JSON object (rows per label)")
     p.set_defaults(run=run)
 
 
 def run(args) -> int:
-    from hwbackend.leaderboard import FAST_P, aggregate
-    from hwbackend.store import Store
-    from pkb.report.collect import ScreenCounts, with_screen_verdicts
-    from pkb.batch.store import ScreenStore
-    from pkbsim.screen.result import Semantics
-
     if not os.path.isfile(args.db):
         raise UsageError(f"no results file {args.db!r}; run `pkb score` first or pass --db")
-    latest, screens = Store(args.db).latest_runs(), ScreenStore(args.db).all()
+    latest, screens = ScoreStore(args.db).latest_runs(), ScreenStore(args.db).all()
     runs, counts = with_screen_verdicts(latest, screens, Semantics.PKB)
     bench_runs, bench_counts = with_screen_verdicts(latest, screens, Semantics.PARALLELKERNELBENCH)
     bench = {r.label: r for r in aggregate(bench_runs, n_boot=1)}

@@ -1,5 +1,6 @@
 """`pkb`: the command line. Each subcommand is a module `pkb/cli/<name>_cmd.py` with
-`add_parser(subparsers)`; they are found here by name, so adding a command touches no other file.
+`add_parser(subparsers)`; they are found here by name, so adding a command touches no other file. A command
+line that names a command imports that command's module alone (`pkb score` loads no part of the simulator).
 
 Exit codes: 0 success; 2 bad usage or input (one line on stderr naming the problem and the fix);
 further codes per command (see each command's --help).
@@ -20,19 +21,24 @@ from pkb.errors import UsageError
 
 def _usage_errors() -> tuple[type[Exception], ...]:
     """The errors that are the user's to fix (exit code 2, one line): our UsageError and the libraries'
-    errors that say so (imported only when something was raised: a command starts without them)."""
+    errors that say so (imported only when something was raised: `pkb score` imports no part of the batch)."""
     from pkb.batch.ray_executor import RayUnavailable
     return UsageError, RayUnavailable
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every command, or of `command` alone where one of that name exists (what a command line
+    that names it needs); any other name gets every command, whose parser says which there are."""
     parser = argparse.ArgumentParser(prog="pkb", description="Evaluator for multi-GPU kernels.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for info in sorted(pkgutil.iter_modules(cli_pkg.__path__), key=lambda m: m.name):
-        if info.name.endswith("_cmd"):
-            importlib.import_module(f"pkb.cli.{info.name}").add_parser(sub)
-    for command in sub.choices.values():
-        _state_defaults(command)
+    modules = sorted(m.name for m in pkgutil.iter_modules(cli_pkg.__path__) if m.name.endswith("_cmd"))
+    named = f"{command.replace('-', '_')}_cmd" if command else None
+    for name in [named] if named in modules else modules:
+        importlib.import_module(f"pkb.cli.{name}").add_parser(sub)
+    if command and command not in sub.choices:
+        return build_parser()
+    for parsers in sub.choices.values():
+        _state_defaults(parsers)
     return parser
 
 
@@ -64,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     inside = run_wrapped(argv)  # screen (check --sandbox) re-run inside the candidate sandbox
     if inside is not None:
         return inside
-    parser = build_parser()
+    parser = build_parser(argv[0] if argv and not argv[0].startswith("-") else None)
     args = parser.parse_args(argv)
     if not getattr(args, "run", None):
         parser.print_help()

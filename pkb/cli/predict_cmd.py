@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import json
 
-from pkbsim.timing.nccl import CUSTOM_ALGOS, NCCL_ALGOS, OPS, PROTOCOLS
+from pkb.errors import UsageError
+from pkb.resolve import load
+from pkbsim import CUSTOM_ALGOS, NCCL_ALGOS, OPS, PROTOCOLS, format_size, parse_size
 
 ALGOS = sorted({a for v in NCCL_ALGOS.values() for a in v} | {a for v in CUSTOM_ALGOS.values() for a in v})
 
@@ -30,10 +32,7 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from pkb.errors import UsageError
-    from pkb.resolve import load
-    from pkbsim.timing.predict import predict
-    from pkbsim.timing.units import format_size, parse_size
+    from pkbsim import predict  # numpy, scipy and the flow model: 3 s, not for `pkb --help`
 
     try:
         nbytes = parse_size(args.bytes)

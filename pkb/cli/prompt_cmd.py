@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 
 from pkb.prompt import GUIDANCE, build
+from pkb.resolve import load, task_or_usage
 
 
 def add_parser(sub) -> None:
@@ -18,9 +19,6 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from pkb.resolve import task_or_usage
-    from pkb.resolve import load
-
     task = task_or_usage(args.task)
     text = build(task, args.backend, load(args.topology))
     print(json.dumps({"task": task.slug, "backend": args.backend, "prompt": text}, indent=1) if args.json else text)

@@ -9,8 +9,11 @@ from __future__ import annotations
 import inspect
 import os
 import threading
+from dataclasses import replace
 
 import pytest
+
+from pkb.errors import UsageError
 
 MARKER = "pkb_ranks"
 # the marker's keywords: `pkb check`'s options of the same names (pkb/cli/check_cmd.py), plus the GPU model
@@ -44,8 +47,7 @@ def pytest_pyfunc_call(pyfuncitem):
 def run_on_ranks(fn, kwargs: dict, label: str, nproc_per_node=None, **options) -> None:
     """Call fn(**kwargs) on every simulated rank after init_process_group; pytest.fail with pkb's report when
     the run is not ok. The fixtures' values are the same objects on every rank (made once, by pytest)."""
-    from pkb.cli import check_cmd
-    from pkb.errors import UsageError
+    from pkb.cli import check_cmd  # and pkbsim with it: every pytest session loads this plugin, none of them
 
     unknown = sorted(set(options) - set(_OPTIONS))
     if unknown:
@@ -64,8 +66,9 @@ def run_on_ranks(fn, kwargs: dict, label: str, nproc_per_node=None, **options) -
     if problem:
         pytest.fail(problem, pytrace=False)   # outside `except`: no chained traceback in the report
 
-    import pkbsim.plugins  # noqa: F401 - registers the world's plug-ins, as `pkb check` does
-    from pkbsim.world.check import check_ranks
+    from pkbsim import check_ranks, install_plugins  # the world (torch): only once a marked test runs
+
+    install_plugins()  # as `pkb check` does
 
     runs: list[dict[int, BaseException]] = []   # per run (check_ranks may rerun the body), each rank's exception
     with check_cmd.memory_cap(args.memory_gb):
@@ -87,14 +90,11 @@ def run_on_ranks(fn, kwargs: dict, label: str, nproc_per_node=None, **options) -
 def _run_options(args, nproc: int, topology: str | None):
     """`pkb check`'s RunOptions; under xdist each worker's ranks share a core of their own (rank threads are
     pinned to one core, RunOptions.pin_core), not the first core of all."""
-    from dataclasses import replace
-
-    from pkb.cli import check_cmd
-    from pkb.errors import UsageError
+    from pkb.cli import check_cmd  # (as in run_on_ranks)
 
     opts = check_cmd.run_options(args, nproc, None)   # output None: stdout at run time, which pytest captures
     if topology is not None:
-        from pkbsim.timing.topology import TopologyError, load_topology
+        from pkbsim import TopologyError, load_topology  # (as check_ranks above)
         try:
             load_topology(topology)
         except TopologyError as e:
@@ -140,7 +140,7 @@ def _rank_body(fn, kwargs: dict, backend: str | None, runs: list):
 def _other_errors(result, raised: dict, opts) -> list:
     """The exceptions of the ranks the report does not name (pkb keeps the first rank's; each rank's assertion
     may differ)."""
-    from pkbsim.world.launcher import error_finding
+    from pkbsim import error_finding  # (as check_ranks above)
 
     named = {r for f in result.findings if f.kind in ("error", "not_simulated") for r in f.ranks}
     return [error_finding(r, e, opts.full_traceback) for r, e in sorted(raised.items()) if r not in named]

@@ -7,12 +7,19 @@ import sys
 import time
 import urllib.parse
 
-from pkb.cli._arguments import add_batch_limits, add_db_argument, add_parallelkernelbench_arguments
+from pkb.cli._arguments import add_db_argument, add_parallelkernelbench_arguments
+from pkb.cli._screen_arguments import add_batch_limits
 from pkb.cli._sandbox import add_sandbox_argument, sandbox_ready
+from pkb import batch
 from pkb.errors import UsageError
+from pkb.refine import plan as planning
 from pkb.refine.client import ChatClient
+from pkb.refine.kernelgen import write_best
+from pkb.refine.loop import LoopOptions, conversation, refine_all
 from pkb.refine.redact import redact, register
-from pkbsim.screen.result import Verdict
+from pkb.refine.screening import Screener
+from pkb.store import RefineStore
+from pkbsim import ScreenResult, Verdict
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 DEFAULTS = {"steps": 5, "target": 1.0}
@@ -46,8 +53,10 @@ def add_parser(sub) -> None:
                        help="retries of a request on HTTP 429/5xx (back-off)")
     model.add_argument("--backoff", type=float, default=ChatClient.backoff, metavar="S",
                        help="first retry's delay, doubled each time")
-    model.add_argument("--request-timeout", type=float, default=ChatClient.timeout, metavar="S")
-    model.add_argument("--temperature", type=float, default=None)
+    model.add_argument("--request-timeout", type=float, default=ChatClient.timeout, metavar="S",
+                       help="seconds to wait for one reply of the endpoint")
+    model.add_argument("--temperature", type=float, default=None,
+                       help="sampling temperature sent with each request (default: the endpoint's own)")
     loop = p.add_argument_group("the loop")
     loop.add_argument("--steps", type=int, default=None, help=f"replies per task (default {DEFAULTS['steps']}; a "
                                                               f"resumed run may raise it)")
@@ -72,8 +81,6 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from pkb.refine.store import RefineStore
-
     for name in ("parallel", "workers", "retries"):
         if getattr(args, name) < (0 if name == "retries" else 1):
             raise UsageError(f"--{name.replace('_', '-')} must be {'>= 0' if name == 'retries' else 'positive'}")
@@ -89,17 +96,13 @@ def run(args) -> int:
 
 
 def _selection(args):
-    from pkb.refine.plan import Selection
-    return Selection(tuple(args.task), tuple(args.problem), args.parallelkernelbench_root,
+    return planning.Selection(tuple(args.task), tuple(args.problem), args.parallelkernelbench_root,
                      args.parallelkernelbench_dtype, args.start_dir, args.backend,
                      args.topology, args.world_size, args.seed, args.margin, args.timeout, not args.no_cost)
 
 
 def _dry_run(args) -> int:
-    from pkb.refine.loop import conversation
-    from pkb.refine.plan import plans_for
-
-    plans = plans_for(_selection(args))
+    plans = planning.plans_for(_selection(args))
     if args.json:
         _say(json.dumps({"tasks": [{"task": p.spec.task, "messages": [m.__dict__ for m in conversation(p.prompt, [])]}
                                     for p in plans]}, indent=1))
@@ -110,11 +113,6 @@ def _dry_run(args) -> int:
 
 
 def _refine(args) -> int:
-    from pkb.refine import plan as planning
-    from pkb.refine.loop import LoopOptions, refine_all
-    from pkb.refine.screening import Screener
-    from pkb.refine.store import RefineStore
-
     store = RefineStore(args.db) if args.run_name and os.path.isfile(args.db) else None
     stored = store.run_options(args.run_name) if store else None
     if stored:
@@ -150,7 +148,6 @@ def _refine(args) -> int:
     best = {o.task: (o.best.candidate, names[o.task]) for o in outcomes if o.best}
     written = []
     if args.out:
-        from pkb.refine.kernelgen import write_best
         written = write_best(best, args.out)
     scores = _score(outcomes, args) if args.score else {}
     if args.json:
@@ -182,8 +179,6 @@ def _api_key(options: dict) -> str | None:
 
 
 def _score(outcomes, args) -> dict:
-    from pkb import batch
-    from pkbsim.screen.result import ScreenResult
     rows = [ScreenResult.from_json(o.best.result) for o in outcomes if o.best and o.best.result]  # from the store
     where = {}
 

@@ -3,6 +3,9 @@ from __future__ import annotations
 
 import json
 
+from pkb.errors import UsageError
+from pkb.resolve import load
+
 
 def add_parser(sub) -> None:
     p = sub.add_parser("replay", help="time a recorded trace on a topology",
@@ -26,10 +29,7 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from pkb.errors import UsageError
-    from pkb.resolve import load
-    from pkbsim.timing import chrome_trace
-    from pkbsim.timing.replay import Replay
+    from pkbsim import Replay, write_chrome_trace  # numpy and the flow model: seconds, not for `pkb --help`
 
     try:
         with open(args.trace) as f:
@@ -49,7 +49,7 @@ def run(args) -> int:
     except ValueError as e:
         raise UsageError(str(e)) from None
     if args.perfetto:
-        chrome_trace.write(args.perfetto, result)
+        write_chrome_trace(args.perfetto, result)
     if args.json:
         print(json.dumps({**result.to_json(), "perfetto": args.perfetto}, indent=1))
     else:

@@ -5,8 +5,11 @@ import json
 import os
 import sys
 
-from pkb.errors import UsageError
 from pkb.cli._arguments import add_db_argument
+from pkb.cli._table import print_table
+from pkb.errors import UsageError
+from pkb.report.collect import collect
+from pkb.report.html_page import render
 
 
 def add_parser(sub) -> None:
@@ -23,16 +26,12 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from pkb.cli._table import print_table
-    from pkb.report.collect import collect
-
     if not os.path.isfile(args.db):
         raise UsageError(f"no results store at {args.db}; run `pkb run` first or pass --db FILE")
     rep = collect(args.db)
     if args.timeline:
         return _timeline(rep, args)
     if args.html:
-        from pkb.report.html_page import render
         skipped: list[str] = []
         page = render(rep, f"pkb report: {os.path.basename(args.db)}", skipped)
         with open(args.html, "w") as f:

@@ -9,9 +9,8 @@ import time
 from contextlib import contextmanager
 
 import candidate_sandbox
-from hwbackend import defaults
-from hwbackend.job_spec import default_preset
-from hwbackend.result import Status
+from hwbackend import (BATCHES, CALLS, GLOO_MAX_RANKS, GLOO_RANKS_PER_CORE, JOB_TIMEOUT_S, LAUNCHES, TRIALS,
+                       EndpointError, Rendezvous, Status, default_preset, parse_endpoint)
 from pkb.cli._arguments import add_db_argument, add_parallelkernelbench_arguments
 from pkb.cli._layout import check_node_layout
 from pkb.cli._sandbox import add_sandbox_argument, sandbox_ready
@@ -34,20 +33,20 @@ def add_parser(sub) -> None:
     p.add_argument("--nproc-per-node", "--nproc_per_node", type=int, default=None, metavar="N",
                    help="ranks (default: number of GPUs, or 2 with gloo)")
     p.add_argument("--backend", choices=["nccl", "gloo"], default=None, help="default: nccl if GPUs are present")
-    p.add_argument("--trials", type=int, default=defaults.TRIALS,
-                   help=f"correctness trials with fresh inputs (default {defaults.TRIALS})")
-    p.add_argument("--launches", type=int, default=defaults.LAUNCHES,
-                   help=f"launches of each job, interleaved (default {defaults.LAUNCHES})")
-    p.add_argument("--batches", type=int, default=defaults.BATCHES,
-                   help=f"timed batches per launch (default {defaults.BATCHES})")
-    p.add_argument("--calls", type=int, default=defaults.CALLS,
+    p.add_argument("--trials", type=int, default=TRIALS,
+                   help=f"correctness trials with fresh inputs (default {TRIALS})")
+    p.add_argument("--launches", type=int, default=LAUNCHES,
+                   help=f"launches of each job, interleaved (default {LAUNCHES})")
+    p.add_argument("--batches", type=int, default=BATCHES,
+                   help=f"timed batches per launch (default {BATCHES})")
+    p.add_argument("--calls", type=int, default=CALLS,
                    help="timed calls per batch, run back to back (default: as many as make a batch about "
                         "40 ms long, from the reference's warm-up)")
     p.add_argument("--correctness-only", action="store_true",
                    help="correctness trials only, no timing (status 'correct' instead of faster/slower)")
     p.add_argument("--preset", choices=["screen", "full"], default=None,
                    help="input sizes (default: full with nccl, screen with gloo)")
-    p.add_argument("--timeout", type=float, default=defaults.JOB_TIMEOUT_S, metavar="S",
+    p.add_argument("--timeout", type=float, default=JOB_TIMEOUT_S, metavar="S",
                    help="wall-clock limit per job (and for the other nodes to join)")
     p.add_argument("--nnodes", type=int, default=1, metavar="N",
                    help="nodes the job spans; run the same command on each, with its own --node-rank")
@@ -64,9 +63,9 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    import torch
+    import torch  # (and the scorer, which imports it: not at module level, which `pkb --help` imports)
 
-    from hwbackend.score import Protocol, ScoreOptions, ScoreRequest, score
+    from hwbackend import Protocol, ScoreOptions, ScoreRequest, score_candidate
 
     if not sandbox_ready(args):  # else the rank workers start in the sandbox (hwbackend/jobs.py)
         os.environ[candidate_sandbox.DISABLE] = "1"
@@ -75,7 +74,7 @@ def run(args) -> int:
         raise UsageError(f"candidate {args.candidate!r} not found; pass the path of a file defining solution(...)")
     if args.parallelkernelbench_root and args.nnodes > 1:
         raise UsageError("--pkb-root scores on one node for now; drop --nnodes")
-    task = task_of(args)
+    task = task_of(args, simulated=False)  # the simulator's wrappers are not for a score
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
     backend = args.backend or ("nccl" if gpus else None)
     if backend is None:
@@ -85,10 +84,10 @@ def run(args) -> int:
     nproc = args.nproc_per_node or (gpus if backend == "nccl" else 2)
     if nproc < 1 or (backend == "nccl" and nproc > gpus):
         raise UsageError(f"--nproc-per-node {nproc} is not possible here ({gpus} GPUs)")
-    gloo_bound = min(defaults.GLOO_MAX_RANKS, defaults.GLOO_RANKS_PER_CORE * (os.cpu_count() or 1))
+    gloo_bound = min(GLOO_MAX_RANKS, GLOO_RANKS_PER_CORE * (os.cpu_count() or 1))
     if backend == "gloo" and nproc > gloo_bound:
         raise UsageError(f"--nproc-per-node {nproc} is above the bound for gloo on this machine: {gloo_bound} "
-                         f"({defaults.GLOO_RANKS_PER_CORE} ranks per CPU core, at most {defaults.GLOO_MAX_RANKS})")
+                         f"({GLOO_RANKS_PER_CORE} ranks per CPU core, at most {GLOO_MAX_RANKS})")
     world = nproc * args.nnodes
     if not task.supports(world):
         raise UsageError(f"task {task.slug} supports world sizes {task.world_sizes.describe()}, not {world}; "
@@ -107,7 +106,7 @@ def run(args) -> int:
     with _cluster(rdzv, args.timeout) as cluster:
         protocol = Protocol(args.trials, args.launches, args.batches, args.calls, timeout=args.timeout,
                             preset=preset, correctness_only=args.correctness_only)
-        res = score(ScoreRequest(task.slug, args.candidate, nproc, backend, args.label), protocol,
+        res = score_candidate(ScoreRequest(task.slug, args.candidate, nproc, backend, args.label), protocol,
                     ScoreOptions(args.db, args.resume, progress, cluster))
     if args.json:
         print(json.dumps(res.to_json(), indent=1))
@@ -129,8 +128,6 @@ def run(args) -> int:
 
 def _rendezvous(args):
     """The nodes' meeting point, or None for a job on this machine alone."""
-    from hwbackend.rendezvous import EndpointError, Rendezvous, parse_endpoint
-
     if args.nnodes < 1:
         raise UsageError("--nnodes must be at least 1")
     if args.nnodes == 1:
@@ -154,8 +151,7 @@ def _cluster(rdzv, timeout: float):
     if rdzv is None:
         yield None
         return
-    from hwbackend.cluster import Cluster
-    from hwbackend.rendezvous import EndpointError
+    from hwbackend import Cluster  # torch: not at module level, which `pkb --help` imports
 
     try:
         cluster = Cluster(rdzv, timeout)
@@ -166,9 +162,9 @@ def _cluster(rdzv, timeout: float):
 
 
 def _serve_node(rdzv, args, nproc: int) -> int:
-    from hwbackend.node_agent import serve
+    from hwbackend import serve_node  # (as Cluster above)
 
-    res = serve(rdzv, args.node_rank, nproc, args.timeout)
+    res = serve_node(rdzv, args.node_rank, nproc, args.timeout)
     if args.json:
         print(json.dumps({"node": res.node, "jobs": res.jobs, "status": "error" if res.error else "served",
                           "message": res.error}, indent=1))

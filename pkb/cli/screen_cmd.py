@@ -1,17 +1,19 @@
 """`pkb screen`: judge one candidate against a task on the simulated world and the timing model."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
 import tempfile
 
-from pkb.cli._arguments import (add_parallelkernelbench_arguments, add_semantics_argument, add_sizes_budget_argument,
-                                semantics, sizes_budget)
+from pkb.cli._arguments import add_parallelkernelbench_arguments
 from pkb.cli._sandbox import add_sandbox_argument
+from pkb.cli._screen_arguments import add_semantics_argument, add_sizes_budget_argument, semantics, sizes_budget
 from pkb.errors import UsageError
+from pkb.refine.feedback import brief
 from pkb.resolve import DEFAULT_TOPOLOGY, default_topology, load, pick_world_size, task_of
-from pkbsim.screen.defaults import MARGIN, RUN_TIMEOUT_S
+from pkbsim import MARGIN, RUN_TIMEOUT_S
 
 
 def add_parser(sub) -> None:
@@ -45,7 +47,7 @@ def add_parser(sub) -> None:
 
 def options(args, task):
     """ScreenOptions from parsed arguments (shared with `pkb run`)."""
-    from pkbsim.screen.pipeline import ScreenOptions
+    from pkbsim import ScreenOptions  # the screen's pipeline (torch): `pkb --help` imports this module
 
     if args.margin <= 0 or args.timeout <= 0:
         raise_usage("--margin and --timeout must be positive")
@@ -65,8 +67,7 @@ def raise_usage(msg: str):
 
 
 def run(args) -> int:
-    from pkbsim.screen.functional import ReferenceFailed
-    from pkbsim.screen.pipeline import screen
+    from pkbsim import ReferenceFailed, screen_candidate  # (as ScreenOptions above)
 
     if not os.path.isfile(args.candidate):
         raise_usage(f"candidate {args.candidate!r} not found; pass the path of a file defining solution(...)")
@@ -77,9 +78,8 @@ def run(args) -> int:
     os.makedirs(os.path.dirname(os.path.abspath(opts.timeline)), exist_ok=True)
     out = sys.stderr if args.json else sys.stdout
     try:
-        import contextlib
         with contextlib.redirect_stdout(out):
-            res = screen(task, args.candidate, opts)
+            res = screen_candidate(task, args.candidate, opts)
     except ReferenceFailed as e:
         raise_usage(f"{e}; this is a bug in the task or in pkb, not in the candidate")
     if args.json:
@@ -93,7 +93,6 @@ def run(args) -> int:
 
 def feedback(res) -> str:
     """A few lines a refinement loop can act on (the text lives with the loop's: pkb/refine/feedback.py)."""
-    from pkb.refine.feedback import brief
     return brief(res)
 
 

@@ -7,10 +7,11 @@ import json
 import os
 import sys
 
-from hwbackend import defaults
+from hwbackend import (JOB_TIMEOUT_S, SLURM_JOB_NAME, SLURM_PORT, SlurmError, SlurmPlan, default_preset, sbatch_script,
+                       submit_sbatch)
+from pkb.cli._arguments import add_db_argument
 from pkb.cli._layout import check_node_layout
 from pkb.errors import UsageError
-from pkb.cli._arguments import add_db_argument
 
 
 def add_parser(sub) -> None:
@@ -23,22 +24,22 @@ def add_parser(sub) -> None:
     p.add_argument("--nodes", type=int, required=True, metavar="N",
                    help="nodes of the allocation (each step spans all)")
     p.add_argument("--gpus-per-node", type=int, default=8, metavar="G", help="ranks (GPUs) per node (default 8)")
-    p.add_argument("--backend", choices=["nccl", "gloo"], default="nccl")
+    p.add_argument("--backend", choices=["nccl", "gloo"], default="nccl", help="pkb score's backend")
     p.add_argument("--preset", choices=["screen", "full"], default=None,
                    help="input sizes (default: full with nccl, screen with gloo)")
-    p.add_argument("--timeout", type=float, default=defaults.JOB_TIMEOUT_S, metavar="S", help="pkb score's limit per job")
+    p.add_argument("--timeout", type=float, default=JOB_TIMEOUT_S, metavar="S", help="pkb score's limit per job")
     add_db_argument(p, ", on a filesystem every node shares")
     p.add_argument("--label", help="group name for the leaderboard (default: each candidate's folder)")
-    p.add_argument("--port", type=int, default=defaults.SLURM_PORT, help="rendezvous port of the first step (step i: PORT+i)")
+    p.add_argument("--port", type=int, default=SLURM_PORT, help="rendezvous port of the first step (step i: PORT+i)")
     p.add_argument("--time", dest="time_limit", metavar="HH:MM:SS", help="Slurm time limit of the whole batch")
     p.add_argument("--partition", help="Slurm partition")
     p.add_argument("--account", help="Slurm account")
-    p.add_argument("--job-name", default=defaults.SLURM_JOB_NAME, help="Slurm job name")
+    p.add_argument("--job-name", default=SLURM_JOB_NAME, help="Slurm job name")
     p.add_argument("--score-arg", action="append", default=[], metavar="ARG",
                    help="extra option for every `pkb score`, e.g. --score-arg=--launches=4 (repeatable)")
     p.add_argument("--out", default=None, help="where to write the script (default: pkb-<task>.sbatch)")
     p.add_argument("--submit", action="store_true", help="submit the script with sbatch once written")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the plan (script path, steps) as one JSON object")
     p.set_defaults(run=run)
 
 
@@ -58,9 +59,7 @@ def _candidate_files(paths: list[str]) -> list[str]:
 
 
 def run(args) -> int:
-    from hwbackend.job_spec import default_preset
-    from hwbackend.slurm import SlurmError, SlurmPlan, sbatch_script, submit
-    from tasks.registry import TaskError, get
+    from tasks.registry import TaskError, get  # torch: not at module level, which `pkb --help` imports
 
     try:
         task = get(args.task)
@@ -89,7 +88,7 @@ def run(args) -> int:
     submitted = None
     if args.submit:
         try:
-            submitted = submit(out)
+            submitted = submit_sbatch(out)
         except SlurmError as e:
             raise UsageError(str(e)) from None
     if args.json:

@@ -5,6 +5,9 @@ import inspect
 import json
 import sys
 
+from rich.console import Console
+from rich.table import Table
+
 from pkb.errors import UsageError
 from pkb.resolve import task_or_usage
 
@@ -13,7 +16,8 @@ def add_parser(sub) -> None:
     p = sub.add_parser("tasks", help="list, show and validate benchmark tasks",
                        description="List tasks (default), `show SLUG`, or `validate SLUG|--all`. "
                                    "Exit: 0 ok, 1 a validation check failed, 2 bad usage.")
-    p.add_argument("action", nargs="?", choices=["list", "show", "validate"], default="list")
+    p.add_argument("action", nargs="?", choices=["list", "show", "validate"], default="list",
+                   help="what to do (default list)")
     p.add_argument("slug", nargs="?", help="task slug or id (show, validate)")
     p.add_argument("--category", help="list only this category")
     p.add_argument("--all", action="store_true", help="validate every task")
@@ -24,7 +28,7 @@ def add_parser(sub) -> None:
 
 
 def _all():
-    from tasks.registry import TaskError, all_tasks
+    from tasks.registry import TaskError, all_tasks  # torch: not at module level, which `pkb --help` imports
     try:
         return all_tasks()
     except TaskError as e:
@@ -42,15 +46,13 @@ def run(args) -> int:
 
 
 def _list(args) -> int:
-    from tasks.api import CATEGORIES
+    from tasks.api import CATEGORIES  # (torch, as the registry above)
     if args.category and args.category not in CATEGORIES:
         raise UsageError(f"unknown category {args.category!r}; choose one of {', '.join(CATEGORIES)}")
     tasks = [t for t in _all() if not args.category or t.category == args.category]
     if args.json:
         print(json.dumps({"tasks": [t.summary() for t in tasks]}, indent=1))
         return 0
-    from rich.console import Console
-    from rich.table import Table
     table = Table("id", "slug", "category", "world sizes", "origin", box=None, pad_edge=False)
     for t in tasks:
         table.add_row(str(t.id), t.slug, t.category, t.world_sizes.describe(), t.origin)
@@ -75,7 +77,7 @@ def _show(args) -> int:
 
 
 def _validate(args) -> int:
-    from pkbsim.taskcheck import validate
+    from pkbsim import validate_task  # the simulated world (torch): not for `pkb --help`
     try:
         sizes = tuple(int(x) for x in args.world_sizes.split(","))
     except ValueError:
@@ -85,7 +87,7 @@ def _validate(args) -> int:
     tasks = _all() if args.all else [task_or_usage(args.slug)]
     report, failed = [], 0
     for i, t in enumerate(tasks, 1):
-        checks = validate(t, sizes, full=not args.no_full)
+        checks = validate_task(t, sizes, full=not args.no_full)
         bad = [c for c in checks if not c.ok]
         failed += bool(bad)
         report.append({"slug": t.slug, "ok": not bad, "checks": [c.to_json() for c in checks]})

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import json
 
+from pkb.errors import UsageError
 from pkb.resolve import load
+from pkbsim import list_topologies
 
 
 def add_parser(sub) -> None:
@@ -11,9 +13,12 @@ def add_parser(sub) -> None:
                        description="List the machine descriptions in topologies/ or show one. Exit: 0 ok, 2 bad usage "
                                    "(unknown or malformed topology, --plot without matplotlib).")
     s = p.add_subparsers(dest="topo_command", metavar="ACTION")
-    ls = s.add_parser("list", help="list topologies")
+    ls = s.add_parser("list", help="list topologies",
+                      description="The machines in topologies/: GPUs, nodes, NVLink bandwidth, NVLS. Exit: 0.")
     ls.add_argument("--json", action="store_true", help="print one JSON object")
-    show = s.add_parser("show", help="show one topology")
+    show = s.add_parser("show", help="show one topology",
+                        description="One machine: its GPUs, links, switches and their bandwidths and latencies, "
+                                    "each with its source. Exit: 0, 2 bad usage (unknown or malformed topology).")
     show.add_argument("name", help="topology name (pkb topo list), NAME-<N>node for clusters, or a .toml path")
     show.add_argument("--nodes", type=int, default=None, metavar="N", help="re-size a cluster topology to N nodes")
     show.add_argument("--plot", metavar="FILE.png", help="draw the graph to FILE.png (needs matplotlib)")
@@ -22,8 +27,6 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from pkb.errors import UsageError
-
     if args.topo_command == "list":
         return _list(args)
     if args.topo_command == "show":
@@ -32,8 +35,6 @@ def run(args) -> int:
 
 
 def _list(args) -> int:
-    from pkbsim.timing.topology import list_topologies
-
     rows = []
     for name in list_topologies():
         t = load(name)
@@ -52,8 +53,7 @@ def _list(args) -> int:
 
 
 def _show(args) -> int:
-    from pkb.errors import UsageError
-    from pkbsim.timing.describe import lines, plot, summary
+    from pkbsim import topology_lines, topology_plot, topology_summary  # the flow model: seconds, not for --help
 
     topo = load(args.name, args.nodes)
     if args.plot:
@@ -61,12 +61,12 @@ def _show(args) -> int:
             import matplotlib  # noqa: F401
         except ImportError:
             raise UsageError("--plot needs matplotlib; install it with `pip install matplotlib`") from None
-        plot(topo, args.plot)
-    doc = summary(topo)
+        topology_plot(topo, args.plot)
+    doc = topology_summary(topo)
     if args.json:
         print(json.dumps({**doc, "plot": args.plot}, indent=1))
     else:
-        print("\n".join(lines(doc)))
+        print("\n".join(topology_lines(doc)))
         if args.plot:
             print(f"graph drawn to {args.plot}")
     return 0

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import re
 
-from pkbsim.screen.result import ScreenResult, Verdict
+from pkbsim import ScreenResult, Verdict
 
 SITE = re.compile(r"(?P<file>[\w./\\-]+\.py):(?P<line>\d+)")
 CONTEXT = 2          # lines quoted either side of a site

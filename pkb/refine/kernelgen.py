@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from pkb.errors import UsageError
 from pkb.prompt import GUIDANCE
-from tasks.parallelkernelbench.checkout import problem_key
+from tasks.parallelkernelbench.naming import PairingWarning, parallelkernelbench_task_for, problem_key
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,6 @@ def file_name(task, backend: str) -> str:
 def start_files(folder: str, problem_ids: dict[int, str]) -> list[StartFile]:
     """The folder's kernelgen files paired with tasks (ParallelKernelBench problems with --pkb-root, else the
     suite's tasks by id and name); a file that names none is a usage error naming it."""
-    from pkb.batch.discover import PairingWarning, parallelkernelbench_task_for
     from tasks.registry import all_tasks
 
     if not os.path.isdir(folder):

@@ -4,7 +4,6 @@ ends, so a stopped run resumes at the next step with its conversation rebuilt fr
 run at once (threads); the client bounds the requests in flight and the screener the screens."""
 from __future__ import annotations
 
-import hashlib
 import os
 import time
 from collections.abc import Callable
@@ -16,8 +15,8 @@ from pkb.refine.extract import extract
 from pkb.refine.feedback import for_model, passed
 from pkb.refine.redact import redact
 from pkb.refine.screening import Screener, ScreenSpec
-from pkb.refine.store import RefineStore, Step
-from pkbsim.screen.result import ScreenResult
+from pkb.store import RefineStore, Step, candidate_sha
+from pkbsim import ScreenResult
 
 SYSTEM = ("You write multi-GPU kernels in Python. Each reply is one complete candidate file in a single ```python "
           "code block; the file is checked on a simulator of the machine and you get its findings back.")
@@ -115,7 +114,7 @@ def conversation(prompt: str, steps: list[Step]) -> list[Message]:
 
 def _screened(plan: TaskPlan, opts: LoopOptions, screener: Screener, store: RefineStore, run: str, n: int,
               prompt: str, reply_text: str, code: str, reply, started: float, earlier: list[Step] = ()) -> Step:
-    sha = hashlib.sha256(code.encode()).hexdigest()
+    sha = candidate_sha(code.encode())
     # named by content: a file the model sends again is the same file, whose stored screen names its lines
     path = os.path.join(store.steps_dir(run, plan.spec.task), f"cand_{sha[:12]}.py")
     with open(path, "w") as f:

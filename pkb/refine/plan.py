@@ -7,9 +7,13 @@ import os
 from dataclasses import asdict, dataclass
 
 from pkb.errors import UsageError
+from pkb.prompt import build
+from pkb.refine.kernelgen import file_name, start_files
 from pkb.refine.loop import TaskPlan
 from pkb.refine.screening import ScreenSpec
-from pkbsim.screen.defaults import MARGIN, PARALLELKERNELBENCH_DTYPE, RUN_TIMEOUT_S
+from pkb.resolve import default_topology, load, parallelkernelbench_tasks, pick_world_size, task_or_usage
+from pkbsim import MARGIN, RUN_TIMEOUT_S
+from tasks.parallelkernelbench.naming import DEFAULT_DTYPE
 
 
 @dataclass(frozen=True)
@@ -18,7 +22,7 @@ class Selection:
     tasks: tuple[str, ...] = ()          # suite slugs or ids
     problems: tuple[str, ...] = ()       # ParallelKernelBench problem ids (with its root), or "all"
     parallelkernelbench_root: str | None = None
-    parallelkernelbench_dtype: str = PARALLELKERNELBENCH_DTYPE
+    parallelkernelbench_dtype: str = DEFAULT_DTYPE
     start_dir: str | None = None         # kernelgen output folder: each file is its problem's step 0
     backend: str = "cuda"
     topology: str | None = None
@@ -30,10 +34,6 @@ class Selection:
 
 
 def plans_for(sel: Selection) -> list[TaskPlan]:
-    from pkb.prompt import build
-    from pkb.refine.kernelgen import file_name, start_files
-    from pkb.resolve import default_topology, load, parallelkernelbench_tasks, pick_world_size, task_or_usage
-
     problem_ids = parallelkernelbench_tasks(argparse.Namespace(parallelkernelbench_root=sel.parallelkernelbench_root,
                                                                parallelkernelbench_dtype=sel.parallelkernelbench_dtype))
     if sel.problems and not sel.parallelkernelbench_root:
@@ -86,8 +86,6 @@ def to_json(plans: list[TaskPlan]) -> list[dict]:
 
 def from_json(rows: list[dict]) -> list[TaskPlan]:
     """A stored run's plans (ParallelKernelBench checkouts registered again, so their tasks resolve)."""
-    from pkb.resolve import parallelkernelbench_tasks
-
     specs = [ScreenSpec(**{_FIELDS.get(k, k): v for k, v in r["spec"].items()}) for r in rows]
     for root, dtype in {(s.parallelkernelbench_root, s.parallelkernelbench_dtype) for s in specs
                         if s.parallelkernelbench_root}:

@@ -7,10 +7,11 @@ import os
 import threading
 from dataclasses import dataclass, field
 
-from pkb.refine.redact import redact_json
+from pkb import batch
 from pkb.batch.job import ScreenJob
-from pkbsim.screen.result import ScreenResult
-from pkbsim.screen.defaults import MARGIN, MEMORY_GB, PARALLELKERNELBENCH_DTYPE, RUN_TIMEOUT_S, TIME_LIMIT_S
+from pkb.refine.redact import redact_json
+from pkbsim import MARGIN, MEMORY_GB, RUN_TIMEOUT_S, TIME_LIMIT_S, ScreenResult
+from tasks.parallelkernelbench.naming import DEFAULT_DTYPE
 
 
 @dataclass(frozen=True)
@@ -24,7 +25,7 @@ class ScreenSpec:
     timeout: float = RUN_TIMEOUT_S
     cost: bool = True
     parallelkernelbench_root: str | None = None
-    parallelkernelbench_dtype: str = PARALLELKERNELBENCH_DTYPE
+    parallelkernelbench_dtype: str = DEFAULT_DTYPE
 
 
 @dataclass
@@ -41,8 +42,6 @@ class Screener:
         self._slots = threading.BoundedSemaphore(max(1, self.workers))
 
     def screen(self, spec: ScreenSpec, path: str) -> ScreenResult:
-        from pkb import batch
-
         path = os.path.abspath(path)
         job = ScreenJob(spec.task, path, spec.world_size, spec.topology, spec.seed, spec.margin, spec.timeout,
                         os.path.join(batch.timelines_dir(self.db), batch.timeline_name(spec.task, path)),

@@ -6,8 +6,9 @@ import os
 import statistics
 from dataclasses import asdict, dataclass, field
 
-from hwbackend.result import RunRecord
-from pkbsim.screen.result import ScreenResult, Semantics, Verdict
+from hwbackend import RunRecord, ScoreStore
+from pkb.store import ScreenStore, timeline_name, timelines_dir, trajectories
+from pkbsim import ScreenResult, Semantics, Verdict
 
 
 @dataclass
@@ -38,14 +39,10 @@ class Report:
 
 
 def collect(db: str) -> Report:
-    from hwbackend.store import Store
-    from pkb.refine.store import trajectories
-    from pkb.batch.store import ScreenStore
-
     screens = {}
     for r in ScreenStore(db).all():  # later rows replace earlier ones of the same file and task
         screens[(r.task, r.candidate)] = r
-    scores = {(s.task, s.candidate): s for s in Store(db).latest_runs()}
+    scores = {(s.task, s.candidate): s for s in ScoreStore(db).latest_runs()}
     rows = [Row(r, scores.get(key), timeline_path(db, r)) for key, r in screens.items()]
     rep = Report(rows, trajectories=trajectories(db))
     for row in rows:
@@ -77,7 +74,6 @@ def timeline_path(db: str, r: ScreenResult) -> str | None:
     """Where the batch wrote this row's timeline (pkb/batch names it from the store's place, the task and
     the candidate), or None where the screen recorded none. Never the path the result itself names: a
     result comes from the candidate's side, and the report must not read a file a candidate chose."""
-    from pkb.batch import timeline_name, timelines_dir
     if not r.timeline or not r.task or not r.candidate:
         return None
     return os.path.join(timelines_dir(db), timeline_name(r.task, r.candidate))

@@ -6,7 +6,7 @@ import json
 import math
 
 from candidate_sandbox.untrusted_file import UntrustedFile, read_regular
-from pkbsim.screen.result import Verdict
+from pkbsim import Verdict
 
 
 def scatter(pairs: list, width: int = 420, height: int = 320) -> str:

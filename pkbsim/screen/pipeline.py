@@ -22,11 +22,11 @@ from pkbsim.screen.isolation import ChildExit, Zygote
 from pkbsim.screen.parallelkernelbench import budgeted
 from pkbsim.screen.prebuild import builds_extensions
 from pkbsim.screen.result import Reason, ReasonKind, ScreenResult, Semantics, Stage
-from pkbsim.screen.sizes import SIZES_SECONDS, describe, judge_sizes, ladder
+from pkbsim.screen.sizes import describe, judge_sizes, ladder
 from pkbsim.screen.static import static_reasons
 from pkbsim.taskrun import mismatches
 from pkbsim.timing.topology import Topology
-from pkbsim.screen.defaults import MARGIN, PARALLELKERNELBENCH_DTYPE, RUN_TIMEOUT_S
+from pkbsim.screen.defaults import MARGIN, PARALLELKERNELBENCH_DTYPE, RUN_TIMEOUT_S, SIZES_SECONDS
 from tasks.registry import TaskSpec
 
 CHILD_SLACK_S = 60.0  # beyond its build, functional and shape-run limits, before a candidate's process is killed

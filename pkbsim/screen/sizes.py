@@ -37,7 +37,6 @@ from pkbsim.taskrun import Call, mismatches, run_calls
 from tasks.parallelkernelbench.compare import ATOL, RTOL, _isclose
 from tasks.registry import TaskSpec
 
-SIZES_SECONDS = 60.0   # the candidate's runs in the stage, per screen (predicted before each run, cut at the end)
 NUMERICS_SHARE = 0.01  # at most this share of an output's elements beyond the tolerance: a rounding difference
 LAST_TRIAL = 4         # the benchmark's harness runs trials 0-4 (run_local.py --trials, default 5)
 LAST_DRAW = 500        # a problem whose inputs do not grow runs up to 496 more draws (pkb's scorer draws its own)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import importlib.util
 import inspect
 import os
-import re
 import sys
 from dataclasses import dataclass
 
@@ -23,10 +22,11 @@ import torch
 
 from tasks.api import Output, TaskContext, WorldSizes
 from tasks.parallelkernelbench.compare import ATOL, RTOL, pkb_mismatch
+from tasks.parallelkernelbench.naming import DTYPES as DTYPES  # re-exported: its home is naming.py, without torch
+from tasks.parallelkernelbench.naming import problem_key as problem_key
 from tasks.registry import TaskSpec, register_external
 
 SIZES = {"screen": {"m": 64, "n": 64}, "full": {"m": 1024, "n": 1024}}
-DTYPES = ("bfloat16", "float16", "float32", "float64")  # PKB's --dtype choices; bfloat16 is its default
 MAX_OUTPUTS = 32  # PKB does not declare outputs; compare up to this many top-level ones, each recursively
 ID_BASE = 100000
 TRIALS_PER_SEED = 1024  # PKB trial = trial + seed * this; PKB's seed arithmetic stays within 64 bits
@@ -49,12 +49,6 @@ def load_module(path: str, name: str):
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
-
-
-def problem_key(stem: str) -> tuple[int, str] | None:
-    """(id, name) of a file stem `<id>_<name>[_<backend>]`, or None."""
-    m = re.fullmatch(r"(\d+)_(\w+)", stem)
-    return (int(m.group(1)), m.group(2)) if m else None
 
 
 def problems(root: str) -> dict[int, str]:
