@@ -65,7 +65,7 @@ def parallelkernelbench_tasks(args, known: dict | None = None, simulated: bool =
 
 def task_or_usage(key: str):
     """The task for a slug or id; an unknown one is a usage error (tasks, screen, score, prompt)."""
-    from tasks.registry import TaskError, get
+    from tasks.registry import TaskError, get  # torch (the module docstring says why)
     try:
         return get(key)
     except TaskError as e:

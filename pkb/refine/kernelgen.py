@@ -31,7 +31,7 @@ def file_name(task, backend: str) -> str:
 def start_files(folder: str, problem_ids: dict[int, str]) -> list[StartFile]:
     """The folder's kernelgen files paired with tasks (ParallelKernelBench problems with --pkb-root, else the
     suite's tasks by id and name); a file that names none is a usage error naming it."""
-    from tasks.registry import all_tasks
+    from tasks.registry import all_tasks  # torch: not for `pkb --help`, which imports this module
 
     if not os.path.isdir(folder):
         raise UsageError(f"--from {folder}: no such folder; pass a folder of <id>_<name>_<backend>.py files")

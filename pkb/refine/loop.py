@@ -64,7 +64,7 @@ def refine_all(plans: list[TaskPlan], opts: LoopOptions, client: ChatClient, scr
 
 def refine_task(plan: TaskPlan, opts: LoopOptions, client: ChatClient, screener: Screener, store: RefineStore,
                 run: str, on_step: Callable[[Step], None] | None = None) -> TaskOutcome:
-    from tasks.registry import get
+    from tasks.registry import get  # torch: `pkb refine` imports this module for its parser (`pkb --help`)
 
     task = plan.spec.task
     reference = get(task).reference

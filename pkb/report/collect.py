@@ -55,7 +55,7 @@ def collect(db: str) -> Report:
             if pred is not None and meas is not None:
                 rep.pairs.append((pred, meas, f"{r.task}/{os.path.basename(r.candidate)}"))
     if len(rep.pairs) >= 3:
-        from scipy.stats import spearmanr
+        from scipy.stats import spearmanr  # 2.5-3.8 s here: only with three scored pairs or more
         rho = spearmanr([p[0] for p in rep.pairs], [p[1] for p in rep.pairs]).statistic
         rep.spearman = None if math.isnan(rho) else float(rho)
     durations = [s.gpu_seconds for s in scores.values() if s.gpu_seconds is not None]
