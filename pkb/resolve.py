@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 
 from pkb.errors import UsageError
-from tasks.parallelkernelbench.naming import DEFAULT_DTYPE, parallelkernelbench_task_for
+from tasks.parallelkernelbench.naming import DEFAULT_DTYPE, Checkout, parallelkernelbench_task_for
 
 DEFAULT_TOPOLOGY = "hgx-h100"
 
@@ -46,19 +46,25 @@ def pick_world_size(task, requested: int | None, gpus: int) -> int:
                      f"pick a larger --topology")
 
 
-def parallelkernelbench_tasks(args, known: dict | None = None, simulated: bool = True) -> dict[int, str]:
-    """Register the ParallelKernelBench checkout's problems as tasks (its problem id -> slug); a bad checkout
-    is a usage error. `simulated`: as the screen runs them (pkbsim's budgets and per-rank modules), else as a
-    scoring rank does (`pkb score`, which needs their names and world sizes only)."""
-    from tasks.parallelkernelbench.checkout import Checkout, CheckoutError, register_checkout
-    if not getattr(args, "parallelkernelbench_root", None):
+def checkout_of(args) -> Checkout | None:
+    """The ParallelKernelBench checkout a command's --pkb-root and --pkb-dtype name, or None."""
+    root = getattr(args, "parallelkernelbench_root", None)
+    return Checkout(root, getattr(args, "parallelkernelbench_dtype", DEFAULT_DTYPE)) if root else None
+
+
+def parallelkernelbench_tasks(checkout: Checkout | None, known: dict | None = None,
+                              simulated: bool = True) -> dict[int, str]:
+    """Register the ParallelKernelBench checkout's problems as tasks (its problem id -> slug; none without a
+    checkout); a bad checkout is a usage error. `simulated`: as the screen runs them (pkbsim's budgets and
+    per-rank modules), else as a scoring rank does (`pkb score`, which needs their names and world sizes only)."""
+    from tasks.parallelkernelbench.checkout import CheckoutError, register_checkout
+    if checkout is None:
         return {}
-    root, dtype = args.parallelkernelbench_root, getattr(args, "parallelkernelbench_dtype", DEFAULT_DTYPE)
     try:
         if not simulated:
-            return register_checkout(Checkout(root, dtype), known)
+            return register_checkout(checkout, known)
         from pkbsim import register_parallelkernelbench_tasks
-        return register_parallelkernelbench_tasks(root, known, dtype)
+        return register_parallelkernelbench_tasks(checkout.root, known, checkout.dtype)
     except CheckoutError as e:
         raise UsageError(str(e)) from None
 
@@ -75,7 +81,7 @@ def task_or_usage(key: str):
 def task_of(args, simulated: bool = True):
     """The task named by --task, or (with --pkb-root) the ParallelKernelBench problem the candidate's file name
     names; `simulated` as for parallelkernelbench_tasks."""
-    problem_ids = parallelkernelbench_tasks(args, simulated=simulated)
+    problem_ids = parallelkernelbench_tasks(checkout_of(args), simulated=simulated)
     if args.task:
         return task_or_usage(args.task)
     slug = parallelkernelbench_task_for(args.candidate, problem_ids) if problem_ids else None

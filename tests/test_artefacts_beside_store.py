@@ -2,8 +2,6 @@
 and the simulated timelines (pkb_timelines/) go where --db points. Twin: a store in the working folder keeps
 its timelines there too (the folder follows the store, not a fixed place)."""
 import os
-from argparse import Namespace
-
 from pkb import batch
 
 CANDIDATE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tasks", "solutions",
@@ -11,10 +9,7 @@ CANDIDATE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file_
 
 
 def _plan_and_open(db: str) -> list[str]:
-    args = Namespace(candidates=[CANDIDATE], tasks=None, parallelkernelbench_root=None,
-                     parallelkernelbench_dtype="bfloat16", topology=None, world_size=None, seed=1, margin=0.8,
-                     timeout=60.0, no_cost=False, db=db)
-    jobs, unpaired = batch.plan(args)
+    jobs, unpaired = batch.plan(batch.BatchRequest(db, (CANDIDATE,), seed=1, timeout=60.0))
     assert len(jobs) == 1 and not unpaired
     batch.open_store(db)
     return [j.timeline for j in jobs]

@@ -189,14 +189,9 @@ def test_ray_executor_screens_on_a_local_instance(batch, tmp_path, capsys):
 def test_the_built_in_set_is_found_without_arguments(tmp_path):
     # `pkb run` with no candidates (the README's main job) screens the bundled solutions and broken candidates;
     # moving the batch code one folder down once pointed these paths into pkb/ and the command failed
-    from argparse import Namespace
-
-    from pkb.batch import BUILT_IN, plan
+    from pkb.batch import BUILT_IN, BatchRequest, plan
     assert all(os.path.isdir(p) for p in BUILT_IN), BUILT_IN
-    args = Namespace(candidates=[], tasks=None, parallelkernelbench_root=None, parallelkernelbench_dtype="bfloat16",
-                     topology=None, world_size=None, seed=1, margin=0.8, timeout=60.0, no_cost=False,
-                     db=str(tmp_path / "r.sqlite"))
-    jobs, _ = plan(args)
+    jobs, _ = plan(BatchRequest(str(tmp_path / "r.sqlite"), seed=1, timeout=60.0))
     names = {os.path.basename(j.candidate) for j in jobs}
     assert "all_reduce__wrong_output.py" in names and any(j.candidate.startswith(BUILT_IN[0]) for j in jobs)
 

@@ -189,11 +189,10 @@ def test_quoted_lines_mark_each_site():
 
 
 def test_parallelkernelbench_problem_prompt_and_kernelgen_name(tmp_path, capsys):
-    import argparse
-
     from pkb.refine.kernelgen import file_name
     from pkb.resolve import parallelkernelbench_tasks
     from pkb_checkout import write_checkout
+    from tasks.parallelkernelbench.naming import Checkout
 
     builder = ("import torch\n\ndef create_input_tensor(rank, world_size, problem_id, base_shape, dtype, trial=0, "
                "device=None):\n    torch.manual_seed(rank + trial)\n    return (torch.randn(base_shape, dtype=dtype, "
@@ -205,8 +204,7 @@ def test_parallelkernelbench_problem_prompt_and_kernelgen_name(tmp_path, capsys)
     out = capsys.readouterr().out
     assert "ParallelKernelBench problem 7" in out and "def create_input_tensor" in out and "dist.all_reduce(out)" in out
     assert "every output: bfloat16" in out
-    ids = parallelkernelbench_tasks(argparse.Namespace(parallelkernelbench_root=str(root),
-                                                       parallelkernelbench_dtype="bfloat16"))
+    ids = parallelkernelbench_tasks(Checkout(str(root), "bfloat16"))
     assert file_name(get(ids[7]), "triton") == "7_sum_over_ranks_triton.py"
     assert file_name(get("all_reduce"), "cuda") == "1_all_reduce_cuda.py"
     assert main(["refine", "--pkb-root", str(root), "--problem", "8", "--dry-run"]) == 2

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pkb.batch.discover import candidate_files, pair
-from pkb.batch.job import ScreenJob
+from pkb.batch.job import BatchRequest, ScreenJob
 from pkb.batch.pool import run_local
 from pkb.batch.ray_executor import run_ray
 from pkb.errors import UsageError
@@ -28,40 +28,36 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 BUILT_IN = [os.path.join(ROOT, "tasks", "solutions"), os.path.join(ROOT, "tests", "broken_candidates")]
 
 
-def plan(args) -> tuple[list[ScreenJob], list[str]]:
-    """The screening jobs for the arguments, and the files that could not be paired with a task.
-
-    `args` carries candidates, tasks, parallelkernelbench_root, parallelkernelbench_dtype, topology, world_size,
-    seed, margin, timeout, no_cost and db (the `pkb run` arguments)."""
+def plan(request: BatchRequest) -> tuple[list[ScreenJob], list[str]]:
+    """The screening jobs of the request, and the files that could not be paired with a task."""
     from tasks.registry import all_tasks, get  # torch: `pkb --help` imports this module and should not load it
 
-    paths = args.candidates or [p for p in BUILT_IN if os.path.isdir(p)]
+    paths = list(request.candidates) or [p for p in BUILT_IN if os.path.isdir(p)]
     files, missing = candidate_files(paths)
     if missing:
         raise UsageError(f"not found: {', '.join(missing)}; pass candidate files or folders")
     if not files:
         raise UsageError(f"no .py candidates in {', '.join(paths)}")
     tasks = {t.slug: t for t in all_tasks()}
-    problem_ids = parallelkernelbench_tasks(args, tasks)
+    problem_ids = parallelkernelbench_tasks(request.checkout, tasks)
     only = None
-    if args.tasks:
-        only = [_known(s, tasks) for s in args.tasks]
+    if request.tasks:
+        only = [_known(s, tasks) for s in request.tasks]
     pairs, unknown = pair(files, set(tasks), only, problem_ids)
-    seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "little")
-    timelines = timelines_dir(args.db)
+    seed = request.seed if request.seed is not None else int.from_bytes(os.urandom(4), "little")
+    timelines = timelines_dir(request.db)
     jobs = []
     for j in pairs:
         task = tasks.get(j.task) or get(j.task)
-        topo = load(args.topology or default_topology(task))
+        topo = load(request.topology or default_topology(task))
         try:
-            ws = pick_world_size(task, args.world_size, topo.num_gpus)
+            ws = pick_world_size(task, request.world_size, topo.num_gpus)
         except UsageError as e:
             unknown.append(f"{os.path.basename(j.candidate)}: {e}")
             continue
-        jobs.append(ScreenJob(task.slug, j.candidate, ws, topo.name, seed, args.margin, args.timeout,
-                              os.path.join(timelines, timeline_name(task.slug, j.candidate)),
-                              args.parallelkernelbench_root, args.parallelkernelbench_dtype, cost=not args.no_cost,
-                              sizes_budget=getattr(args, "sizes_budget", None)))
+        jobs.append(ScreenJob(task.slug, j.candidate, ws, topo.name, seed, request.margin, request.timeout,
+                              os.path.join(timelines, timeline_name(task.slug, j.candidate)), request.checkout,
+                              cost=request.cost, sizes_budget=request.sizes_budget))
     return jobs, unknown
 
 
@@ -76,15 +72,15 @@ def open_store(db: str):
 
 
 def resume(jobs: list[ScreenJob], store, fresh: bool) -> tuple[dict[tuple[str, str], ScreenResult], list[ScreenJob]]:
-    """The stored results of the jobs, by (task, candidate), and the jobs still to screen; each job gets
-    its content key ("sha") here."""
+    """The stored results of the jobs, by (task, candidate), and the jobs still to screen, each with its
+    content key ("sha")."""
     results, todo = {}, []
     for job in jobs:
         # the inputs' dtype decides a ParallelKernelBench result as much as the file does
-        job.sha = (file_sha(job.candidate)
-                   + (f":{job.parallelkernelbench_dtype}" if job.parallelkernelbench_root else "")
-                   + ("" if job.cost else ":no-cost")
-                   + ("" if job.sizes_budget is None else f":sizes-{job.sizes_budget:g}"))
+        job = dataclasses.replace(job, sha=file_sha(job.candidate)
+                                  + (f":{job.checkout.dtype}" if job.checkout else "")
+                                  + ("" if job.cost else ":no-cost")
+                                  + ("" if job.sizes_budget is None else f":sizes-{job.sizes_budget:g}"))
         done = None if fresh else store.get(job.task, job.sha, job.world_size, job.topology)
         if done:  # the same content may have been screened under another name
             results[(job.task, job.candidate)] = dataclasses.replace(done, candidate=job.candidate)

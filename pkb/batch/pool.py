@@ -96,7 +96,7 @@ def sandbox_prefix(jobs: list[ScreenJob]) -> list[str]:
     """The bwrap command line the workers of these jobs start under: their candidates' folders and the
     ParallelKernelBench checkouts readable, their timeline folders writable."""
     readable = ({os.path.dirname(j.candidate) for j in jobs}
-                | {j.parallelkernelbench_root for j in jobs if j.parallelkernelbench_root})
+                | {j.checkout.root for j in jobs if j.checkout})
     writable = {os.path.dirname(j.timeline) for j in jobs if j.timeline}
     return sandbox.prefix([sandbox.build_cache(), *sorted(writable)], sorted(readable), candidate_caches=True)
 

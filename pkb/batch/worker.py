@@ -46,8 +46,8 @@ def screen_job(job: ScreenJob, spawner=None) -> ScreenResult:
     from pkbsim import ScreenOptions, ZygoteGone, load_topology, register_parallelkernelbench_tasks, screen_candidate
     from tasks.registry import get  # torch: not at module level (main sets the core before any thread starts)
 
-    if job.parallelkernelbench_root:  # the job's task known in this process (and in the zygote's children)
-        register_parallelkernelbench_tasks(job.parallelkernelbench_root, dtype=job.parallelkernelbench_dtype)
+    if job.checkout:  # the job's task known in this process (and in the zygote's children)
+        register_parallelkernelbench_tasks(job.checkout.root, dtype=job.checkout.dtype)
     opts = ScreenOptions(job.world_size, load_topology(job.topology), job.seed, job.margin, timeout=job.timeout,
                          timeline=job.timeline, cost=job.cost, parallelkernelbench_root=job.parallelkernelbench_root,
                          parallelkernelbench_dtype=job.parallelkernelbench_dtype,

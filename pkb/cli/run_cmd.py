@@ -13,6 +13,7 @@ from pkb.cli._screen_arguments import (add_batch_limits, add_semantics_argument,
                                        sizes_budget)
 from pkb.cli._table import print_table
 from pkb.errors import UsageError
+from pkb.resolve import checkout_of
 from pkbsim import ScreenResult
 
 
@@ -50,8 +51,7 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     if args.workers < 1 or args.time_limit <= 0 or args.margin <= 0:
         raise UsageError("--workers, --time-limit and --margin must be positive")
-    sizes_budget(args)
-    jobs, unpaired = batch.plan(args)
+    jobs, unpaired = batch.plan(request(args))
     for msg in unpaired:
         print(f"pkb run: skipped {msg}", file=sys.stderr)
     store = batch.open_store(args.db)
@@ -69,6 +69,13 @@ def run(args) -> int:
     else:
         print_table(rows, scores)
     return 0
+
+
+def request(args) -> batch.BatchRequest:
+    """The batch the arguments ask for, typed once here."""
+    return batch.BatchRequest(args.db, tuple(args.candidates), tuple(args.tasks or ()), checkout_of(args),
+                              args.topology, args.world_size, args.seed, args.margin, args.timeout,
+                              not args.no_cost, sizes_budget(args))
 
 
 def _scoring(r: ScreenResult, nproc: int, backend: str) -> None:

@@ -2,7 +2,6 @@
 stored run's tasks back from the store, as TaskPlans."""
 from __future__ import annotations
 
-import argparse
 import os
 from dataclasses import asdict, dataclass
 
@@ -13,7 +12,7 @@ from pkb.refine.loop import TaskPlan
 from pkb.refine.screening import ScreenSpec
 from pkb.resolve import default_topology, load, parallelkernelbench_tasks, pick_world_size, task_or_usage
 from pkbsim import MARGIN, RUN_TIMEOUT_S
-from tasks.parallelkernelbench.naming import DEFAULT_DTYPE
+from tasks.parallelkernelbench.naming import DEFAULT_DTYPE, Checkout
 
 
 @dataclass(frozen=True)
@@ -34,8 +33,8 @@ class Selection:
 
 
 def plans_for(sel: Selection) -> list[TaskPlan]:
-    problem_ids = parallelkernelbench_tasks(argparse.Namespace(parallelkernelbench_root=sel.parallelkernelbench_root,
-                                                               parallelkernelbench_dtype=sel.parallelkernelbench_dtype))
+    root = sel.parallelkernelbench_root
+    problem_ids = parallelkernelbench_tasks(Checkout(root, sel.parallelkernelbench_dtype) if root else None)
     if sel.problems and not sel.parallelkernelbench_root:
         raise UsageError("--problem needs --pkb-root DIR (a ParallelKernelBench checkout)")
     chosen: list[tuple[str, str | None, str]] = []  # (slug, start file, backend)
@@ -89,5 +88,5 @@ def from_json(rows: list[dict]) -> list[TaskPlan]:
     specs = [ScreenSpec(**{_FIELDS.get(k, k): v for k, v in r["spec"].items()}) for r in rows]
     for root, dtype in {(s.parallelkernelbench_root, s.parallelkernelbench_dtype) for s in specs
                         if s.parallelkernelbench_root}:
-        parallelkernelbench_tasks(argparse.Namespace(parallelkernelbench_root=root, parallelkernelbench_dtype=dtype))
+        parallelkernelbench_tasks(Checkout(root, dtype))
     return [TaskPlan(s, r["prompt"], r["file_name"], r["start_from"]) for s, r in zip(specs, rows)]

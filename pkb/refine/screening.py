@@ -11,7 +11,7 @@ from pkb import batch
 from pkb.batch.job import ScreenJob
 from pkb.refine.redact import redact_json
 from pkbsim import MARGIN, MEMORY_GB, RUN_TIMEOUT_S, TIME_LIMIT_S, ScreenResult
-from tasks.parallelkernelbench.naming import DEFAULT_DTYPE
+from tasks.parallelkernelbench.naming import DEFAULT_DTYPE, Checkout
 
 
 @dataclass(frozen=True)
@@ -26,6 +26,12 @@ class ScreenSpec:
     cost: bool = True
     parallelkernelbench_root: str | None = None
     parallelkernelbench_dtype: str = DEFAULT_DTYPE
+
+    @property
+    def checkout(self) -> Checkout | None:
+        """The checkout its task comes from (the two fields stay apart: runs are stored with them)."""
+        root = self.parallelkernelbench_root
+        return Checkout(root, self.parallelkernelbench_dtype) if root else None
 
 
 @dataclass
@@ -45,7 +51,7 @@ class Screener:
         path = os.path.abspath(path)
         job = ScreenJob(spec.task, path, spec.world_size, spec.topology, spec.seed, spec.margin, spec.timeout,
                         os.path.join(batch.timelines_dir(self.db), batch.timeline_name(spec.task, path)),
-                        spec.parallelkernelbench_root, spec.parallelkernelbench_dtype, cost=spec.cost)
+                        spec.checkout, cost=spec.cost)
         with self._store_lock:
             store = batch.open_store(self.db)
             results, todo = batch.resume([job], store, fresh=False)

@@ -22,7 +22,8 @@ import torch
 
 from tasks.api import Output, TaskContext, WorldSizes
 from tasks.parallelkernelbench.compare import ATOL, RTOL, pkb_mismatch
-from tasks.parallelkernelbench.naming import DTYPES as DTYPES  # re-exported: its home is naming.py, without torch
+from tasks.parallelkernelbench.naming import DTYPES as DTYPES  # re-exported: their home is naming.py, without torch
+from tasks.parallelkernelbench.naming import Checkout as Checkout
 from tasks.parallelkernelbench.naming import problem_key as problem_key
 from tasks.registry import TaskSpec, register_external
 
@@ -35,13 +36,6 @@ SEED_RANGE = 1 << 30
 
 class CheckoutError(Exception):
     """The folder is not a usable ParallelKernelBench checkout."""
-
-
-@dataclass(frozen=True)
-class Checkout:
-    """Where a task's problem comes from: a checkout's root and the dtype its inputs are built in."""
-    root: str
-    dtype: str
 
 
 def load_module(path: str, name: str):

@@ -1,5 +1,5 @@
-"""ParallelKernelBench's names, without torch: its dtypes, its problems' `<id>_<name>` file stems, and which
-problem a solution file names.
+"""ParallelKernelBench's names, without torch: its dtypes, a checkout as a value (Checkout), its problems'
+`<id>_<name>` file stems, and which problem a solution file names.
 
 Imported by the commands' argument parsers and by `pkb score` (which must not load the simulator to name
 its task), so it imports nothing heavy at module level: the registry (and torch with it) only when two
@@ -16,9 +16,17 @@ import inspect
 import os
 import re
 import warnings
+from dataclasses import dataclass
 
 DTYPES = ("bfloat16", "float16", "float32", "float64")  # PKB's --dtype choices; bfloat16 is its default
 DEFAULT_DTYPE = DTYPES[0]
+
+
+@dataclass(frozen=True)
+class Checkout:
+    """Where a task's problem comes from: a checkout's root and the dtype its inputs are built in."""
+    root: str
+    dtype: str
 
 
 class PairingWarning(UserWarning):
