@@ -1,5 +1,6 @@
-"""The commands' side of the candidate sandbox (candidate_sandbox/): its flags, and `pkb screen` / `pkb check
---sandbox` re-run inside it before anything heavy is imported (the outer process only relays)."""
+"""`pkb screen` and `pkb check --sandbox` re-run inside the candidate sandbox (candidate_sandbox/) before anything
+heavy is imported: the outer process only relays, and writes a verdict of last resort where the screen inside
+gave none. (The commands' sandbox flags are in _arguments.py.)"""
 from __future__ import annotations
 
 import argparse
@@ -9,32 +10,11 @@ import sys
 import tempfile
 
 import candidate_sandbox as sandbox
-from pkb.errors import UsageError
 
 WRAPPED = {"screen": False, "check": True}  # command -> whether the sandbox is opt-in (--sandbox) for it
 OUTPUT_OPTIONS = ("--timeline", "--trace")  # their value is a file the command writes
 SCREEN_SLACK_S = 900.0  # seconds beyond four run timeouts before a sandboxed screen is given up (builds: 600)
 PKB = [sys.executable, "-c", "import sys; from pkb.cli.main import main; sys.exit(main())"]  # `pkb`, again inside
-
-
-def add_sandbox_argument(p, opt_in: bool = False) -> None:
-    if opt_in:
-        p.add_argument("--sandbox", action="store_true",
-                       help="run the script inside the candidate sandbox (bubblewrap: no network, read-only system)")
-    p.add_argument("--no-sandbox", action="store_true",
-                   help="run candidates without the bubblewrap sandbox (no isolation from this machine)")
-
-
-def sandbox_ready(args) -> bool:
-    """Whether the command's candidate processes go into the sandbox; a one-line error when they should
-    and cannot."""
-    if getattr(args, "no_sandbox", False) or not sandbox.wanted():
-        return False
-    try:
-        sandbox.check()
-    except sandbox.SandboxUnavailable as e:
-        raise UsageError(str(e)) from None
-    return True
 
 
 def run_wrapped(argv: list[str]) -> int | None:
@@ -89,10 +69,13 @@ def _verdict_here(argv: list[str], verdict: str, reason) -> int:
     """The screen inside ended without its verdict (the sandbox's supervisor killed it for a cap the candidate
     broke, or it outlived its wall-clock bound), so the verdict is written out here: a reject naming the cap,
     or inconclusive (never the candidate's fault where pkb cannot tell)."""
-    from pkb.cli._screen_arguments import semantics  # (as Reason above)
-    from pkb.cli.main import build_parser  # (a circle: main runs this module's run_wrapped first)
-    from pkbsim import ScreenResult, Stage  # (as Reason above)
-    args = build_parser(argv[0]).parse_args(argv)
+    from pkb.cli import screen_cmd  # (as Reason above)
+    from pkb.cli._screen_arguments import semantics
+    from pkbsim import ScreenResult, Stage
+
+    parser = argparse.ArgumentParser(prog="pkb")  # the screen's own parser, as main builds it for `pkb screen`
+    screen_cmd.add_parser(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(argv)
     res = ScreenResult(args.task or "", args.candidate, args.world_size or 0, args.topology or "", args.seed or 0)
     if verdict == "reject":
         res.reject(Stage.SANDBOX, [reason])

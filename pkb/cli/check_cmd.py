@@ -9,7 +9,7 @@ import resource
 import sys
 
 from candidate_sandbox import default_memory
-from pkb.cli._sandbox import add_sandbox_argument
+from pkb.cli._arguments import add_sandbox_argument
 from pkb.errors import UsageError
 from pkbsim import CHECK_EXIT_CODES, EXAMPLES_DIR, RUN_TIMEOUT_S, install_plugins
 

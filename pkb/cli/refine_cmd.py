@@ -7,9 +7,8 @@ import sys
 import time
 import urllib.parse
 
-from pkb.cli._arguments import add_db_argument, add_parallelkernelbench_arguments
+from pkb.cli._arguments import add_db_argument, add_parallelkernelbench_arguments, add_sandbox_argument, sandbox_ready
 from pkb.cli._screen_arguments import add_batch_limits
-from pkb.cli._sandbox import add_sandbox_argument, sandbox_ready
 from pkb import batch
 from pkb.errors import UsageError
 from pkb.refine import plan as planning

@@ -7,8 +7,7 @@ import sys
 import time
 
 from pkb import batch
-from pkb.cli._arguments import add_db_argument, add_parallelkernelbench_arguments
-from pkb.cli._sandbox import add_sandbox_argument, sandbox_ready
+from pkb.cli._arguments import add_db_argument, add_parallelkernelbench_arguments, add_sandbox_argument, sandbox_ready
 from pkb.cli._screen_arguments import (add_batch_limits, add_semantics_argument, add_sizes_budget_argument, semantics,
                                        sizes_budget)
 from pkb.cli._table import print_table

@@ -11,9 +11,8 @@ from contextlib import contextmanager
 import candidate_sandbox
 from hwbackend import (BATCHES, CALLS, GLOO_MAX_RANKS, GLOO_RANKS_PER_CORE, JOB_TIMEOUT_S, LAUNCHES, TRIALS,
                        EndpointError, Rendezvous, Status, default_preset, parse_endpoint)
-from pkb.cli._arguments import add_db_argument, add_parallelkernelbench_arguments
+from pkb.cli._arguments import add_db_argument, add_parallelkernelbench_arguments, add_sandbox_argument, sandbox_ready
 from pkb.cli._layout import check_node_layout
-from pkb.cli._sandbox import add_sandbox_argument, sandbox_ready
 from pkb.errors import UsageError
 from pkb.resolve import task_of
 

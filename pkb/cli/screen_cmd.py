@@ -7,8 +7,7 @@ import os
 import sys
 import tempfile
 
-from pkb.cli._arguments import add_parallelkernelbench_arguments
-from pkb.cli._sandbox import add_sandbox_argument
+from pkb.cli._arguments import add_parallelkernelbench_arguments, add_sandbox_argument
 from pkb.cli._screen_arguments import add_semantics_argument, add_sizes_budget_argument, semantics, sizes_budget
 from pkb.errors import UsageError
 from pkb.refine.feedback import brief
