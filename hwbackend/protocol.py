@@ -91,3 +91,22 @@ def connect(address: str) -> Channel:
     ch = Channel(socket.create_connection((host, int(port))))
     ch.send(token=token)
     return ch
+
+
+def said(texts: list[str], call: str | None = None) -> list[dict]:
+    """A rank's findings about itself as they cross the channel: what it saw, and in which call."""
+    return [{"call": call, "text": t} for t in texts]
+
+
+def heard(reply: dict) -> list[tuple[str | None, str]] | None:
+    """The (call, text) findings of a rank's reply; None where the reply is not in `said`'s form (its process
+    rewrote the channel)."""
+    items = reply.get("findings", [])
+    if not isinstance(items, list):
+        return None
+    out = []
+    for x in items:
+        if not (isinstance(x, dict) and isinstance(x.get("text"), str) and isinstance(x.get("call"), (str, type(None)))):
+            return None
+        out.append((x["call"], x["text"]))
+    return out

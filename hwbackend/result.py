@@ -52,11 +52,13 @@ class FailureKind(StrEnum):
 @dataclass
 class Finding:
     """Something the scorer saw: kind is incorrect, integrity, or the kind of the failure that ended a job
-    (timeout, compile_error, cuda_error, exception, node_failure, resource_limit, error)."""
+    (timeout, compile_error, cuda_error, exception, node_failure, resource_limit, error); `text` what, `call`
+    which call showed it, where one did (the scorer's key of the call: trial0, timed2-5)."""
     kind: Status | FailureKind  # incorrect or integrity (a Status), or why the job failed (a FailureKind)
     rank: int | None
-    message: str
+    text: str
     details: str = ""  # a failure's log tail or traceback, where there is one
+    call: str | None = None
 
     def __post_init__(self):
         if not isinstance(self.kind, (Status, FailureKind)):  # read back from JSON: a failure's kind first
@@ -65,13 +67,20 @@ class Finding:
                     self.kind = kinds(self.kind)
                     break  # (a kind this version does not know stays its string)
 
+    @property
+    def message(self) -> str:
+        """The one line a user reads: the call, then what it showed."""
+        return f"{self.call}: {self.text}" if self.call else self.text
+
     def to_json(self) -> dict:
         doc = {"kind": str(self.kind), "rank": self.rank, "message": self.message}
-        return doc | ({"details": self.details} if self.details else {})
+        return doc | ({"call": self.call, "text": self.text} if self.call else {}) | (
+            {"details": self.details} if self.details else {})
 
     @classmethod
     def from_json(cls, doc: dict) -> Finding:
-        return cls(doc["kind"], doc.get("rank"), doc["message"], doc.get("details", ""))
+        return cls(doc["kind"], doc.get("rank"), doc.get("text", doc["message"]), doc.get("details", ""),
+                   doc.get("call"))
 
 
 @dataclass

@@ -14,7 +14,6 @@ import hmac
 import math
 import os
 import random
-import re
 import secrets
 import shutil
 import time
@@ -31,6 +30,7 @@ from hwbackend.cluster_job import ClusterJob
 from hwbackend.guard import fingerprint
 from hwbackend.job_spec import JobSpec
 from hwbackend.jobs import Job, JobFailure, become_subreaper
+from hwbackend.protocol import heard
 from hwbackend.result import ClockSummary, Finding, ScoreResult, Status, TrialCheck
 from hwbackend.store import Store
 from hwbackend.timing import summarize
@@ -100,7 +100,7 @@ class Plan:
 class JobResult:
     samples: list[float]  # seconds per call of each timed batch (the slowest rank's batch over its calls)
     out_dir: str
-    findings: list[str] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)  # the ranks' own, and the job's leftovers
     clocks: list[BatchClock] = field(default_factory=list)  # each timed batch by both clocks
     fingerprints: dict[str, list[str]] = field(default_factory=dict)  # trial<i>-rank<r> -> [before, after]
     checked: list[str] = field(default_factory=list)  # the timed calls whose outputs were saved: timed<b>-<i>
@@ -130,7 +130,7 @@ def _run_job(spec: JobSpec, plan: Plan, calls: Callable[[list[dict]], int],
     """One job through its phases. `calls` gives a timed batch's calls from the ranks' warm-up replies (the
     reference's decide; a candidate's are never read: its job is given the count the reference's chose)."""
     job = ClusterJob(cluster, spec) if cluster else Job(spec)
-    findings: list[str] = []
+    findings: list[Finding] = []
     result = JobResult([], job.out_dir, findings)
     try:
         job.start()
@@ -169,19 +169,24 @@ def _run_job(spec: JobSpec, plan: Plan, calls: Callable[[list[dict]], int],
     finally:
         job.finish()
         if job.leftovers and spec.role == "candidate":
-            findings.append(f"{job.leftovers} process(es) of the candidate were still running after its job ended")
-        result.findings = sorted(set(findings))
+            findings.append(_integrity(f"{job.leftovers} process(es) of the candidate were still running after "
+                                       f"its job ended"))
+        result.findings = sorted({f.message: f for f in findings}.values(), key=lambda f: f.message)
 
 
-def _said(reply: dict) -> list[str]:
+def _integrity(text: str, rank: int | None = None, call: str | None = None) -> Finding:
+    return Finding(Status.INTEGRITY, rank, text, call=call)
+
+
+def _said(reply: dict) -> list[Finding]:
     """A rank's findings about itself, or one naming a reply its process rewrote into something else."""
-    said = reply.get("findings", [])
-    if isinstance(said, list) and all(isinstance(x, str) for x in said):
-        return said
-    return ["a rank's reply was not the harness's (its findings)"]
+    items = heard(reply)
+    if items is None:
+        return [_integrity("a rank's reply was not the harness's (its findings)")]
+    return [_integrity(text, call=call) for call, text in items]
 
 
-def _reported(replies: list[dict], wall: float, findings: list[str]) -> float:
+def _reported(replies: list[dict], wall: float, findings: list[Finding]) -> float:
     """The slowest rank's time for a batch, as the ranks reported it. A reply that is not a list of seconds
     (its process rewrote the channel) is an integrity finding, and the batch counts at the scorer's own clock."""
     times = []
@@ -189,15 +194,10 @@ def _reported(replies: list[dict], wall: float, findings: list[str]) -> float:
         try:
             seconds = sum(float(x) for x in r["seconds"])
         except (KeyError, TypeError, ValueError):
-            findings.append("a rank's timing reply was not the harness's (seconds of its batch)")
+            findings.append(_integrity("a rank's timing reply was not the harness's (seconds of its batch)"))
             return wall
         times.append(seconds if math.isfinite(seconds) and seconds >= 0 else wall)
     return max(times)
-
-
-def _behaviour(finding: str) -> str:
-    """A worker's finding without the call it was seen in ("trial 2: the candidate modified its inputs")."""
-    return re.sub(r"^trial \d+: ", "", finding)
 
 
 def _load_outputs(out_dir: str, timeout: float) -> tuple[dict[str, list], int]:
@@ -219,14 +219,14 @@ def _trusted_checks(name: str, rank: int, outputs: list, inputs: list, ref: JobR
     """A candidate's trial judged here, from the tensors its rank held after the call: inputs changed (their
     fingerprint against the one the reference job took before its own call), outputs sharing an input's memory
     (the file keeps shared memory shared). What the reference itself does is no violation."""
-    found, call = [], name.replace("trial", "trial ")
+    found = []
     before, after = ref.fingerprints.get(f"{name}-rank{rank}", [None, None])
     if before is not None and before == after and fingerprint(inputs) != before:
-        found.append(Finding(Status.INTEGRITY, rank, f"{call}: the candidate modified its inputs"))
-    allowed = {_behaviour(m) for m in ref.findings}
+        found.append(_integrity("the candidate modified its inputs", rank, name))
+    allowed = {f.text for f in ref.findings}
     for i in aliased_outputs(tuple(outputs), inputs):
         if f"output {i} aliases an input" not in allowed:
-            found.append(Finding(Status.INTEGRITY, rank, f"{call}: output {i} aliases an input"))
+            found.append(_integrity(f"output {i} aliases an input", rank, name))
     return found
 
 
@@ -238,38 +238,39 @@ def _compare_outputs(task: TaskSpec, cand_dir: str, ref: JobResult, ref_outputs:
     try:
         folder = saved.open_folder(cand_dir)
     except saved.SavedFileProblem as e:
-        return [Finding(Status.INTEGRITY, None, str(e))], []
+        return [_integrity(str(e))], []
     try:
         for name in names:
             for rank in range(nproc):
+                wrong = partial(Finding, Status.INCORRECT, rank, call=name)
                 try:
                     c = saved.load(folder, f"{name}-rank{rank}.pt", limit, deadline)
                 except FileNotFoundError:
-                    failures.append(Finding(Status.INCORRECT, rank, f"{name}: no output saved"))
+                    failures.append(wrong("no output saved"))
                     continue
                 except saved.SavedFileProblem as e:
-                    failures.append(Finding(Status.INTEGRITY, rank, f"{name}: {e}"))
+                    failures.append(_integrity(str(e), rank, name))
                     continue
                 except ValueError as e:
-                    failures.append(Finding(Status.INCORRECT, rank, f"{name}: {e}"))
+                    failures.append(wrong(str(e)))
                     continue
                 if name.startswith("trial"):
                     if not (isinstance(c, dict) and isinstance(c.get("outputs"), list)
                             and isinstance(c.get("inputs"), list)):
-                        failures.append(Finding(Status.INTEGRITY, rank, f"{name}: the saved file is not the "
-                                                                        f"harness's (outputs and inputs)"))
+                        failures.append(_integrity("the saved file is not the harness's (outputs and inputs)",
+                                                   rank, name))
                         continue
                     behaviour += _trusted_checks(name, rank, c["outputs"], c["inputs"], ref)
                     c = c["outputs"]
                 r = ref_outputs[f"{name}-rank{rank}"]
                 if not isinstance(c, list) or len(c) != len(r):
                     n = len(c) if isinstance(c, list) else type(c).__name__
-                    failures.append(Finding(Status.INCORRECT, rank, f"{name}: {n} outputs, expected {len(r)}"))
+                    failures.append(wrong(f"{n} outputs, expected {len(r)}"))
                     continue
                 for spec, o, want in zip(task.outputs, c, r):
                     msg = compare(o, want, spec)
                     if msg:
-                        failures.append(Finding(Status.INCORRECT, rank, f"{name}: {msg}"))
+                        failures.append(wrong(msg))
                         break
     finally:
         os.close(folder)
@@ -310,8 +311,7 @@ def score(request: ScoreRequest, protocol: Protocol = Protocol(),
     if backend == "gloo" and not 1 <= nproc <= gloo_rank_bound():
         raise ValueError(f"{nproc} gloo ranks per node: the bound on this machine is {gloo_rank_bound()} "
                          f"({defaults.GLOO_RANKS_PER_CORE} per CPU core, at most {defaults.GLOO_MAX_RANKS})")
-    cluster = options.cluster
-    world = nproc * (cluster.nnodes if cluster else 1)
+    world = nproc * (options.cluster.nnodes if options.cluster else 1)
     become_subreaper()
     sha = hashlib.sha256(open(candidate, "rb").read()).hexdigest()
     store = Store(options.db) if options.db else None
@@ -323,100 +323,141 @@ def score(request: ScoreRequest, protocol: Protocol = Protocol(),
     label = request.label or os.path.basename(os.path.dirname(os.path.abspath(candidate)))
     if store:
         store.start(run_id, task.slug, os.path.abspath(candidate), sha, label, world, backend)
-    seeds, say = Seeds(), (options.progress or (lambda msg: None))
-    chosen = [protocol.calls] if protocol.calls else []  # a timed batch's calls: given, or the reference's pick
-
-    def batch_calls(role: str, replies: list[dict]) -> int:
-        if not chosen:  # the first launch runs the reference first: its warm-up decides, never a candidate's
-            assert role == "reference", "a candidate's job ran before the reference chose the batch size"
-            chosen.append(calls_per_batch([WarmupReport.from_reply(r) for r in replies], backend))
-            say(f"timed batches of {chosen[0]} calls")
-        return chosen[0]
-
-    result = ScoreResult(run_id, task.slug)
-    ref_s, cand_s, cleanup, unreported, hideable, batches = [], [], [], 0.0, 0.0, []
-    cheated = False   # a finding of the candidate's own behaviour, in any launch so far
+    scoring = _Scoring(task, request, protocol, options, world, store, ScoreResult(run_id, task.slug))
     try:
-        if cluster:
-            say(f"waiting for the other {cluster.nnodes - 1} node(s)")
-            cluster.wait_for_nodes(nproc)
+        return scoring.run()
+    except JobFailure as e:
+        scoring.result.status = e.kind.status
+        scoring.result.findings.append(Finding(e.kind, e.rank, e.message, e.details))
+        return scoring.result
+    finally:
+        for d in scoring.cleanup:
+            shutil.rmtree(os.path.dirname(d), ignore_errors=True)
+        if store:
+            store.finish(scoring.result)
+
+
+class _Scoring:
+    """One score's steps, in the order `run` takes them: each launch runs both jobs (`launch`), records every
+    checked call's outcome (`record_trials`), judges what the candidate did (`behaviour`) and its clocks
+    (`clocks`); after the last launch, the speed-up and its status (`verdict`)."""
+
+    def __init__(self, task: TaskSpec, request: ScoreRequest, protocol: Protocol, options: ScoreOptions,
+                 world: int, store: Store | None, result: ScoreResult):
+        self.task, self.request, self.protocol, self.options = task, request, protocol, options
+        self.world, self.store, self.result = world, store, result
+        self.seeds, self.say = Seeds(), (options.progress or (lambda msg: None))
+        self.chosen = [protocol.calls] if protocol.calls else []  # a timed batch's calls: given, or the reference's pick
+        self.ref_s: list[list[float]] = []
+        self.cand_s: list[list[float]] = []
+        self.cleanup: list[str] = []
+        self.unreported, self.hideable, self.batches = 0.0, 0.0, []
+        self.cheated = False  # a finding of the candidate's own behaviour, in any launch so far
+
+    def run(self) -> ScoreResult:
+        protocol, result = self.protocol, self.result
+        if self.options.cluster:
+            self.say(f"waiting for the other {self.options.cluster.nnodes - 1} node(s)")
+            self.options.cluster.wait_for_nodes(self.request.nproc)
         launches, launch = protocol.timed_launches, 0
         while launch < launches:
-            plan = protocol.plan(seeds, launch)
-            # alternate which job goes first (order effects cancel); the reference's outputs are read
-            # into this process and deleted before the candidate runs, so it can never read them
-            order = ("reference", "candidate") if launch % 2 == 0 else ("candidate", "reference")
-            jobs, ref_outputs = {}, {}
-            for role in order:
-                say(f"launch {launch + 1}/{launches}: {role}")
-                job = JobSpec(role, task.slug, nproc, backend, protocol.timeout, protocol.preset,
-                              candidate if role == "candidate" else None)
-                jobs[role] = _run_job(job, plan, partial(batch_calls, role), cluster)
-                cleanup.append(jobs[role].out_dir)
-                if role == "reference":
-                    ref_outputs, largest = _load_outputs(jobs[role].out_dir, protocol.timeout)
-                    shutil.rmtree(os.path.dirname(jobs[role].out_dir), ignore_errors=True)
-            cand, ref = jobs["candidate"], jobs["reference"]
-            names = [f"trial{i}" for i in range(len(plan.correctness))] + cand.checked
-            failures, seen_here = _compare_outputs(task, cand.out_dir, ref, ref_outputs, names, world,
-                                                   saved.limit_for([largest]), protocol.timeout)
-            for name in names:
-                for rank in range(world):
-                    bad = [f for f in failures if f.rank == rank and f.message.startswith(name + ":")]
-                    check = TrialCheck(launch, name, rank, not bad, bad[0].message if bad else "")
-                    result.trials.append(check)
-                    if store:
-                        store.trial(run_id, f"launch{launch}", names.index(name), rank, check.ok, check.message)
-            seen = {f.message for f in result.findings}
-            allowed = {_behaviour(m) for m in ref.findings}  # what the reference itself does is no violation
-            behaviour = [Finding(Status.INTEGRITY, None, m) for m in cand.findings
-                         if m not in seen and _behaviour(m) not in allowed]
-            said = {f.message for f in behaviour} | seen
-            behaviour += [f for f in seen_here if f.message not in said]  # the scorer's own look, where the rank's is silent
-            result.findings += behaviour
-            cheated = cheated or bool(behaviour)
-            clocks = cross_check(ref.clocks, cand.clocks, backend)  # the candidate's times against the scorer's clock
-            result.findings += [Finding(Status.INTEGRITY, None, m) for m in clocks.findings]
-            unreported, hideable = max(unreported, clocks.unexplained), max(hideable, clocks.tolerance)
-            batches += [dict(launch=launch, role=role, wall_ms=b.wall * 1e3, reported_ms=b.reported * 1e3, calls=b.calls)
-                        for role in order for b in jobs[role].clocks]
-            if failures:
-                result.findings += failures[:8]
-                # wrong outputs of a candidate seen cheating (work left running, inputs changed, the harness
-                # patched): integrity names why; the clock check, noisy on a loaded machine, does not decide it
-                planted = any(f.kind == Status.INTEGRITY for f in failures)  # a FIFO, a link... at an output's place
-                result.status = Status.INTEGRITY if cheated or planted else Status.INCORRECT
+            if not self.launch(launch, launches):
                 return result
-            ref_s.append(ref.samples)
-            cand_s.append(cand.samples)
             launch += 1
             if launch == launches == protocol.launches and protocol.confirm and not protocol.correctness_only \
-                    and summarize(ref_s, cand_s, hideable).faster:
+                    and summarize(self.ref_s, self.cand_s, self.hideable).faster:
                 launches += protocol.launches  # faster so far: it must stay faster over as many launches again
-                say(f"faster over {launch} launches: {protocol.launches} more to confirm it")
+                self.say(f"faster over {launch} launches: {protocol.launches} more to confirm it")
         result.correct = True
         if protocol.correctness_only:
             result.status = Status.INTEGRITY if result.integrity else Status.CORRECT
             return result
-        stats = summarize(ref_s, cand_s, hideable)
+        return self.verdict()
+
+    def batch_calls(self, role: str, replies: list[dict]) -> int:
+        if not self.chosen:  # the first launch runs the reference first: its warm-up decides, never a candidate's
+            assert role == "reference", "a candidate's job ran before the reference chose the batch size"
+            self.chosen.append(calls_per_batch([WarmupReport.from_reply(r) for r in replies], self.request.backend))
+            self.say(f"timed batches of {self.chosen[0]} calls")
+        return self.chosen[0]
+
+    def launch(self, launch: int, launches: int) -> bool:
+        """Both jobs of one launch, judged; False when the score ended here (wrong outputs)."""
+        plan = self.protocol.plan(self.seeds, launch)
+        # alternate which job goes first (order effects cancel); the reference's outputs are read
+        # into this process and deleted before the candidate runs, so it can never read them
+        order = ("reference", "candidate") if launch % 2 == 0 else ("candidate", "reference")
+        jobs, ref_outputs, largest = {}, {}, 0
+        for role in order:
+            self.say(f"launch {launch + 1}/{launches}: {role}")
+            spec = JobSpec(role, self.task.slug, self.request.nproc, self.request.backend, self.protocol.timeout,
+                           self.protocol.preset, self.request.candidate if role == "candidate" else None)
+            jobs[role] = _run_job(spec, plan, partial(self.batch_calls, role), self.options.cluster)
+            self.cleanup.append(jobs[role].out_dir)
+            if role == "reference":
+                ref_outputs, largest = _load_outputs(jobs[role].out_dir, self.protocol.timeout)
+                shutil.rmtree(os.path.dirname(jobs[role].out_dir), ignore_errors=True)
+        cand, ref = jobs["candidate"], jobs["reference"]
+        names = [f"trial{i}" for i in range(len(plan.correctness))] + cand.checked
+        failures, seen_here = _compare_outputs(self.task, cand.out_dir, ref, ref_outputs, names, self.world,
+                                               saved.limit_for([largest]), self.protocol.timeout)
+        self.record_trials(launch, names, failures)
+        behaviour = self.behaviour(cand, ref, seen_here)
+        self.result.findings += behaviour
+        self.cheated = self.cheated or bool(behaviour)
+        self.clocks(launch, order, jobs)
+        if failures:
+            self.result.findings += failures[:8]
+            # wrong outputs of a candidate seen cheating (work left running, inputs changed, the harness
+            # patched): integrity names why; the clock check, noisy on a loaded machine, does not decide it
+            planted = any(f.kind == Status.INTEGRITY for f in failures)  # a FIFO, a link... at an output's place
+            self.result.status = Status.INTEGRITY if self.cheated or planted else Status.INCORRECT
+            return False
+        self.ref_s.append(ref.samples)
+        self.cand_s.append(cand.samples)
+        return True
+
+    def record_trials(self, launch: int, names: list[str], failures: list[Finding]) -> None:
+        """Each checked call on each rank: right, or its first mismatch."""
+        for name in names:
+            for rank in range(self.world):
+                bad = [f for f in failures if f.rank == rank and f.call == name]
+                check = TrialCheck(launch, name, rank, not bad, bad[0].message if bad else "")
+                self.result.trials.append(check)
+                if self.store:
+                    self.store.trial(self.result.run_id, f"launch{launch}", names.index(name), rank, check.ok,
+                                     check.message)
+
+    def behaviour(self, cand: JobResult, ref: JobResult, seen_here: list[Finding]) -> list[Finding]:
+        """This launch's new findings of the candidate's behaviour: what its ranks said of themselves, less what
+        the reference itself does (no violation), and the scorer's own look where the ranks were silent."""
+        seen = {f.message for f in self.result.findings}
+        allowed = {f.text for f in ref.findings}
+        found = [f for f in cand.findings if f.message not in seen and f.text not in allowed]
+        said = {f.message for f in found} | seen
+        return found + [f for f in seen_here if f.message not in said]
+
+    def clocks(self, launch: int, order: tuple[str, str], jobs: dict[str, JobResult]) -> None:
+        """The candidate's times against the scorer's own clock, and every timed batch kept for the JSON."""
+        ref, cand = jobs["reference"], jobs["candidate"]
+        check = cross_check(ref.clocks, cand.clocks, self.request.backend)
+        self.result.findings += [_integrity(m) for m in check.findings]
+        self.unreported, self.hideable = max(self.unreported, check.unexplained), max(self.hideable, check.tolerance)
+        self.batches += [dict(launch=launch, role=role, wall_ms=b.wall * 1e3, reported_ms=b.reported * 1e3,
+                              calls=b.calls) for role in order for b in jobs[role].clocks]
+
+    def verdict(self) -> ScoreResult:
+        """The speed-up over every launch, its interval and margin, and the status they give."""
+        result = self.result
+        stats = summarize(self.ref_s, self.cand_s, self.hideable)
         result.speedup, result.speedup_ci95, result.noise_margin = stats.speedup, stats.ci95, stats.noise_margin
         result.reference_ms, result.candidate_ms = stats.reference_ms, stats.candidate_ms
-        result.clock_check = ClockSummary(unreported, hideable, batches)
+        result.clock_check = ClockSummary(self.unreported, self.hideable, self.batches)
         if result.speedup > IMPLAUSIBLE_SPEEDUP:
-            result.findings.append(Finding(Status.INTEGRITY, None,
-                                           f"speed-up {result.speedup:.1f}x is above the plausibility "
-                                           f"limit of {IMPLAUSIBLE_SPEEDUP:g}x: review by hand"))
+            result.findings.append(_integrity(f"speed-up {result.speedup:.1f}x is above the plausibility "
+                                              f"limit of {IMPLAUSIBLE_SPEEDUP:g}x: review by hand"))
         if result.integrity:
             result.status = Status.INTEGRITY
         else:
             result.status = Status.FASTER if stats.faster else Status.SLOWER
         return result
-    except JobFailure as e:
-        result.status = e.kind.status
-        result.findings.append(Finding(e.kind, e.rank, e.message, e.details))
-        return result
-    finally:
-        for d in cleanup:
-            shutil.rmtree(os.path.dirname(d), ignore_errors=True)
-        if store:
-            store.finish(result)

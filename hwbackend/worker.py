@@ -22,7 +22,7 @@ from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from hwbackend.failures import is_cuda_error
 from hwbackend.guard import Guard, leftover_threads
-from hwbackend.protocol import Channel, connect
+from hwbackend.protocol import Channel, connect, said
 from hwbackend.result import FailureKind
 from tasks.api import TaskContext, as_outputs, flat_tensors, signature_problem
 from tasks.parallelkernelbench.checkout import Checkout, register_checkout
@@ -207,7 +207,7 @@ class Worker:
             except SyntaxError as e:
                 raise CompileError(f"{os.path.basename(e.filename or '?')}:{e.lineno}: {e.msg}") from e
             findings += [f"{name} was replaced by the candidate" for name in self.guard.tampered()]
-        self.ch.send(event="ready", rank=self.rank, findings=findings)
+        self.ch.send(event="ready", rank=self.rank, findings=said(findings))
         while True:
             msg = self.ch.recv()
             phase = msg["phase"]
@@ -220,10 +220,10 @@ class Worker:
                     args = self.inputs(seed)
                     out, f, _ = self.call(args, check=True, first=i == 0, phase=f"correctness trial {i}")
                     self.status(f"correctness trial {i}: saving the outputs")
-                    findings += [f"trial {i}: {x}" for x in f]
+                    findings += said(f, f"trial{i}")
                     fingerprints.append(self.fingerprints)  # the reference's are what the scorer trusts
                     self.save(f"trial{i}", out, args if self.role == "candidate" else None)
-                findings += [f"{name} was replaced by the candidate" for name in self.guard.tampered()]
+                findings += said([f"{name} was replaced by the candidate" for name in self.guard.tampered()])
                 self.ch.send(event="done", findings=findings, fingerprints=fingerprints)
             elif phase == "warmup":
                 self.ch.send(event="done", findings=[], **self.warmup(msg["seeds"]))
@@ -239,7 +239,7 @@ class Worker:
                     self.save(f"timed{msg['batch']}-{i}", self.kept[i])
                 self.kept = []
                 f = [f"{name} was replaced by the candidate" for name in self.guard.tampered()]
-                self.ch.send(event="done", findings=f)
+                self.ch.send(event="done", findings=said(f))
 
 
 def _nbytes(tree) -> int:

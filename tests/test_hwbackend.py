@@ -269,15 +269,29 @@ def test_a_timing_reply_that_is_not_the_harness_s_counts_at_the_scorer_s_clock()
     for forged in ({}, {"seconds": "fast"}, {"seconds": [None]}, {"seconds": 3}):
         found = []
         assert _reported([{"seconds": [0.010]}, forged], 0.015, found) == 0.015
-        assert found == ["a rank's timing reply was not the harness's (seconds of its batch)"], forged
+        assert [f.message for f in found] == ["a rank's timing reply was not the harness's (seconds of its batch)"], forged
 
 
 def test_findings_a_rank_rewrote_into_something_else_are_named_not_fatal():
+    from hwbackend.protocol import said
     from hwbackend.score import _said
-    assert _said({"findings": ["trial 0: output 0 aliases an input"]}) == ["trial 0: output 0 aliases an input"]
+    got = _said({"findings": said(["output 0 aliases an input"], "trial0")})
+    assert [(f.call, f.text, f.message) for f in got] == [("trial0", "output 0 aliases an input",
+                                                            "trial0: output 0 aliases an input")]
     assert _said({}) == []
-    for forged in (5, "abc", [1, 2], {"a": 1}):
-        assert _said({"findings": forged}) == ["a rank's reply was not the harness's (its findings)"], forged
+    for forged in (5, "abc", [1, 2], {"a": 1}, ["trial 0: a plain string"], [{"text": 3, "call": None}],
+                   [{"text": "x", "call": 7}]):
+        assert [f.message for f in _said({"findings": forged})] == [
+            "a rank's reply was not the harness's (its findings)"], forged
+
+
+def test_a_finding_keeps_its_call_through_json_and_a_stored_one_without_reads_back():
+    from hwbackend.result import Finding
+    f = Finding(Status.INCORRECT, 1, "no output saved", call="timed2-5")
+    back = Finding.from_json(f.to_json())
+    assert (back.call, back.text, back.message) == ("timed2-5", "no output saved", "timed2-5: no output saved")
+    old = Finding.from_json({"kind": "integrity", "rank": None, "message": "trial 0: the candidate modified its inputs"})
+    assert (old.call, old.message) == (None, "trial 0: the candidate modified its inputs")
 
 
 def test_tables_show_each_speed_up_with_its_margin_and_mark_the_unresolved():
