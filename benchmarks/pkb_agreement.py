@@ -20,6 +20,7 @@ import concurrent.futures
 import json
 import os
 import sqlite3
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -122,6 +123,20 @@ def table(args) -> None:
             v, s = screened[k]["verdict"], scored[k]["status"]
             gpu_said = " ".join("; ".join(scored[k]["findings"]).split())[:240]
             print(f"- {k}: screen {v} ({' '.join(reason(screened[k]).split())}); GPU {s} ({gpu_said})")
+    stage_times(screened)
+
+
+def stage_times(screened: dict[str, dict]) -> None:
+    """Seconds per stage over the screened files that ran it: median and worst (the sizes stage is the time the
+    second-size and full-size runs add to a screen)."""
+    print("\nSeconds per stage (files that ran it: median, worst):")
+    stages = sorted({s for row in screened.values() for s in row.get("seconds", {})})
+    for stage in stages:
+        took = {k: row["seconds"][stage] for k, row in screened.items() if row.get("seconds", {}).get(stage)}
+        if took:
+            worst = max(took, key=took.get)
+            print(f"- {stage}: {len(took)} files, median {statistics.median(took.values()):.1f} s, "
+                  f"worst {took[worst]:.1f} s ({worst})")
 
 
 def main() -> None:
