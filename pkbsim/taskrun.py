@@ -105,6 +105,10 @@ class PoisonEmpty(TorchDispatchMode):
     reading memory a previous run left behind. The fill is the simulator's, not the program's: traces and
     the rank's ops mode do not see it."""
 
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        return False   # no dynamo.disable round __torch_dispatch__: it imports dynamo (1-5 s) at the first op (compile_shim.py)
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
         if func in _EMPTY and isinstance(out, torch.Tensor) and out.numel():

@@ -79,3 +79,23 @@ def test_a_program_that_compiles_runs_eagerly_and_the_stance_is_restored():
     assert res["verdict"] == "ok", res["findings"]
     assert res["dynamo_imported_by_run"] is True
     assert res["stance_after"] == "default"
+
+
+SCREEN_CALL = """
+import json, sys
+from pkbsim.taskrun import run_task
+from tasks.registry import get
+run = run_task(get("all_reduce"), None, 2, poison=True, record_compute=True)
+print(json.dumps({"verdict": run.result.verdict, "dynamo_imported_by_run": "torch._dynamo" in sys.modules}))
+"""
+
+
+def test_a_screen_call_under_pkb_dispatch_modes_does_not_import_dynamo():
+    """torch wraps a TorchDispatchMode's __torch_dispatch__ in dynamo.disable unless the mode opts out, and the
+    wrapper imports torch._dynamo at its first op: pkb's own modes (the rank's ops mode, the poisoned-allocation
+    fill, ParallelKernelBench's input and FLOP budgets) opt out, since nothing compiles on simulated ranks."""
+    proc = subprocess.run([sys.executable, "-c", SCREEN_CALL], cwd=ROOT, capture_output=True, text=True, timeout=600,
+                          env=dict(os.environ, PYTHONPATH=ROOT))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    res = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert res == {"verdict": "ok", "dynamo_imported_by_run": False}

@@ -61,6 +61,10 @@ class InputBudget(TorchDispatchMode):
     together (a temporary the builder frees is fine), and on `check` if the inputs a rank keeps hold more
     than its share (this also counts factories without a size argument, such as eye)."""
 
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        return False   # no dynamo.disable round __torch_dispatch__: it imports dynamo (1-5 s) at the first op (compile_shim.py)
+
     def __init__(self, what: str, world_size: int, budget: int | None = None):
         super().__init__()
         budget = input_budget() if budget is None else budget
@@ -91,6 +95,10 @@ class InputBudget(TorchDispatchMode):
 
 class FlopBudget(TorchDispatchMode):
     """Raises before a matmul, convolution or attention would take the call over the budget."""
+
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        return False   # no dynamo.disable round __torch_dispatch__: it imports dynamo (1-5 s) at the first op (compile_shim.py)
 
     def __init__(self, what: str, world_size: int, budget: float = FLOPS):
         super().__init__()

@@ -72,6 +72,10 @@ def _is_view(func) -> bool:
 
 
 class RankOpsMode(TorchDispatchMode):
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        return False   # no dynamo.disable round __torch_dispatch__: it imports dynamo (1-5 s) at the first op (compile_shim.py)
+
     def __init__(self, ctx):
         super().__init__()
         self.ctx = ctx
