@@ -64,10 +64,11 @@ class MemoryMap:
         self._refresh()
         if not self._starts:
             return [(None, addrs)]
-        idx = np.searchsorted(self._start_array, addrs, side="right").astype(np.int64) - 1
-        if idx.size and (idx == idx[0]).all():   # the common case: one region (or none) holds them all
-            groups = [(int(idx[0]), addrs)]
+        first = bisect.bisect_right(self._starts, int(addrs.min())) - 1 if addrs.size else None
+        if first is not None and bisect.bisect_right(self._starts, int(addrs.max())) - 1 == first:
+            groups = [(first, addrs)]   # the common case, one region (or none) holds them all: no search per address
         else:
+            idx = np.searchsorted(self._start_array, addrs, side="right").astype(np.int64) - 1
             groups = [(int(i), addrs[idx == i]) for i in np.unique(idx)]
         out = []
         for i, sub in groups:

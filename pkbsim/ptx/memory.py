@@ -130,15 +130,23 @@ class AddressSpace:
 def gather(region, offsets: np.ndarray, dtype) -> np.ndarray:
     """Load items of `dtype` at byte offsets from a region (alignment checked, as on the GPU)."""
     dtype = np.dtype(dtype)
-    isz = dtype.itemsize
-    if isz > 1 and (int(np.bitwise_or.reduce(offsets)) | region.base) % isz:
-        raise MemoryFault(f"misaligned {isz}-byte access in {region.name or 'memory'}")
-    return region.view(dtype)[offsets // np.uint64(isz)]
+    return region.view(dtype)[_items(region, offsets, dtype.itemsize)]
 
 
 def scatter(region, offsets: np.ndarray, dtype, values) -> None:
     dtype = np.dtype(dtype)
-    isz = dtype.itemsize
-    if isz > 1 and (int(np.bitwise_or.reduce(offsets)) | region.base) % isz:
+    region.view(dtype)[_items(region, offsets, dtype.itemsize)] = values
+
+
+def _items(region, offsets, isz: int):
+    """Item indices of byte offsets into `region` (a misaligned one faults). Offsets within a region are far below
+    2**63: they index as int64, which numpy takes without a converting copy, and a power-of-two size shifts (a
+    uint64 division costs several times more). An offset with the top bit set keeps the unsigned path, so it
+    still fails as out of range instead of wrapping round as a negative index."""
+    offsets = np.asarray(offsets, np.uint64)
+    bits = int(np.bitwise_or.reduce(offsets, axis=None))
+    if isz > 1 and (bits | region.base) % isz:
         raise MemoryFault(f"misaligned {isz}-byte access in {region.name or 'memory'}")
-    region.view(dtype)[offsets // np.uint64(isz)] = values
+    if bits >> 63 or isz & (isz - 1):
+        return offsets // np.uint64(isz)
+    return (offsets >> np.uint64(isz.bit_length() - 1)).view(np.int64)

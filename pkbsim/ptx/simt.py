@@ -22,6 +22,13 @@ MAX_CALL_DEPTH = 32
 SPIN_ROUNDS = 4   # polling-loop iterations without any store before a spinner steps aside
 
 
+def warps(lanes: np.ndarray) -> int:
+    """Warps (32 lanes, whole in every group) with a lane set: a warp's 32 bools are four 8-byte words, or-ed
+    (a reduction along an axis of 32 costs several times more)."""
+    w = np.ascontiguousarray(lanes, dtype=bool).view(np.uint64).reshape(-1, 4)
+    return int(np.count_nonzero(w[:, 0] | w[:, 1] | w[:, 2] | w[:, 3]))
+
+
 class Decoded:
     __slots__ = ("fn", "guard", "guard_neg", "kind", "loc", "poll_loop", "target", "text")
 
@@ -54,7 +61,7 @@ class LaneGroup:
         self.pc = np.zeros(n, np.int64)
         self.upc = 0                      # the shared pc while uniform, -1 once divergent
         self.live = None if self.alive.all() else self.alive.copy()
-        self.live_warps = int(np.count_nonzero(self.alive.reshape(-1, 32).any(axis=1)))
+        self.live_warps = warps(self.alive)
         c = np.array(ctas, dtype=np.uint32).reshape(-1, 3)
         lane = lane_in_cta % np.uint32(32)
         self._special = {
@@ -226,7 +233,8 @@ class LaneGroup:
     def _step_divergent(self) -> bool:
         if self.parked.any() and self.launch.counters.stores != self.parked_stores:
             self.parked[:] = False
-        live = self.alive & ~self.waiting & ~self.parked & ~self.mbar_wait
+        blocked = self.waiting.any() or self.parked.any() or self.mbar_wait.any()
+        live = self.alive & ~self.waiting & ~self.parked & ~self.mbar_wait if blocked else self.alive
         if not live.any() and self.parked.any():
             self.parked[:] = False            # everyone here spins: let other groups run first
             self.yield_requested = True
@@ -237,16 +245,20 @@ class LaneGroup:
             if self.waiting.any():
                 raise KernelHang(f"barrier never opens: every live thread waits at {self.code[int(self.pc[self.waiting].min()) - 1].loc}")
             return True
-        m = int(self.pc[live].min())
-        group = live & (self.pc == m)
+        if blocked or not live.all():
+            m = int(self.pc[live].min())
+            group = live & (self.pc == m)
+        else:   # every lane runs (the common case): no masked copy of the pcs
+            m = int(self.pc.min())
+            group = self.pc == m
         d = self.code[m]
         counters = self.launch.counters
-        counters.warp_instructions += int(np.count_nonzero(group.reshape(-1, 32).any(axis=1)))
+        counters.warp_instructions += warps(group)
         mask = group
         if d.guard is not None:
             p = self.regs[d.guard]
             mask = group & (~p if d.guard_neg else p)
-        self.pc[group] = m + 1
+        self.pc += group            # the group's lanes are at m: on to m + 1
         if d.kind == PLAIN:
             if mask.any():
                 d.fn(self, mask)
@@ -287,7 +299,7 @@ class LaneGroup:
         self.waiting &= self.alive
         if not self.alive.any():
             return True
-        self.live_warps = int(np.count_nonzero(self.alive.reshape(-1, 32).any(axis=1)))
+        self.live_warps = warps(self.alive)
         self._open_barriers()          # exited threads no longer hold a barrier closed
         self._maybe_reconverge()
         return False
@@ -349,8 +361,13 @@ class LaneGroup:
     def _maybe_reconverge(self):
         if self.waiting.any() or self.parked.any() or self.mbar_wait.any():
             return
+        if self.alive.all():   # no masked copy: the lowest pc is the highest
+            first = int(self.pc.min())
+            if first == int(self.pc.max()):
+                self.upc, self.live = first, None
+            return
         pcs = self.pc[self.alive]
         first = pcs[0]
         if (pcs == first).all():
             self.upc = int(first)
-            self.live = None if self.alive.all() else self.alive.copy()
+            self.live = self.alive.copy()
