@@ -6,9 +6,11 @@ same cache (warm: nothing to build). All files share one fresh cache, so pkb's o
 runtime, the precompiled header of host units) are made once, by the first file; its row says so and the
 medians leave it out. With --before REV the same is done, file by file in turn, by the code of commit REV
 (a git worktree), so that both columns come from one run on one machine. Prints one row per file and the
-medians; no asserts.
+medians, the median seconds of each stage of the warm screens (the screen's own `seconds`: static, build,
+functional, sizes, cost; the rest of the wall time is start-up and imports), files per hour at the warm and the
+cold median, and the load average before and after; no asserts.
 Usage: python benchmarks/pkb_cuda_screen_time.py --pkb-root PKB0 FILE... [--world-size 8] [--before REV]
-       [--no-sandbox] [--json]
+       [--no-sandbox] [--json] [--screen-arg=--sizes-budget=0 ...]
 """
 from __future__ import annotations
 
@@ -50,8 +52,11 @@ def main() -> int:
     ap.add_argument("--before", metavar="REV", help="also screen each file with the code of this commit")
     ap.add_argument("--no-sandbox", action="store_true", help="screen outside the sandbox (both codes)")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--screen-arg", action="append", default=[], metavar="ARG",
+                    help="passed on to every pkb screen (both codes), e.g. --screen-arg=--sizes-budget=0")
     args = ap.parse_args()
-    extra = ["--no-sandbox"] if args.no_sandbox else []
+    extra = (["--no-sandbox"] if args.no_sandbox else []) + args.screen_arg
+    load_before = os.getloadavg()[0]
     with contextlib.ExitStack() as stack:
         codes = {"now": ROOT}
         if args.before:
@@ -71,15 +76,31 @@ def main() -> int:
                     for k, r in ((k, row[k]) for k in codes)) + ("  [makes pkb's own builds]" if i == 0 else ""),
                     flush=True)
     later = [r for r in rows if not r["first"]] or rows
-    summary = {"world_size": args.world_size, "rows": rows, "load_after": os.getloadavg()[0],
+    summary = {"world_size": args.world_size, "rows": rows, "load_before": load_before,
+               "load_after": os.getloadavg()[0],
                **{f"median_{k}_{w}_s": statistics.median(r[k][w]["wall_s"] for r in later)
                   for k in codes for w in ("cold", "warm")}}
+    for k in codes:
+        warm = [r[k]["warm"] for r in later]
+        stages = sorted({st for w in warm for st in w["seconds"]})
+        summary[f"warm_stages_{k}_s"] = {st: round(statistics.median(w["seconds"].get(st, 0.0) for w in warm), 2)
+                                         for st in stages}
+        summary[f"warm_stages_{k}_s"]["rest"] = round(statistics.median(
+            w["wall_s"] - sum(w["seconds"].values()) for w in warm), 2)
+        for w in ("cold", "warm"):
+            summary[f"files_per_hour_{k}_{w}"] = round(3600 / max(summary[f"median_{k}_{w}_s"], 1e-9))
     if args.json:
         print(json.dumps(summary))
     else:
         print(f"medians over {len(later)} files (the first left out) at {args.world_size} ranks: " + "; ".join(
             f"{k}: cold {summary[f'median_{k}_cold_s']:.1f} s, warm {summary[f'median_{k}_warm_s']:.1f} s"
-            for k in codes) + f" (load average at the end {summary['load_after']:.1f})")
+            for k in codes) + f" (load average {summary['load_before']:.1f} before, {summary['load_after']:.1f} at "
+                              "the end)")
+        for k in codes:
+            print(f"  {k}: warm median by stage (s): " + ", ".join(
+                f"{st} {v:.1f}" for st, v in summary[f"warm_stages_{k}_s"].items()) +
+                  f"; files/hour at the medians: warm {summary[f'files_per_hour_{k}_warm']}, "
+                  f"cold {summary[f'files_per_hour_{k}_cold']}")
     return 0
 
 
