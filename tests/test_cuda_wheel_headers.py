@@ -16,21 +16,27 @@ pytestmark = pytest.mark.skipif(unavailable() is not None, reason=str(unavailabl
 REAL = "#pragma once\n#define PKB_TEST_REAL_CUBLAS 1\ntypedef struct cublasContext* cublasHandle_t;\n"
 
 
-def _tree(tmp_path, toolkit_has_cublas: bool):
+def _tree(tmp_path, toolkit_has_cublas: bool, wheel_headers=("cublas_v2.h",), toolkit_headers=()):
     toolkit, wheel = tmp_path / "toolkit", tmp_path / "site" / "nvidia"
     (toolkit / "include").mkdir(parents=True)
     (toolkit / "include" / "cuda_runtime_api.h").write_text("")
     (wheel / "cu13" / "include").mkdir(parents=True)
-    (wheel / "cu13" / "include" / "cublas_v2.h").write_text(REAL)
-    if toolkit_has_cublas:
-        (toolkit / "include" / "cublas_v2.h").write_text(REAL)
+    for header in wheel_headers:
+        (wheel / "cu13" / "include" / header).write_text(REAL)
+    for header in (*toolkit_headers, *(("cublas_v2.h",) if toolkit_has_cublas else ())):
+        (toolkit / "include" / header).write_text(REAL)
     return str(toolkit), str(wheel)
 
 
-def test_the_wheels_cublas_folder_comes_after_a_toolkit_without_one(tmp_path, monkeypatch):
+def _cuda13() -> str:
     nvcc = find_nvcc()
     if "release 13." not in subprocess.run([nvcc, "--version"], capture_output=True, text=True).stdout:
         pytest.skip("the wheels are CUDA 13's")
+    return nvcc
+
+
+def test_the_wheels_cublas_folder_comes_after_a_toolkit_without_one(tmp_path, monkeypatch):
+    nvcc = _cuda13()
     toolkit, wheel = _tree(tmp_path, toolkit_has_cublas=False)
     monkeypatch.setenv("CUDA_HOME", toolkit)
     assert wheel_headers(nvcc, [wheel]) == ["-isystem", os.path.join(wheel, "cu13", "include")]
@@ -40,6 +46,29 @@ def test_the_twin_toolkit_with_its_own_cublas_headers_gets_no_wheel_folder(tmp_p
     toolkit, wheel = _tree(tmp_path, toolkit_has_cublas=True)
     monkeypatch.setenv("CUDA_HOME", toolkit)
     assert wheel_headers(find_nvcc(), [wheel]) == []
+
+
+def test_the_curand_wheel_alone_gives_its_device_headers_to_a_toolkit_without_them(tmp_path, monkeypatch):
+    """curand_kernel.h (device-side generators a kernel inlines) from nvidia-curand with no cuBLAS wheel: the
+    folder is searched, and the build still knows it has only the stand-in of cuBLAS."""
+    nvcc = _cuda13()
+    toolkit, wheel = _tree(tmp_path, toolkit_has_cublas=True, wheel_headers=("curand_kernel.h",))
+    monkeypatch.setenv("CUDA_HOME", toolkit)
+    assert wheel_headers(nvcc, [wheel]) == ["-isystem", os.path.join(wheel, "cu13", "include")]
+
+
+def test_the_twin_toolkit_with_its_own_curand_headers_gets_no_wheel_folder(tmp_path, monkeypatch):
+    toolkit, wheel = _tree(tmp_path, toolkit_has_cublas=True, wheel_headers=("curand_kernel.h",),
+                           toolkit_headers=("curand_kernel.h",))
+    monkeypatch.setenv("CUDA_HOME", toolkit)
+    assert wheel_headers(find_nvcc(), [wheel]) == []
+
+
+@pytest.mark.parametrize("header, hint", [("curand_kernel.h", True), ("kittens.cuh", False)])
+def test_a_missing_library_header_names_the_extra_that_installs_it(header, hint):
+    from pkbsim.cuda.toolchain import missing_header
+    line = missing_header(f'cand.py(3): fatal error: {header}: No such file or directory\n')
+    assert line.startswith(f"missing header {header} (not installed here") and ("pkb[cuda]" in line) == hint, line
 
 
 def _preprocessed(*flags: str) -> str:

@@ -26,24 +26,34 @@ def cuda_home(nvcc: str) -> str:
     raise FileNotFoundError(f"no CUDA headers next to {nvcc}: set CUDA_HOME to the toolkit folder")
 
 
+# the math libraries' headers LLM kernels include, which a system toolkit may lack and NVIDIA's wheels (pkb's
+# cuda extra) carry: cuBLAS (host calls) and cuRAND (device-side generators, header-only code a kernel inlines)
+LIBRARY_HEADERS = ("cublas_v2.h", "curand_kernel.h")
+
+
 def wheel_headers(nvcc: str, wheel_folders: list[str] | None = None) -> list[str]:
     """`-isystem` of the include folder of NVIDIA's wheels (pkb's cuda extra: nvidia/cu13/include in each of
-    `wheel_folders`, by default the `nvidia` namespace package's folders) where the toolkit in use lacks the cuBLAS
-    headers and the wheel has them (a system toolkit without cuBLAS, as this machine's): searched after the
-    toolkit's own folder, so only headers the toolkit lacks come from the wheel; pkb's stand-in cublas_v2.h then
-    gives way to the real one (`#include_next`). Only for an nvcc of the wheels' CUDA major version (13)."""
-    if os.path.exists(os.path.join(cuda_home(nvcc), "include", "cublas_v2.h")) or "release 13." not in nvcc_version(nvcc):
+    `wheel_folders`, by default the `nvidia` namespace package's folders) where the toolkit in use lacks one of
+    `LIBRARY_HEADERS` and the wheel has it (a system toolkit without cuBLAS or cuRAND, as this machine's):
+    searched after the toolkit's own folder, so only headers the toolkit lacks come from the wheel; pkb's
+    stand-in cublas_v2.h then gives way to the real one (`#include_next`). Only for an nvcc of the wheels' CUDA
+    major version (13)."""
+    home = os.path.join(cuda_home(nvcc), "include")
+    lacking = [h for h in LIBRARY_HEADERS if not os.path.exists(os.path.join(home, h))]
+    if not lacking or "release 13." not in nvcc_version(nvcc):
         return []
     for folder in nvidia_wheel_folders() if wheel_folders is None else wheel_folders:
         inc = os.path.join(folder, "cu13", "include")
-        if os.path.exists(os.path.join(inc, "cublas_v2.h")):
+        if any(os.path.exists(os.path.join(inc, h)) for h in lacking):
             return ["-isystem", inc]
     return []
 
 
 def has_real_cublas(nvcc: str) -> bool:
     """Whether builds see NVIDIA's cublas_v2.h (the toolkit's or the wheel's), not only pkb's stand-in of its types."""
-    return os.path.exists(os.path.join(cuda_home(nvcc), "include", "cublas_v2.h")) or bool(wheel_headers(nvcc))
+    wheel = wheel_headers(nvcc)
+    return os.path.exists(os.path.join(cuda_home(nvcc), "include", "cublas_v2.h")) or (
+        bool(wheel) and os.path.exists(os.path.join(wheel[1], "cublas_v2.h")))
 
 
 def torch_dirs() -> tuple[list[str], str]:
@@ -94,7 +104,10 @@ def missing_header(log: str) -> str | None:
     if not m:
         return None
     header = m.group(1) or m.group(2)
-    return None if not_in_any_torch(header) else f"missing header {header} (not installed here)"
+    if not_in_any_torch(header):
+        return None
+    fix = ": pip install 'pkb[cuda]' (NVIDIA's headers)" if os.path.basename(header) in LIBRARY_HEADERS else ""
+    return f"missing header {header} (not installed here{fix})"
 
 
 def not_in_any_torch(header: str) -> bool:

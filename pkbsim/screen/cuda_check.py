@@ -22,7 +22,7 @@ import time
 from dataclasses import asdict, dataclass, field
 
 from pkbsim.cuda.device_pass import device_only
-from pkbsim.cuda.toolchain import missing_header
+from pkbsim.cuda.toolchain import missing_header, wheel_headers
 from pkbsim.ptx.compile import NVCC_MISSING, cache_root, find_nvcc
 
 ERROR_LINE = re.compile(r"\((\d+)\): (?:catastrophic )?error:? (.*)")
@@ -48,16 +48,17 @@ def cache_dir() -> str:
 
 
 def compile_check(source: str) -> CompileReport:
-    """Check one CUDA translation unit (cached by the hash of the source and the nvcc command)."""
+    """Check one CUDA translation unit (cached by the hash of the source and the include folders it adds)."""
     nvcc = find_nvcc()
     if nvcc is None:
         return CompileReport("unavailable", f"{NVCC_MISSING}; CUDA sources were not compile-checked")
-    key = hashlib.sha256(f"{ARCH}\0{VERSION}\0{source}".encode()).hexdigest()
+    headers = wheel_headers(nvcc)  # NVIDIA's wheels' library headers, where the toolkit lacks them (as builds see them)
+    key = hashlib.sha256(f"{ARCH}\0{VERSION}\0{' '.join(headers)}\0{source}".encode()).hexdigest()
     cached = os.path.join(cache_dir(), key + ".json")
     if os.path.exists(cached):
         with open(cached) as f:
             return CompileReport(**{**json.load(f), "cached": True})
-    report = _run_nvcc(nvcc, source)
+    report = _run_nvcc(nvcc, source, headers)
     if report.status in ("ok", "error", "inconclusive"):
         try:
             os.makedirs(cache_dir(), exist_ok=True)
@@ -70,14 +71,14 @@ def compile_check(source: str) -> CompileReport:
     return report
 
 
-def _run_nvcc(nvcc: str, source: str) -> CompileReport:
+def _run_nvcc(nvcc: str, source: str, headers: list[str] | tuple[str, ...] = ()) -> CompileReport:
     kept, blanked = device_only(source)
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="pkb-nvcc-") as d:
         src = os.path.join(d, "candidate.cu")
         with open(src, "w") as f:
             f.write(kept)
-        cmd = [nvcc, "-cubin", f"-arch={ARCH}", "-std=c++17", "-lineinfo", "-Xptxas", "-v",
+        cmd = [nvcc, "-cubin", f"-arch={ARCH}", "-std=c++17", "-lineinfo", "-Xptxas", "-v", *headers,
                "-o", os.path.join(d, "candidate.cubin"), src]
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
