@@ -27,6 +27,9 @@ def create_input_tensor(rank, world_size, problem_id, base_shape, dtype, trial=0
     torch.manual_seed(3 + 1000 * problem_id + 10 * trial + rank)  # problem 2: no rounding flip in the screen's trials
     if problem_id == 1:
         return (torch.randn((M, 64), dtype=dtype, device=device), torch.randn((64, N), dtype=dtype, device=device))
+    if problem_id == 3:  # a layernorm's gradient: rows normalised by their length, so values scale with N
+        x = torch.randn((M, N), dtype=dtype, device=device)
+        return (x / (x.norm(dim=-1, keepdim=True) + 1e-5), torch.randn((M, N), dtype=dtype, device=device))
     if problem_id in (6, 9):  # a fixed size, whatever the base shape
         return (torch.randn((4096,), dtype=dtype, device=device),)
     return (torch.randn((M * N,), dtype=dtype, device=device),)
@@ -48,6 +51,13 @@ REFERENCES = {
             parts = [torch.empty_like(c) for _ in range(dist.get_world_size())]
             dist.all_gather(parts, c)
             return torch.cat(parts, dim=1)
+        """,
+    # the gradient of a layernorm's gain: products rounded to bf16, then summed over the rows
+    "3_norm_grad": """
+        def solution(x, dy):
+            g = (dy * x).sum(0)
+            dist.all_reduce(g)
+            return g
         """,
     # int8 quantisation in blocks of 64 by each block's largest magnitude, dequantised, summed over the ranks
     "2_block_quant_sum": QUANT_SUM,
@@ -181,3 +191,36 @@ def test_pkb_run_hands_its_sizes_budget_to_each_screen(checkout, tmp_path, capsy
                *([] if budget is None else ["--sizes-budget", budget])])
     rows = json.loads(capsys.readouterr().out)["results"]
     assert rc == 0 and [r["verdict"] for r in rows] == [verdict], rows
+
+
+# the same gradient with products kept in float32 (more exact than the reference): at 1024 x 64 one of 64 sums
+# lands 1.3x the tolerance away (rows of length 64 give values 4x the full size's), at 1024 x 1024 none does
+FLOAT_PRODUCTS = """
+def solution(x, dy):
+    g = (dy.float() * x.float()).sum(0).to(x.dtype)
+    dist.all_reduce(g)
+    return g
+"""
+# a real fault at that size alone: one sum off by 1.0 when the rows pass 512
+OFF_PAST_512 = FLOAT_PRODUCTS.replace("    dist.all_reduce(g)", "    if x.shape[0] > 512:\n        g[0] += 1.0\n    dist.all_reduce(g)")
+
+
+def test_rounding_alone_at_a_size_the_benchmark_does_not_run_is_a_note_not_a_reject(checkout, tmp_path):
+    res = run(checkout, tmp_path, "3_norm_grad", FLOAT_PRODUCTS, world_size=1)
+    assert res.verdict is Verdict.PASS and Stage.SIZES in res.checked, (res.reasons, res.notes)
+    assert any("size 1024 x 64" in n and "a size the benchmark does not run" in n for n in res.notes), res.notes
+
+
+def test_its_twin_off_by_far_more_than_rounding_at_that_size_is_rejected(checkout, tmp_path):
+    res = run(checkout, tmp_path, "3_norm_grad", OFF_PAST_512, world_size=1)
+    assert res.verdict is Verdict.REJECT and res.stage == Stage.SIZES, (res.reasons, res.notes)
+    assert res.reasons[0].kind == ReasonKind.WRONG_AT_SIZE and "size 1024 x 64" in res.reasons[0].message
+
+
+def test_rounding_only_means_finite_errors_within_the_near_tolerance_bound():
+    from pkbsim.screen.sizes import NEAR_TOLERANCE, _rounding_only
+    near = {"finite": True, "error": 0.02, "expected": 0.8}  # tolerance 0.018: 1.1x
+    assert _rounding_only([near])
+    assert not _rounding_only([{**near, "error": 0.02 * NEAR_TOLERANCE * 2}])
+    assert not _rounding_only([{**near, "finite": False}])
+    assert not _rounding_only([])
