@@ -26,7 +26,8 @@ import torch
 import torch.distributed as dist
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from tasks.parallelkernelbench.checkout import Checkout, load_specs  # noqa: E402
+from tasks.parallelkernelbench.checkout import load_specs  # noqa: E402
+from tasks.parallelkernelbench.naming import Checkout  # noqa: E402
 from tasks.api import TaskContext  # noqa: E402
 
 ATOL = RTOL = 1e-2

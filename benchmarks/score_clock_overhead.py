@@ -32,7 +32,8 @@ import torch  # noqa: E402
 
 from hwbackend.batch_size import WarmupReport, calls_per_batch  # noqa: E402
 from hwbackend.worker import Worker  # noqa: E402
-from tasks.parallelkernelbench.checkout import Checkout, register_checkout  # noqa: E402
+from tasks.parallelkernelbench.checkout import register_checkout  # noqa: E402
+from tasks.parallelkernelbench.naming import Checkout  # noqa: E402
 from tasks.registry import get  # noqa: E402
 
 

@@ -34,7 +34,7 @@ def _export(module: str, names: str, **renamed: str) -> None:
 
 _export("hwbackend.defaults", "TRIALS LAUNCHES BATCHES CALLS JOB_TIMEOUT_S GLOO_MAX_RANKS GLOO_RANKS_PER_CORE "
                               "SLURM_PORT SLURM_JOB_NAME")
-_export("hwbackend.score", "Protocol ScoreOptions ScoreRequest", score_candidate="score")
+_export("hwbackend.score", "Protocol ScoreOptions ScoreRequest gloo_rank_bound", score_candidate="score")
 _export("hwbackend.job_spec", "default_preset")
 _export("hwbackend.result", "RunRecord ScoreResult Status")
 _export("hwbackend.store", "", ScoreStore="Store")

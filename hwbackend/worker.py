@@ -25,7 +25,8 @@ from hwbackend.guard import Guard, leftover_threads
 from hwbackend.protocol import Channel, connect, said
 from hwbackend.result import FailureKind
 from tasks.api import TaskContext, as_outputs, flat_tensors, signature_problem
-from tasks.parallelkernelbench.checkout import Checkout, register_checkout
+from tasks.parallelkernelbench.checkout import register_checkout
+from tasks.parallelkernelbench.naming import Checkout
 from tasks.registry import get
 
 POISON_BYTES = 64 << 20
@@ -199,15 +200,17 @@ class Worker:
             self.guard.save_file(tree_unflatten([t.detach().cpu().clone() if isinstance(t, torch.Tensor) else t
                                                  for t in leaves], spec), path)
 
+    def tampered(self) -> list[dict]:
+        """The harness's watched names the candidate replaced, as findings for the channel."""
+        return said([f"{name} was replaced by the candidate" for name in self.guard.tampered()])
+
     def serve(self) -> None:
-        findings = []
         if self.role == "candidate":
             try:
                 self.load_candidate()
             except SyntaxError as e:
                 raise CompileError(f"{os.path.basename(e.filename or '?')}:{e.lineno}: {e.msg}") from e
-            findings += [f"{name} was replaced by the candidate" for name in self.guard.tampered()]
-        self.ch.send(event="ready", rank=self.rank, findings=said(findings))
+        self.ch.send(event="ready", rank=self.rank, findings=self.tampered())
         while True:
             msg = self.ch.recv()
             phase = msg["phase"]
@@ -223,8 +226,7 @@ class Worker:
                     findings += said(f, f"trial{i}")
                     fingerprints.append(self.fingerprints)  # the reference's are what the scorer trusts
                     self.save(f"trial{i}", out, args if self.role == "candidate" else None)
-                findings += said([f"{name} was replaced by the candidate" for name in self.guard.tampered()])
-                self.ch.send(event="done", findings=findings, fingerprints=fingerprints)
+                self.ch.send(event="done", findings=findings + self.tampered(), fingerprints=fingerprints)
             elif phase == "warmup":
                 self.ch.send(event="done", findings=[], **self.warmup(msg["seeds"]))
             elif phase == "timed":
@@ -238,8 +240,7 @@ class Worker:
                 for i in msg["indices"]:
                     self.save(f"timed{msg['batch']}-{i}", self.kept[i])
                 self.kept = []
-                f = [f"{name} was replaced by the candidate" for name in self.guard.tampered()]
-                self.ch.send(event="done", findings=said(f))
+                self.ch.send(event="done", findings=self.tampered())
 
 
 def _nbytes(tree) -> int:

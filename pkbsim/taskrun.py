@@ -14,12 +14,12 @@ from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
-from torch.utils._python_dispatch import TorchDispatchMode
 
 import pkbsim.plugins  # noqa: F401 - registers the world's plug-ins (symmetric memory, Triton, inline CUDA)
 from pkbsim.world import host_sync
 from pkbsim.world.comms import behind_the_program, is_fake
 from pkbsim.world.defaults import RUN_TIMEOUT_S
+from pkbsim.world.eager_mode import EagerDispatchMode
 from pkbsim.world.launcher import RunOptions, RunResult, run_ranks
 from pkbsim.world.trace import records_doc
 from tasks.api import TaskContext, aliased_outputs, as_outputs, compare, flat_tensors
@@ -100,14 +100,10 @@ _EMPTY = {torch.ops.aten.empty.memory_format, torch.ops.aten.empty_strided.defau
           torch.ops.aten.new_empty_strided.default}
 
 
-class PoisonEmpty(TorchDispatchMode):
+class PoisonEmpty(EagerDispatchMode):
     """Fills every uninitialised allocation with NaN (or -1 for integers), so that a run cannot pass by
     reading memory a previous run left behind. The fill is the simulator's, not the program's: traces and
     the rank's ops mode do not see it."""
-
-    @classmethod
-    def _should_skip_dynamo(cls) -> bool:
-        return False   # no dynamo.disable round __torch_dispatch__: it imports dynamo (1-5 s) at the first op (compile_shim.py)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))

@@ -129,7 +129,7 @@ def test_defaults_are_named_once():
     from hwbackend.job_spec import default_preset
     from pkbsim.screen.defaults import PARALLELKERNELBENCH_DTYPE
     from pkb.batch.job import ScreenJob
-    from tasks.parallelkernelbench.checkout import DTYPES
+    from tasks.parallelkernelbench.naming import DTYPES
 
     assert PARALLELKERNELBENCH_DTYPE == DTYPES[0] == ScreenJob("t", "c.py", 2, "hgx-h100", 0).parallelkernelbench_dtype
     assert (default_preset("nccl"), default_preset("gloo")) == ("full", "screen")

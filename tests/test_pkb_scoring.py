@@ -11,7 +11,8 @@ from pkb_checkout import HEAD, write_checkout
 
 from pkb.cli.main import main
 from tasks.api import TaskContext
-from tasks.parallelkernelbench.checkout import Checkout, Inputs, load_specs
+from tasks.parallelkernelbench.checkout import Inputs, load_specs
+from tasks.parallelkernelbench.naming import Checkout
 
 BUILDER = """
 import torch

@@ -64,7 +64,7 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     import torch  # (and the scorer, which imports it: not at module level, which `pkb --help` imports)
 
-    from hwbackend import Protocol, ScoreOptions, ScoreRequest, score_candidate
+    from hwbackend import Protocol, ScoreOptions, ScoreRequest, gloo_rank_bound, score_candidate
 
     if not sandbox_ready(args):  # else the rank workers start in the sandbox (hwbackend/jobs.py)
         os.environ[candidate_sandbox.DISABLE] = "1"
@@ -83,7 +83,7 @@ def run(args) -> int:
     nproc = args.nproc_per_node or (gpus if backend == "nccl" else 2)
     if nproc < 1 or (backend == "nccl" and nproc > gpus):
         raise UsageError(f"--nproc-per-node {nproc} is not possible here ({gpus} GPUs)")
-    gloo_bound = min(GLOO_MAX_RANKS, GLOO_RANKS_PER_CORE * (os.cpu_count() or 1))
+    gloo_bound = gloo_rank_bound()
     if backend == "gloo" and nproc > gloo_bound:
         raise UsageError(f"--nproc-per-node {nproc} is above the bound for gloo on this machine: {gloo_bound} "
                          f"({GLOO_RANKS_PER_CORE} ranks per CPU core, at most {GLOO_MAX_RANKS})")

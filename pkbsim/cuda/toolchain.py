@@ -31,29 +31,34 @@ def cuda_home(nvcc: str) -> str:
 LIBRARY_HEADERS = ("cublas_v2.h", "curand_kernel.h")
 
 
-def wheel_headers(nvcc: str, wheel_folders: list[str] | None = None) -> list[str]:
-    """`-isystem` of the include folder of NVIDIA's wheels (pkb's cuda extra: nvidia/cu13/include in each of
-    `wheel_folders`, by default the `nvidia` namespace package's folders) where the toolkit in use lacks one of
-    `LIBRARY_HEADERS` and the wheel has it (a system toolkit without cuBLAS or cuRAND, as this machine's):
-    searched after the toolkit's own folder, so only headers the toolkit lacks come from the wheel; pkb's
-    stand-in cublas_v2.h then gives way to the real one (`#include_next`). Only for an nvcc of the wheels' CUDA
-    major version (13)."""
+def wheel_include(nvcc: str, wheel_folders: list[str] | None = None) -> str | None:
+    """The include folder of NVIDIA's wheels (pkb's cuda extra: nvidia/cu13/include in each of `wheel_folders`,
+    by default the `nvidia` namespace package's folders) where the toolkit in use lacks one of `LIBRARY_HEADERS`
+    and the wheel has it (a system toolkit without cuBLAS or cuRAND, as this machine's); None otherwise. Only for
+    an nvcc of the wheels' CUDA major version (13)."""
     home = os.path.join(cuda_home(nvcc), "include")
     lacking = [h for h in LIBRARY_HEADERS if not os.path.exists(os.path.join(home, h))]
     if not lacking or "release 13." not in nvcc_version(nvcc):
-        return []
+        return None
     for folder in nvidia_wheel_folders() if wheel_folders is None else wheel_folders:
         inc = os.path.join(folder, "cu13", "include")
         if any(os.path.exists(os.path.join(inc, h)) for h in lacking):
-            return ["-isystem", inc]
-    return []
+            return inc
+    return None
+
+
+def wheel_headers(nvcc: str, wheel_folders: list[str] | None = None) -> list[str]:
+    """`-isystem` of `wheel_include`: searched after the toolkit's own folder, so only headers the toolkit lacks
+    come from the wheel; pkb's stand-in cublas_v2.h then gives way to the real one (`#include_next`)."""
+    inc = wheel_include(nvcc, wheel_folders)
+    return ["-isystem", inc] if inc else []
 
 
 def has_real_cublas(nvcc: str) -> bool:
     """Whether builds see NVIDIA's cublas_v2.h (the toolkit's or the wheel's), not only pkb's stand-in of its types."""
-    wheel = wheel_headers(nvcc)
-    return os.path.exists(os.path.join(cuda_home(nvcc), "include", "cublas_v2.h")) or (
-        bool(wheel) and os.path.exists(os.path.join(wheel[1], "cublas_v2.h")))
+    inc = wheel_include(nvcc)
+    return any(os.path.exists(os.path.join(folder, "cublas_v2.h"))
+               for folder in (os.path.join(cuda_home(nvcc), "include"), inc) if folder)
 
 
 def torch_dirs() -> tuple[list[str], str]:

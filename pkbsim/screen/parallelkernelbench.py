@@ -24,7 +24,8 @@ from pkbsim.screen.parallelkernelbench_budgets import (  # noqa: F401 - PkbLimit
 from pkbsim.world.context import current
 from pkbsim.world.device_identity import tag, tagged
 from pkbsim.world.plugins import RankState
-from tasks.parallelkernelbench.checkout import Checkout, Inputs, Reference, load_module, load_specs, register
+from tasks.parallelkernelbench.checkout import Inputs, Reference, load_module, load_specs, register
+from tasks.parallelkernelbench.naming import Checkout
 from tasks.registry import TaskSpec
 
 # one rank imports at a time: CPython 3.11's parser is not thread-safe (a module-level @torch.jit.script, as in

@@ -17,11 +17,12 @@ import os
 import resource
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
+from torch.utils._python_dispatch import _disable_current_modes
 from torch.utils._pytree import tree_flatten, tree_map
 from torch.utils.flop_counter import flop_registry
 
 from pkbsim.errors import SimulatorLimit
+from pkbsim.world.eager_mode import EagerDispatchMode
 
 # Both budgets are for all ranks together, which share one process and the CPU's cores: a rank gets its share
 BASELINE = 2 * 2**30  # address space of a screen before any input: interpreter, torch, rank threads, malloc arenas
@@ -56,14 +57,10 @@ class PkbLimitExceeded(SimulatorLimit):
         self.task, self.limit = task, limit  # limit: "memory" or "time"
 
 
-class InputBudget(TorchDispatchMode):
+class InputBudget(EagerDispatchMode):
     """Raises before a factory (randn, empty, zeros, ...) would allocate more than all ranks' inputs may hold
     together (a temporary the builder frees is fine), and on `check` if the inputs a rank keeps hold more
     than its share (this also counts factories without a size argument, such as eye)."""
-
-    @classmethod
-    def _should_skip_dynamo(cls) -> bool:
-        return False   # no dynamo.disable round __torch_dispatch__: it imports dynamo (1-5 s) at the first op (compile_shim.py)
 
     def __init__(self, what: str, world_size: int, budget: int | None = None):
         super().__init__()
@@ -93,12 +90,8 @@ class InputBudget(TorchDispatchMode):
                                 f"screen size")
 
 
-class FlopBudget(TorchDispatchMode):
+class FlopBudget(EagerDispatchMode):
     """Raises before a matmul, convolution or attention would take the call over the budget."""
-
-    @classmethod
-    def _should_skip_dynamo(cls) -> bool:
-        return False   # no dynamo.disable round __torch_dispatch__: it imports dynamo (1-5 s) at the first op (compile_shim.py)
 
     def __init__(self, what: str, world_size: int, budget: float = FLOPS):
         super().__init__()

@@ -90,7 +90,7 @@ def judge_sizes(task: TaskSpec, sized: list[dict], world_size: int, seed: int, t
     if not sized:
         return [], []
     screen = task.sizes.get("screen", SCREEN)
-    full = [task.sizes.get("full", {}).get("m"), task.sizes.get("full", {}).get("n")]
+    full = [task.sizes.get("full", {}).get(side) for side in ("m", "n")]  # the benchmark's own size
     run = run_calls(task, [Call(r["trial"], size={"m": r["m"], "n": r["n"]}) for r in sized], world_size, seed=seed,
                     timeout=timeout, keep_inputs=False, shape_run=False)
     lim = next(filter(None, (limit_of(r.error) for r in run.raised)), None)

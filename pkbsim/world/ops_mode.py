@@ -10,10 +10,12 @@ It serves these purposes, each switched on only when needed (the mode costs ~15 
 from __future__ import annotations
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode, _pop_mode, _push_mode
+from torch.utils._python_dispatch import _pop_mode, _push_mode
+
 from torch.utils.flop_counter import flop_registry
 
 from pkbsim.world import host_sync
+from pkbsim.world.eager_mode import EagerDispatchMode
 from pkbsim.world.comms import is_fake, resolve_comm, storage_key
 from pkbsim.world.findings import Finding
 from pkbsim.world.kernel_path import kernel_path, path_launch
@@ -71,11 +73,7 @@ def _is_view(func) -> bool:
     return any(r.alias_info is not None and not r.alias_info.is_write for r in func._schema.returns)
 
 
-class RankOpsMode(TorchDispatchMode):
-    @classmethod
-    def _should_skip_dynamo(cls) -> bool:
-        return False   # no dynamo.disable round __torch_dispatch__: it imports dynamo (1-5 s) at the first op (compile_shim.py)
-
+class RankOpsMode(EagerDispatchMode):
     def __init__(self, ctx):
         super().__init__()
         self.ctx = ctx

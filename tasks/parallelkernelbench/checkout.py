@@ -22,9 +22,7 @@ import torch
 
 from tasks.api import Output, TaskContext, WorldSizes
 from tasks.parallelkernelbench.compare import ATOL, RTOL, pkb_mismatch
-from tasks.parallelkernelbench.naming import DTYPES as DTYPES  # re-exported: their home is naming.py, without torch
-from tasks.parallelkernelbench.naming import Checkout as Checkout
-from tasks.parallelkernelbench.naming import problem_key as problem_key
+from tasks.parallelkernelbench.naming import DTYPES, Checkout, problem_key
 from tasks.registry import TaskSpec, register_external
 
 SIZES = {"screen": {"m": 64, "n": 64}, "full": {"m": 1024, "n": 1024}}
