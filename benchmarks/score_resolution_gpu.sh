@@ -2,7 +2,8 @@
 # The scorer's resolution on one GPU at world size 1, as run by the `run` tool from the repo root with .whl
 # and .pkbdata carried (.pkbdata/pkb_head: ParallelKernelBench HEAD's reference/, utils/, run_local.py):
 #   sh benchmarks/score_resolution_gpu.sh OUT STEPS [SELF_FROM SELF_TO | FILE ...]
-# STEPS, any of: overhead (the per-call clock overhead of every reference, score_clock_overhead.py),
+# STEPS, any of: noise (host_bound_noise.py as it comes, pinned to one core, its main thread alone pinned; the CPU facts),
+# overhead (the per-call clock overhead of every reference, score_clock_overhead.py),
 # synthetic (a 5%-faster and a 2%-slower candidate and the reference itself, synthetic_speedups.py, each
 # scored), self (the references of 10-100 us by the batch clock scored against themselves, the sampled
 # problems SELF_FROM..SELF_TO of results/score_resolution/self_sample.txt, the list a first overhead step printed), harness (FILEs of .pkbdata/pkb_dab's
@@ -37,6 +38,14 @@ case " $steps " in *" overhead "*)
   python3 benchmarks/score_clock_overhead.py --pkb-root "$head" --budget-s "${OVERHEAD_BUDGET_S:-240}" \
     --out "$out/clock_overhead.json" \
     2>&1 | grep -v Warning | tee "$out/clock_overhead.txt" | tail -40 ;;
+esac
+case " $steps " in *" noise "*)
+  { nproc; lscpu | grep -iE 'model name|thread|socket|numa|mhz'; cat /sys/devices/system/cpu/cpu0/cpufreq/scaling_governor;
+    uptime; nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,persistence_mode --format=csv; } > "$out/noise_env.txt" 2>&1
+  python3 benchmarks/host_bound_noise.py --rounds "${NOISE_ROUNDS:-20}" > "$out/noise_free.jsonl" 2> "$out/noise_free.err"
+  python3 benchmarks/host_bound_noise.py --rounds "${NOISE_ROUNDS:-20}" --pin 3 > "$out/noise_pin3.jsonl" 2> "$out/noise_pin3.err"
+  python3 benchmarks/host_bound_noise.py --rounds "${NOISE_ROUNDS:-20}" --pin-main 3 > "$out/noise_main3.jsonl" 2> "$out/noise_main3.err"
+  grep summary "$out"/noise_*.jsonl ;;
 esac
 case " $steps " in *" synthetic "*)
   python3 benchmarks/synthetic_speedups.py /tmp/synthetic | tee "$out/synthetic.json"
