@@ -16,12 +16,10 @@ tracer patches torch.nn.Module process-wide while it runs, under the feet of the
 from __future__ import annotations
 
 import importlib
-import importlib.abc
-import sys
-import threading
 
 from pkbsim.world.context import current
 from pkbsim.world.cuda_shim import _on_gpu
+from pkbsim.world.on_import import when_imported
 from pkbsim.world.patching import Patches
 
 
@@ -51,66 +49,12 @@ def _force_eager(patches: Patches, eval_frame) -> None:
     patches.set(eval_frame, "_stance", eval_frame.DynamoStance(stance="force_eager"))
 
 
-class _Loader(importlib.abc.Loader):
-    """A module's own loader, with `then(module)` called once the module's code has run."""
-
-    def __init__(self, loader, then):
-        self._loader, self._then = loader, then
-
-    def create_module(self, spec):
-        return self._loader.create_module(spec)
-
-    def exec_module(self, module):
-        self._loader.exec_module(module)
-        self._then(module)
-
-    def __getattr__(self, name):    # get_source, get_filename, ... of the real loader
-        return getattr(self._loader, name)
-
-
-class _OnDynamoImport(importlib.abc.MetaPathFinder):
-    """Importing torch._dynamo costs about a second (several on a loaded machine), in the screening process and
-    again in every candidate's, and most programs never compile. So the stance is set when the program first
-    imports dynamo during a run (torch.compile, torch._dynamo, torch.compiler.set_stance all import its
-    eval_frame), right after that module runs and before the import returns; outside a run this finder does
-    nothing. It stays on sys.meta_path once added (one name compare per import)."""
-
-    def __init__(self):
-        self.patches: Patches | None = None   # the running world's patches (Patches.set: restored with them)
-        self._finding = threading.local()
-
-    def find_spec(self, fullname, path, target=None):
-        patches = self.patches
-        if fullname != _EVAL_FRAME or patches is None or getattr(self._finding, "on", False):
-            return None
-        self._finding.on = True
-        try:
-            for finder in sys.meta_path:
-                if finder is self or not hasattr(finder, "find_spec"):
-                    continue
-                spec = finder.find_spec(fullname, path, target)
-                if spec is not None:
-                    break
-            else:
-                return None
-        finally:
-            self._finding.on = False
-        if spec.loader is not None:
-            spec.loader = _Loader(spec.loader, lambda module: _force_eager(patches, module))
-        return spec
-
-
-_ON_IMPORT = _OnDynamoImport()
-
-
 def install_compile_shim(patches: Patches) -> None:
-    eval_frame = sys.modules.get(_EVAL_FRAME)
-    if eval_frame is not None:
-        _force_eager(patches, eval_frame)
-    else:
-        if _ON_IMPORT not in sys.meta_path:
-            sys.meta_path.insert(0, _ON_IMPORT)
-        patches.set(_ON_IMPORT, "patches", patches)   # back to None when the run's patches are restored
+    """Importing torch._dynamo costs about a second (several on a loaded machine), in the screening process and
+    again in every candidate's, and most programs never compile: the stance is set when the program imports
+    dynamo during a run (torch.compile, torch._dynamo, torch.compiler.set_stance all import its eval_frame),
+    right after that module runs and before the import returns (on_import.py)."""
+    when_imported(patches, _EVAL_FRAME, lambda eval_frame: _force_eager(patches, eval_frame))
     flex = importlib.import_module("torch.nn.attention.flex_attention")
     patches.set(flex, "_validate_device", _flex_validate_device(flex._validate_device))
     patches.set(flex, "flex_attention_hop", _flex_attention_op(flex.flex_attention_hop))

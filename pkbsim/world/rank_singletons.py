@@ -22,17 +22,18 @@ PartialState, AcceleratorState and GradientState) is one per rank, empty at each
 
 A class-level lock made on first use and deleted again by whoever made it (tqdm's `_lock`, which
 `tqdm.contrib.concurrent`'s `ensure_lock` deletes on exit if it made it: the `datasets` loader that torchtitan
-calls) vanishes under another rank that is using it. Each listed lock is made before the run, so no rank is its
-maker.
+calls) vanishes under another rank that is using it. Each listed lock is made by pkb (before the run, or as the
+program imports the library), so no rank is its maker.
+
+Each library is patched only if imported, before the run or by the program during it (on_import.py).
 """
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import threading
 from collections.abc import MutableMapping, MutableSequence
 
 from pkbsim.world.context import current
+from pkbsim.world.on_import import when_imported
 from pkbsim.world.patching import Patches
 
 # (module, class, attribute mapping classes to their one instance, the classes whose instance is per rank)
@@ -150,34 +151,57 @@ class Nested:
                 self._disable()
 
 
-def _owner(module: str, path: str):
-    if importlib.util.find_spec(module.split(".")[0]) is None:
-        return None
-    obj = importlib.import_module(module)
-    for name in path.split("."):
-        obj = getattr(obj, name)
-    return obj
+def _registry(patches: Patches, cls: str, attr: str, per_rank: tuple[str, ...]):
+    def then(module):
+        owner = getattr(module, cls)
+        patches.set(owner, attr, PerRankInstances(getattr(owner, attr), per_rank))
+    return then
+
+
+def _stack(patches: Patches, cls: str, attr: str):
+    def then(module):
+        owner = getattr(module, cls)
+        patches.set(owner, attr, PerRankStack(getattr(owner, attr)))
+    return then
+
+
+def _shared_state(patches: Patches, cls: str, attr: str):
+    def then(module):
+        owner = getattr(module, cls)
+        patches.set(owner, attr, PerRankDict(vars(owner)[attr]))
+    return then
+
+
+def _nested(patches: Patches, enable: str, disable: str):
+    def then(module):
+        pair = Nested(getattr(module, enable), getattr(module, disable))
+        patches.set(module, enable, pair.enable)
+        patches.set(module, disable, pair.disable)
+    return then
+
+
+def _lazy_lock(patches: Patches, cls: str, attr: str, make: str):
+    def then(module):
+        owner = getattr(module, cls)
+        if attr in vars(owner):
+            return
+        lock = getattr(owner, make)()       # which may set it: the run's patch removes it again afterwards
+        if attr in vars(owner):
+            delattr(owner, attr)
+        patches.set_own(owner, attr, lock)
+    return then
 
 
 def install_rank_singletons(patches: Patches) -> None:
+    """Each listed library is patched when it is imported, before the run or by the program during it
+    (on_import.py): importing them all at every world start cost seconds, and most programs use none."""
     for module, cls, attr, per_rank in REGISTRIES:
-        if (owner := _owner(module, cls)) is not None:
-            patches.set(owner, attr, PerRankInstances(getattr(owner, attr), per_rank))
+        when_imported(patches, module, _registry(patches, cls, attr, per_rank))
     for module, cls, attr in STACKS:
-        if (owner := _owner(module, cls)) is not None:
-            patches.set(owner, attr, PerRankStack(getattr(owner, attr)))
+        when_imported(patches, module, _stack(patches, cls, attr))
     for module, cls, attr in SHARED_STATES:
-        if (owner := _owner(module, cls)) is not None:
-            patches.set(owner, attr, PerRankDict(vars(owner)[attr]))
+        when_imported(patches, module, _shared_state(patches, cls, attr))
     for module, enable, disable in NESTED:
-        if importlib.util.find_spec(module.split(".")[0]) is not None:
-            mod = importlib.import_module(module)
-            pair = Nested(getattr(mod, enable), getattr(mod, disable))
-            patches.set(mod, enable, pair.enable)
-            patches.set(mod, disable, pair.disable)
+        when_imported(patches, module, _nested(patches, enable, disable))
     for module, cls, attr, make in LAZY_LOCKS:
-        if (owner := _owner(module, cls)) is not None and attr not in vars(owner):
-            lock = getattr(owner, make)()       # which may set it: the run's patch removes it again afterwards
-            if attr in vars(owner):
-                delattr(owner, attr)
-            patches.set_own(owner, attr, lock)
+        when_imported(patches, module, _lazy_lock(patches, cls, attr, make))
