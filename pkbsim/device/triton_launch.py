@@ -29,6 +29,7 @@ from pkbsim.device.kernel_report import FlagChains, KernelWork, report_launch
 from pkbsim.device.protocol import device_state, kernel_end_fence
 from pkbsim.device.spin import PollSet
 from pkbsim.device.spin_handoff import kernel_ended
+from pkbsim.device.triton_bounds import Bounds
 from pkbsim.device.triton_compile_check import check_compiles
 from pkbsim.device.triton_numerics import install_numerics
 from pkbsim.world.clocks import KernelClocks
@@ -109,6 +110,8 @@ class Launch:
     work: KernelWork = field(default_factory=KernelWork)
     chains: FlagChains = field(default_factory=FlagChains)
     co_resident: list[str] = field(default_factory=list)
+    tensors: dict = field(default_factory=dict)  # argument name -> the tensor passed (args holds its address only)
+    bounds: Bounds | None = None  # what the kernel may touch outside symmetric memory, built at its first such access
 
     @property
     def where(self) -> str:
@@ -171,10 +174,12 @@ def launch(fn, args: tuple, kwargs: dict, grid) -> None:
     executor = interp.GridExecutor(rewritten, kernel.arg_names, grid)
     accepted = inspect.getfullargspec(rewritten).args
     call_args = inspect.getcallargs(rewritten, *args, **{k: v for k, v in kwargs.items() if k in accepted})
+    tensors = dict(_tensor_args(call_args))
     call_args = {n: a if n in executor.constexprs else interp._implicit_cvt(a) for n, a in call_args.items()}
     g = tuple(grid(call_args) if callable(grid) else grid)
     g = g + (1,) * (3 - len(g))
-    run = Launch(fn.__name__, g, rewritten, call_args, user_site(), clocks=ctx.world.clocks.kernel(ctx.rank))
+    run = Launch(fn.__name__, g, rewritten, call_args, user_site(), clocks=ctx.world.clocks.kernel(ctx.rank),
+                 tensors=tensors)
     run.work.threads = 32 * int(kwargs.get("num_warps", DEFAULT_WARPS))
     run.work.reads_grid_size = _reads_grid_size(fn)
     outer = current_launch()
@@ -192,6 +197,15 @@ def launch(fn, args: tuple, kwargs: dict, grid) -> None:
         _exit_lang()
         _tls.launch = outer
     _report(ctx, run)
+
+
+def _tensor_args(call_args: dict):
+    """(name, tensor) for every tensor argument of a launch, those inside tuple arguments too."""
+    for name, a in call_args.items():
+        if isinstance(a, torch.Tensor):
+            yield name, a
+        elif isinstance(a, tuple):
+            yield from _tensor_args({f"{name}[{i}]": x for i, x in enumerate(a)})
 
 
 def _report(ctx, run: Launch) -> None:

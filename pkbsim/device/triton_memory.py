@@ -17,6 +17,7 @@ from pkbsim.device import spin, spin_handoff
 from pkbsim.device.accesses import Access, byte_runs
 from pkbsim.device.memory_map import check_mapped
 from pkbsim.device.protocol import device_state, emit
+from pkbsim.device.triton_bounds import Bounds
 from pkbsim.device.triton_launch import current_launch
 from pkbsim.ptx.access import check_aligned
 from pkbsim.ptx.errors import MemoryFault
@@ -38,13 +39,17 @@ def _active(ptrs, mask) -> tuple[np.ndarray, int]:
     return addrs, itemsize
 
 
-def _access(ctx, addrs: np.ndarray, itemsize: int) -> Access:
+def _access(ctx, addrs: np.ndarray, itemsize: int, launch, what: str) -> Access:
     lo = int(addrs.min())
     region = device_state(ctx.world).memory.find(lo, int(addrs.max()) + itemsize)
     try:
         check_mapped(region, ctx.rank, lo)  # a freed symmetric buffer: illegal address
     except MemoryFault as e:
         raise MemoryFault(f"{e} at {user_site()}") from None
+    if region is None:  # not one symmetric buffer: every address must be in memory the kernel may touch
+        if launch.bounds is None:
+            launch.bounds = Bounds(launch.tensors)
+        launch.bounds.check(ctx, addrs, itemsize, what)
     runs = byte_runs(addrs, itemsize) if region is not None and not region.on_pad else None
     return Access.of(ctx, addrs, itemsize, region, runs)
 
@@ -78,7 +83,7 @@ def masked_load(original):
         if ctx is None or launch is None:
             return original(self, ptrs, mask, other, cache_modifier, eviction_policy, is_volatile)
         addrs, itemsize = _active(ptrs, mask)
-        acc = _access(ctx, addrs, itemsize) if addrs.size else None
+        acc = _access(ctx, addrs, itemsize, launch, "load") if addrs.size else None
         if acc is not None and acc.region is not None and not acc.region.on_pad and not is_volatile:
             for ev in acc.data_events("get", user_site(), launch.where):
                 emit(ctx.world, ev, acc.region)
@@ -111,7 +116,7 @@ def masked_store(original):
         addrs, itemsize = _active(ptrs, mask)
         if not addrs.size:
             return original(self, ptrs, value, mask, cache_modifier, eviction_policy)
-        acc = _access(ctx, addrs, itemsize)
+        acc = _access(ctx, addrs, itemsize, launch, "store")
         site = user_site()
         with spin_handoff.writing(ctx, [(acc.lo, acc.hi, _owner(acc))], site, launch.where):
             if acc.region is not None and not acc.region.on_pad:
@@ -141,7 +146,7 @@ def _atomic(ctx, launch, ptr, mask, sem, scope, op: str, run):
     order = _SEM.get(getattr(sem, "name", ""), "acq_rel")
     if order in ("release", "acq_rel"):
         launch.work.released(launch.current, getattr(scope, "name", "") == "SYSTEM")
-    acc = _access(ctx, addrs, itemsize)
+    acc = _access(ctx, addrs, itemsize, launch, f"atomic {op}")
     site = user_site()
     # the flag's value and the clock released into it change together, with the check that no poller misses it
     with spin_handoff.writing(ctx, [(acc.lo, acc.hi, _owner(acc))], site, launch.where):
