@@ -7,6 +7,8 @@ on GPUs, at the same world size, and the confusion matrix of the two.
     python benchmarks/pkb_agreement.py gpu --pkb-root CHECKOUT TREE ... --out GPU.jsonl --nproc-per-node 1
     # anywhere: the matrix and every disagreement
     python benchmarks/pkb_agreement.py table --screen-dir SCREEN_DIR [--screen-dir LATER_DIR] --gpu GPU.jsonl TREE ...
+    # a tree with no GPU scores: each file's screen verdict, beside verdicts of another run (a JSON file id -> verdict)
+    python benchmarks/pkb_agreement.py verdicts --screen-dir SCREEN_DIR [--screen-dir LATER_DIR] TREE [--compare OTHER.json]
 
 The same commands run unchanged with --world-size=8 / --nproc-per-node 8 on an 8-GPU node. Rows are
 matched by tree and file name, so the two sides may run on different machines with the checkout at
@@ -126,6 +128,38 @@ def table(args) -> None:
     stage_times(screened)
 
 
+def file_id(k: str) -> str:
+    return os.path.basename(k).split("_")[0]
+
+
+def verdicts(args) -> None:
+    """Each file's verdict under pkb's rules (and ParallelKernelBench's where they differ), its reason and stage
+    seconds, the counts per verdict and reason, and where --compare names another run's verdicts, that one's."""
+    screened = screen_rows(args.screen_dir, [args.tree])
+    other = {}
+    if args.compare:
+        with open(args.compare) as f:
+            other = json.load(f)["verdicts"]
+    counts = collections.Counter()
+    rows = sorted(screened.items(), key=lambda kv: int(file_id(kv[0])) if file_id(kv[0]).isdigit() else 0)
+    print(f"{'id':>3} {'screen':12} {'kind':22} {'PKB rules':10} {'other run':28} {'s':>6}  reason")
+    for k, row in rows:
+        v = row["verdict"]
+        kind = ((row.get("reasons") or [{}])[0]).get("kind", "")
+        bench = (row.get("verdicts") or {}).get("parallelkernelbench", v)
+        counts[(v, kind)] += 1
+        secs = sum((row.get("seconds") or {}).values())
+        msg = " ".join(reason(row).split(": ", 1)[-1].split())[:150] if kind else ""
+        print(f"{file_id(k):>3} {v:12} {kind:22} {bench if bench != v else '':10} "
+              f"{other.get(file_id(k), ''):28} {secs:6.1f}  {msg}")
+    print(f"\n{len(screened)} files:", ", ".join(f"{v}{' ' + kind if kind else ''} {n}"
+                                              for (v, kind), n in sorted(counts.items())))
+    if other:
+        same = sum(1 for k, row in rows if other.get(file_id(k), "").split(":")[0] == row["verdict"])
+        print(f"Same verdict (pass / reject / inconclusive) as the other run: {same} of {len(rows)}")
+    stage_times(screened)
+
+
 def stage_times(screened: dict[str, dict]) -> None:
     """Seconds per stage over the screened files that ran it: median and worst (the sizes stage is the time the
     second-size and full-size runs add to a screen)."""
@@ -157,8 +191,12 @@ def main() -> None:
     t.add_argument("--screen-dir", required=True, action="append",
                    help="a folder of per-tree results stores; again for re-screens that replace its rows")
     t.add_argument("--gpu", required=True)
+    v = sub.add_parser("verdicts", help="each file's screen verdict, for a tree with no GPU scores")
+    v.add_argument("tree")
+    v.add_argument("--screen-dir", required=True, action="append")
+    v.add_argument("--compare", help="JSON {'verdicts': {file id: verdict}} of another run, e.g. at another world size")
     args = ap.parse_args()
-    gpu(args) if args.cmd == "gpu" else table(args)
+    {"gpu": gpu, "table": table, "verdicts": verdicts}[args.cmd](args)
 
 
 if __name__ == "__main__":
