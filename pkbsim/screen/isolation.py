@@ -16,7 +16,6 @@ ask for a second: pipeline._right_when_fresh) and runs nothing else.
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import faulthandler
 import io
@@ -28,7 +27,6 @@ import shutil
 import signal
 import sys
 import tempfile
-import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -173,12 +171,10 @@ class ZygoteGone(RuntimeError):
 
 
 class Zygote:
-    """A process forked once, before any job ran, that forks one child per candidate on request; children may
-    run at once (a screen runs its sizes stage's process beside its functional stage's: pipeline.py).
+    """A process forked once, before any job ran, that forks one child per candidate on request.
 
     Protocol on two pipes: the parent writes a job (one JSON line with its result path); the zygote answers
-    `pid N` for the child it forked, and `exit N STATUS` (its raw wait status) once child N has ended, in the
-    order they happen: the parent keeps the exits of children it is not waiting for yet."""
+    the child's pid, then, once the child has ended, its raw wait status (one line each)."""
 
     def __init__(self):
         seal()
@@ -190,88 +186,51 @@ class Zygote:
         if pid == 0:
             os.close(from_p)
             os.close(to_p)
-            self._serve(to_z, from_z)
+            self._serve(os.fdopen(to_z, "r"), os.fdopen(from_z, "w", buffering=1))
         os.close(to_z)
         os.close(from_z)
         self.pid = pid
         self._requests = os.fdopen(from_p, "w", buffering=1)
         self._answers = to_p  # read a byte at a time: a buffered reader would hide a line from select()
-        self._exits: dict[int, int] = {}   # raw wait statuses of ended children not yet waited for
 
-    def _line(self) -> list[str]:
+    def _answer(self) -> int:
         line = b""
         while not line.endswith(b"\n"):
             byte = os.read(self._answers, 1)
             if not byte:
                 raise ZygoteGone("the screening worker's zygote process is gone")
             line += byte
-        return line.decode().split()
-
-    def _exit_of(self, words: list[str]) -> None:
-        if words[0] != "exit":
-            raise ZygoteGone(f"the screening worker's zygote answered {' '.join(words)!r} out of turn")
-        self._exits[int(words[1])] = int(words[2])
+        return int(line)
 
     @staticmethod
-    def _serve(requests: int, answers: int) -> None:
-        """The zygote's loop: fork a child per request line, report each child's end as it happens (SIGCHLD
-        wakes the select through a self-pipe); when the requests pipe closes, kill what still runs and leave."""
+    def _serve(requests, answers) -> None:
         code = 0
         try:
             from pkbsim.screen.candidate_side import prepare
             from pkbsim.screen.defaults import PARALLELKERNELBENCH_DTYPE
-            wake_r, wake_w = os.pipe()
-            os.set_blocking(wake_r, False)
-            os.set_blocking(wake_w, False)
-            signal.signal(signal.SIGCHLD, lambda *_: None)
-            signal.set_wakeup_fd(wake_w)
-            running: set[int] = set()
-            pending, reading = b"", True
-            while reading or running:
-                ready, _, _ = select.select([wake_r, requests] if reading else [wake_r], [], [])
-                if wake_r in ready:
-                    with contextlib.suppress(BlockingIOError):
-                        os.read(wake_r, 4096)
-                for pid in sorted(running):   # its own children only, never a process prepare() ran
-                    ended, raw = os.waitpid(pid, os.WNOHANG)
-                    if ended:
-                        running.discard(pid)
-                        os.write(answers, f"exit {pid} {raw}\n".encode())
-                if not reading or requests not in ready:
-                    continue
-                data = os.read(requests, 65536)
-                if not data:   # the parent is done: nothing it started is wanted any more
-                    reading = False
-                    for pid in running:
-                        with contextlib.suppress(ProcessLookupError):
-                            os.kill(pid, signal.SIGKILL)
-                    continue
-                pending += data
-                while b"\n" in pending:
-                    line, pending = pending.split(b"\n", 1)
-                    msg = json.loads(line)
-                    try:
-                        # the task's code, never a candidate's: cached here for the next forks
-                        prepare(msg["job"].get("parallelkernelbench_root"),
-                                msg["job"].get("parallelkernelbench_dtype", PARALLELKERNELBENCH_DTYPE))
-                    except Exception:  # noqa: BLE001 - the child meets it again and reports it
-                        pass
-                    child = os.fork()
-                    if child == 0:
-                        signal.set_wakeup_fd(-1)
-                        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-                        for fd in (requests, answers, wake_r, wake_w):
-                            os.close(fd)
-                        _child(msg["job"], msg["workdir"])
-                    running.add(child)
-                    os.write(answers, f"pid {child}\n".encode())
+            for line in requests:
+                msg = json.loads(line)
+                try:
+                    # the task's code, never a candidate's: cached here for the next forks
+                    prepare(msg["job"].get("parallelkernelbench_root"),
+                            msg["job"].get("parallelkernelbench_dtype", PARALLELKERNELBENCH_DTYPE))
+                except Exception:  # noqa: BLE001 - the child meets it again and reports it
+                    pass
+                child = os.fork()
+                if child == 0:
+                    requests.close()
+                    answers.close()
+                    _child(msg["job"], msg["workdir"])
+                answers.write(f"{child}\n")
+                _, raw = os.waitpid(child, 0)
+                answers.write(f"{raw}\n")
         except BaseException:  # noqa: BLE001 - the parent sees the pipe close and reports it
             code = 1
         finally:
             os._exit(code)
 
     def close(self) -> None:
-        """End the zygote (it leaves when its requests pipe closes, killing any child still running)."""
+        """End the zygote (it leaves when its requests pipe closes)."""
         self._requests.close()
         os.close(self._answers)
         os.waitpid(self.pid, 0)
@@ -282,21 +241,16 @@ class Zygote:
             self._requests.write(json.dumps({"job": job, "workdir": workdir}) + "\n")
         except BrokenPipeError:
             raise ZygoteGone("the screening worker's zygote process is gone") from None
-        while (words := self._line())[0] != "pid":
-            self._exit_of(words)
-        pid = int(words[1])
+        pid = self._answer()
 
         def wait(timeout: float) -> ChildExit:
-            deadline, timed_out = time.monotonic() + max(0.0, timeout), False
-            while pid not in self._exits:
-                if not timed_out:
-                    ready, _, _ = select.select([self._answers], [], [], max(0.0, deadline - time.monotonic()))
-                    if not ready:
-                        timed_out = True
-                        with contextlib.suppress(ProcessLookupError):
-                            os.kill(pid, signal.SIGKILL)
-                        continue
-                self._exit_of(self._line())
-            raw = self._exits.pop(pid)
+            ready, _, _ = select.select([self._answers], [], [], max(0.0, timeout))
+            timed_out = not ready
+            if timed_out:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            raw = self._answer()
             return ChildExit(timed_out=True) if timed_out else _status(raw)
         return Child(pid, workdir, wait)
