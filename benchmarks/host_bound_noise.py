@@ -12,7 +12,11 @@ Variants, interleaved round by round so a regime of the machine hits each alike:
   add         x.add_(1) on a fresh tensor (a CUDA launch, no c10d)
 Run it as it comes, with `--pin CPUS` (the process and every thread it makes) and `--pin-main CPUS`.
 Prints one JSON line per batch and a summary per variant (median, spread of batch medians, the correlations).
-Usage (GPU): python benchmarks/host_bound_noise.py [--rounds 30] [--batches 5] [--calls 650] [--pin CPUS | --pin-main CPUS]
+With --cpu-scan it first times the plain launch on each CPU in turn (is one core slower than another?); run
+several short processes one after another (--rounds 2 --kinds allgather) to see how much a process's own
+offset moves its median, free and pinned.
+Usage (GPU): python benchmarks/host_bound_noise.py [--rounds 30] [--batches 5] [--calls 650] [--kinds K,K]
+             [--pin CPUS | --pin-main CPUS] [--cpu-scan]
 """
 from __future__ import annotations
 
@@ -84,7 +88,11 @@ def main() -> int:
     ap.add_argument("--calls", type=int, default=650)
     ap.add_argument("--pin", default=None, help="CPUS (3 or 3,4): the process and every thread it makes on them")
     ap.add_argument("--pin-main", default=None, help="CPUS: only the main thread, after NCCL's threads started")
+    ap.add_argument("--kinds", default="allreduce,allgather,add")
+    ap.add_argument("--cpu-scan", action="store_true",
+                    help="first, the add batch on each CPU in turn (the main thread pinned to it), twice over")
     args = ap.parse_args()
+    kinds = args.kinds.split(",")
     if args.pin:
         os.sched_setaffinity(0, {int(c) for c in args.pin.split(",")})
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
@@ -94,16 +102,24 @@ def main() -> int:
     out = torch.empty(1024, 1024, device="cuda", dtype=torch.bfloat16)
     for kind in ("allreduce", "allgather", "add"):  # warm every path once
         _batch(kind, 50, out)
+    if args.cpu_scan:
+        mask = os.sched_getaffinity(0)
+        for sweep in range(2):
+            for cpu in sorted(mask):
+                os.sched_setaffinity(0, {cpu})
+                t = [_batch("add", args.calls, out)["us_per_call"] for _ in range(3)]
+                print(json.dumps(dict(cpu_scan=cpu, sweep=sweep, us_per_call=statistics.median(t))), flush=True)
+        os.sched_setaffinity(0, mask)
     if args.pin_main:  # affinity set from a thread binds that thread alone
         os.sched_setaffinity(0, {int(c) for c in args.pin_main.split(",")})
     rows = []
     for r in range(args.rounds):
-        for kind in ("allreduce", "allgather", "add"):
+        for kind in kinds:
             for _ in range(args.batches):
                 row = dict(_batch(kind, args.calls, out), round=r, pin=args.pin or args.pin_main)
                 rows.append(row)
                 print(json.dumps(row), flush=True)
-    for kind in ("allreduce", "allgather", "add"):
+    for kind in kinds:
         mine = [row for row in rows if row["kind"] == kind]
         t = [row["us_per_call"] for row in mine]
         per_round = [statistics.median(row["us_per_call"] for row in mine if row["round"] == r)

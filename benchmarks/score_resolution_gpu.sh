@@ -3,6 +3,7 @@
 # and .pkbdata carried (.pkbdata/pkb_head: ParallelKernelBench HEAD's reference/, utils/, run_local.py):
 #   sh benchmarks/score_resolution_gpu.sh OUT STEPS [SELF_FROM SELF_TO | FILE ...]
 # STEPS, any of: noise (host_bound_noise.py as it comes, pinned to one core, its main thread alone pinned; the CPU facts),
+# lottery (each CPU's speed; five short processes each free, pinned and main-thread-pinned: their medians),
 # overhead (the per-call clock overhead of every reference, score_clock_overhead.py),
 # synthetic (a 5%-faster and a 2%-slower candidate and the reference itself, synthetic_speedups.py, each
 # scored), self (the references of 10-100 us by the batch clock scored against themselves, the sampled
@@ -46,6 +47,16 @@ case " $steps " in *" noise "*)
   python3 benchmarks/host_bound_noise.py --rounds "${NOISE_ROUNDS:-20}" --pin 3 > "$out/noise_pin3.jsonl" 2> "$out/noise_pin3.err"
   python3 benchmarks/host_bound_noise.py --rounds "${NOISE_ROUNDS:-20}" --pin-main 3 > "$out/noise_main3.jsonl" 2> "$out/noise_main3.err"
   grep summary "$out"/noise_*.jsonl ;;
+esac
+case " $steps " in *" lottery "*)  # how far a process's own offset moves its median: short processes, free and pinned
+  python3 benchmarks/host_bound_noise.py --rounds 1 --cpu-scan --kinds add > "$out/cpu_scan.jsonl" 2>/dev/null
+  for mode in free pin main; do
+    flag=""; [ $mode = pin ] && flag="--pin 3"; [ $mode = main ] && flag="--pin-main 3"
+    for i in 1 2 3 4 5; do
+      python3 benchmarks/host_bound_noise.py --rounds 2 --kinds allgather,add $flag 2>/dev/null | grep summary \
+        | sed "s/^/$mode $i /" | tee -a "$out/lottery.txt"
+    done
+  done ;;
 esac
 case " $steps " in *" synthetic "*)
   python3 benchmarks/synthetic_speedups.py /tmp/synthetic | tee "$out/synthetic.json"

@@ -92,6 +92,37 @@ def _escaped_within(root: int) -> list[int]:
     return found
 
 
+def _tree(root: int) -> list[int]:
+    """`root` and every live process below it (inside a sandbox, whatever its ranks start stays below it)."""
+    table = _processes()
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    found, frontier = [], [root] if root in table else []
+    while frontier:
+        pid = frontier.pop()
+        found.append(pid)
+        frontier += children.get(pid, [])
+    return found
+
+
+def _all_stopped(pids: list[int]) -> bool:
+    """Whether every thread of these processes is stopped (or gone)."""
+    for pid in pids:
+        try:
+            tasks = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tasks:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                    if f.read().rsplit(")", 1)[1].split()[0] not in "TtZX":
+                        return False
+            except (OSError, IndexError):
+                continue
+    return True
+
+
 def _session_of(pid: int) -> int | None:
     try:
         with open(f"/proc/{pid}/stat") as f:
@@ -110,6 +141,8 @@ def _let_session_die(sid: int, limit: float = 5.0) -> None:
 
 
 class Job:
+    launchers: set[int] = set()  # the launchers of this process's live jobs: the two of a launch can be alive at once
+
     def __init__(self, spec: JobSpec):
         self.spec = spec
         self.dir = tempfile.mkdtemp(prefix=f"pkb-{spec.role}-")
@@ -123,6 +156,8 @@ class Job:
         self.log = None
         self.sandboxed = False
         self.deadline = 0.0
+        self.stopped: list[int] = []  # processes `pause` stopped
+        self.paused_at = 0.0
         self.leftovers = 0
         self.world_size = spec.nproc
         self.limits = sandbox.Limits.for_timeout(spec.timeout).effective()  # CPU time per process, processes+threads
@@ -173,6 +208,7 @@ class Job:
         self.proc = subprocess.Popen(cmd, env=self._env(control), cwd=self.dir, stdout=self.log,
                                      stderr=subprocess.STDOUT, start_new_session=True,
                                      preexec_fn=functools.partial(_limits, self.limits.cpu_seconds))
+        Job.launchers.add(self.proc.pid)
         self.deadline = time.monotonic() + self.spec.timeout
 
     def accept_ranks(self, listener: socket.socket) -> None:
@@ -364,8 +400,41 @@ class Job:
     def log_tail(self, n: int = 2000) -> str:
         return self.log_text()[-n:]
 
+    def pause(self) -> None:
+        """Stop every process of the job, from outside its sandbox (SIGSTOP cannot be caught), until `resume`:
+        while the other job of a launch runs a timed batch, this one can run nothing on the host beside it
+        (and what it had queued on a device was synchronised at the end of its own batch)."""
+        self.stopped, self.paused_at = [], time.monotonic()
+        if self.proc is None:
+            return
+        for _ in range(4):  # a process forked while the others were being stopped is caught by the next pass
+            new = [pid for pid in _tree(self.proc.pid) if pid not in self.stopped]
+            if not new:
+                break
+            for pid in new:
+                try:
+                    os.kill(pid, signal.SIGSTOP)
+                    self.stopped.append(pid)
+                except ProcessLookupError:
+                    pass
+        settle = time.monotonic() + 1.0
+        while not _all_stopped(self.stopped) and time.monotonic() < settle:
+            time.sleep(0.0005)
+
+    def resume(self) -> None:
+        """Continue what `pause` stopped; the time it was stopped is not the job's (its deadline moves on)."""
+        for pid in self.stopped:
+            try:
+                os.kill(pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+        if self.stopped:
+            self.deadline += time.monotonic() - self.paused_at
+        self.stopped = []
+
     def finish(self) -> None:
         """End the job: ask the ranks to leave, then kill whatever is left, escapees included."""
+        self.resume()
         escaped = _escaped_within(self.proc.pid) if self.proc is not None else []
         try:
             self.send_all(phase="bye")
@@ -383,8 +452,9 @@ class Job:
             except ProcessLookupError:
                 pass
             self.proc.wait()
+            Job.launchers.discard(self.proc.pid)
             _let_session_die(self.proc.pid)
-        strays = _children()
+        strays = [pid for pid in _children() if pid not in Job.launchers]  # another live job's is not this one's
         for pid in strays:
             try:
                 os.kill(pid, signal.SIGKILL)

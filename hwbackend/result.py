@@ -103,14 +103,18 @@ class TrialCheck:
 @dataclass
 class ClockSummary:
     """The worst launch of the clock cross-check (clock_check.py), as shares of a batch, and every timed batch
-    by both clocks: `batches` rows of launch, role, wall_ms (the scorer's clock from "go" to the last "done"),
-    reported_ms (the slowest rank's timed region) and calls, so that a noise margin can be traced to its batches."""
+    by both clocks: `batches` rows of launch, role, batch (its number in the launch), at_s (when it started,
+    seconds into the score), wall_ms (the scorer's clock from "go" to the last "done"), reported_ms (the slowest
+    rank's timed region) and calls, so that a noise margin can be traced to its batches; `interleaved`: the two
+    jobs of each launch took turns batch by batch."""
     unexplained: float
     tolerance: float
     batches: list[dict] = field(default_factory=list)
+    interleaved: bool = False
 
     def to_json(self) -> dict:
-        return {"unexplained": self.unexplained, "tolerance": self.tolerance, "batches": self.batches}
+        return {"unexplained": self.unexplained, "tolerance": self.tolerance, "batches": self.batches,
+                "interleaved": self.interleaved}
 
 
 @dataclass

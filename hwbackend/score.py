@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 
+import candidate_sandbox as sandbox
 from hwbackend import defaults, saved
 from hwbackend.batch_size import WarmupReport, calls_per_batch
 from hwbackend.cluster import Cluster
@@ -54,6 +55,7 @@ class Protocol:
     # decision_rule_rates.py: identical code called faster in 4-6.5% of scores at 2% launch-to-launch noise,
     # none once confirmed)
     confirm: bool = True
+    interleave: bool = True  # batches of both jobs taking turns (_interleaved), where the sandbox allows it
     timeout: float = defaults.JOB_TIMEOUT_S  # seconds per job
     preset: str = "screen"
     correctness_only: bool = False
@@ -102,6 +104,7 @@ class JobResult:
     out_dir: str
     findings: list[Finding] = field(default_factory=list)  # the ranks' own, and the job's leftovers
     clocks: list[BatchClock] = field(default_factory=list)  # each timed batch by both clocks
+    starts: list[float] = field(default_factory=list)  # when each timed batch was started (time.monotonic)
     fingerprints: dict[str, list[str]] = field(default_factory=dict)  # trial<i>-rank<r> -> [before, after]
     checked: list[str] = field(default_factory=list)  # the timed calls whose outputs were saved: timed<b>-<i>
 
@@ -125,53 +128,120 @@ class Seeds:
         return [self(*key, "shared"), self(*key, "rank", rank)]
 
 
-def _run_job(spec: JobSpec, plan: Plan, calls: Callable[[list[dict]], int],
-             cluster: Cluster | None = None) -> JobResult:
-    """One job through its phases. `calls` gives a timed batch's calls from the ranks' warm-up replies (the
-    reference's decide; a candidate's are never read: its job is given the count the reference's chose)."""
-    job = ClusterJob(cluster, spec) if cluster else Job(spec)
-    findings: list[Finding] = []
-    result = JobResult([], job.out_dir, findings)
-    try:
+class _JobRun:
+    """One job through its phases, a step at a time, so that the two jobs of a launch can take turns batch by
+    batch (`_Scoring.interleaved`) or run one after the other (`_run_job`). `calls` gives a timed batch's calls
+    from the ranks' warm-up replies (the reference's decide; a candidate's are never read: its job is given the
+    count the reference's chose)."""
+
+    def __init__(self, spec: JobSpec, plan: Plan, calls: Callable[[list[dict]], int], cluster: Cluster | None):
+        self.spec, self.plan, self.calls = spec, plan, calls
+        self.job = ClusterJob(cluster, spec) if cluster else Job(spec)
+        self.findings: list[Finding] = []
+        self.result = JobResult([], self.job.out_dir, self.findings)
+        self.n = 0
+
+    def open(self) -> None:
+        """Start the job; its correctness trials (each rank gets its own seeds only: the channels are in rank
+        order) and its warm-up, which sets the calls of a timed batch."""
+        job, plan = self.job, self.plan
         job.start()
         for reply in job.gather():
-            findings += _said(reply)
-        if plan.correctness:  # each rank gets its own seeds only (the channels are in rank order)
+            self.findings += _said(reply)
+        if plan.correctness:
             job.send_each(lambda rank: dict(phase="correctness", seeds=plan.for_rank(plan.correctness, rank)))
             for rank, reply in enumerate(job.gather()):
-                findings += _said(reply)
-                if spec.role == "reference":  # the scorer trusts the reference's alone (_trusted_checks)
+                self.findings += _said(reply)
+                if self.spec.role == "reference":  # the scorer trusts the reference's alone (_trusted_checks)
                     for i, pair in enumerate(reply.get("fingerprints", [])):
-                        result.fingerprints[f"trial{i}-rank{rank}"] = pair
+                        self.result.fingerprints[f"trial{i}-rank{rank}"] = pair
         warmup: list[dict] = []
         if plan.warmup:
             job.send_each(lambda rank: dict(phase="warmup", seeds=plan.for_rank(plan.warmup, rank)))
             warmup = job.gather()
-        n = calls(warmup) if plan.batches else 0
-        for b in range(plan.batches + 1 if plan.batches else 0):  # batch 0 settles: checked, never timed
-            keys = plan.timed(b, n)
-            job.send_each(lambda rank: dict(phase="timed", batch=b, seeds=plan.for_rank(keys, rank)))
-            job.gather()
-            t0 = time.perf_counter()
-            job.send_all(phase="go")
-            replies = job.gather()
-            wall = time.perf_counter() - t0
-            seconds = _reported(replies, wall, findings)  # the slowest rank's batch
-            if b > 0:  # the first batch of a job grows the allocator's pool and wakes the clocks
-                result.clocks.append(BatchClock(wall, seconds, n))
-                result.samples.append(seconds / n)
-            checked = plan.checked(b, n)
-            result.checked += [f"timed{b}-{i}" for i in checked]
-            job.send_all(phase="dump", batch=b, indices=checked)
-            for reply in job.gather():
-                findings += _said(reply)
-        return result
-    finally:
+        self.n = self.calls(warmup) if plan.batches else 0
+
+    def batches(self) -> range:
+        """The timed batches' numbers; batch 0 settles (the allocator's pool grows to it, the clocks wake):
+        checked, never timed."""
+        return range(self.plan.batches + 1 if self.plan.batches else 0)
+
+    def stage(self, b: int) -> None:
+        keys = self.plan.timed(b, self.n)
+        self.job.send_each(lambda rank: dict(phase="timed", batch=b, seeds=self.plan.for_rank(keys, rank)))
+        self.job.gather()
+
+    def time(self, b: int) -> None:
+        started, t0 = time.monotonic(), time.perf_counter()
+        self.job.send_all(phase="go")
+        replies = self.job.gather()
+        wall = time.perf_counter() - t0
+        seconds = _reported(replies, wall, self.findings)  # the slowest rank's batch
+        if b > 0:
+            self.result.clocks.append(BatchClock(wall, seconds, self.n))
+            self.result.samples.append(seconds / self.n)
+            self.result.starts.append(started)
+
+    def dump(self, b: int) -> None:
+        checked = self.plan.checked(b, self.n)
+        self.result.checked += [f"timed{b}-{i}" for i in checked]
+        self.job.send_all(phase="dump", batch=b, indices=checked)
+        for reply in self.job.gather():
+            self.findings += _said(reply)
+
+    def close(self) -> None:
+        job = self.job
         job.finish()
-        if job.leftovers and spec.role == "candidate":
-            findings.append(_integrity(f"{job.leftovers} process(es) of the candidate were still running after "
-                                       f"its job ended"))
-        result.findings = sorted({f.message: f for f in findings}.values(), key=lambda f: f.message)
+        if job.leftovers and self.spec.role == "candidate":
+            self.findings.append(_integrity(f"{job.leftovers} process(es) of the candidate were still running "
+                                            f"after its job ended"))
+        self.result.findings = sorted({f.message: f for f in self.findings}.values(), key=lambda f: f.message)
+
+
+def _run_job(spec: JobSpec, plan: Plan, calls: Callable[[list[dict]], int],
+             cluster: Cluster | None = None) -> JobResult:
+    """One job through all its phases, alone on the machine."""
+    run = _JobRun(spec, plan, calls, cluster)
+    try:
+        run.open()
+        for b in run.batches():
+            run.stage(b)
+            run.time(b)
+            run.dump(b)
+        return run.result
+    finally:
+        run.close()
+
+
+def _interleaved(specs: dict[str, JobSpec], order: tuple[str, str], plan: Plan,
+                 calls: Callable[[str], Callable[[list[dict]], int]]) -> dict[str, JobResult]:
+    """Both jobs of a launch alive at once, their timed batches taking turns (the order of each pair
+    alternating), so that a machine whose speed drifts (a host's CPU shared with other tenants moved
+    world-size-1 batches by 30-60% within one process) slows both alike. Both stage a batch before either
+    is timed. Whenever one job works the other is stopped from outside (SIGSTOP to each of its processes), so
+    nothing of it runs beside the other's batch and its own time limit does not run on. The reference opens
+    first: its warm-up sets the batch's calls."""
+    runs = {role: _JobRun(specs[role], plan, calls(role), None) for role in ("reference", "candidate")}
+
+    def turn(role: str, step: Callable, *args) -> None:
+        other = runs["candidate" if role == "reference" else "reference"].job
+        other.pause()
+        try:
+            step(*args)
+        finally:
+            other.resume()
+    try:
+        turn("reference", runs["reference"].open)
+        turn("candidate", runs["candidate"].open)
+        for b in runs["reference"].batches():
+            pair = order if b % 2 == 0 else order[::-1]
+            for step in (_JobRun.stage, _JobRun.time, _JobRun.dump):
+                for role in pair:
+                    turn(role, step, runs[role], b)
+        return {role: run.result for role, run in runs.items()}
+    finally:
+        for run in runs.values():
+            run.close()
 
 
 def _integrity(text: str, rank: int | None = None, call: str | None = None) -> Finding:
@@ -347,12 +417,17 @@ class _Scoring:
         self.task, self.request, self.protocol, self.options = task, request, protocol, options
         self.world, self.store, self.result = world, store, result
         self.seeds, self.say = Seeds(), (options.progress or (lambda msg: None))
+        self.began = time.monotonic()
         self.chosen = [protocol.calls] if protocol.calls else []  # a timed batch's calls: given, or the reference's pick
         self.ref_s: list[list[float]] = []
         self.cand_s: list[list[float]] = []
         self.cleanup: list[str] = []
         self.unreported, self.hideable, self.batches = 0.0, 0.0, []
         self.cheated = False  # a finding of the candidate's own behaviour, in any launch so far
+        # both jobs of a launch alive, batches taking turns: only where each job has a sandbox of its own (its
+        # own PID namespace and files: neither can see the other's processes or outputs) and on one node
+        self.interleave = protocol.interleave and not options.cluster and sandbox.wanted() \
+            and not protocol.correctness_only
 
     def run(self) -> ScoreResult:
         protocol, result = self.protocol, self.result
@@ -365,7 +440,7 @@ class _Scoring:
                 return result
             launch += 1
             if launch == launches == protocol.launches and protocol.confirm and not protocol.correctness_only \
-                    and summarize(self.ref_s, self.cand_s, self.hideable).faster:
+                    and summarize(self.ref_s, self.cand_s, self.hideable, self.interleave).faster:
                 launches += protocol.launches  # faster so far: it must stay faster over as many launches again
                 self.say(f"faster over {launch} launches: {protocol.launches} more to confirm it")
         result.correct = True
@@ -387,12 +462,17 @@ class _Scoring:
         # alternate which job goes first (order effects cancel); the reference's outputs are read
         # into this process and deleted before the candidate runs, so it can never read them
         order = ("reference", "candidate") if launch % 2 == 0 else ("candidate", "reference")
+        specs = {role: JobSpec(role, self.task.slug, self.request.nproc, self.request.backend, self.protocol.timeout,
+                               self.protocol.preset, self.request.candidate if role == "candidate" else None)
+                 for role in order}
         jobs, ref_outputs, largest = {}, {}, 0
+        if self.interleave:
+            self.say(f"launch {launch + 1}/{launches}: reference and candidate, batches taking turns")
+            jobs = _interleaved(specs, order, plan, lambda role: partial(self.batch_calls, role))
         for role in order:
-            self.say(f"launch {launch + 1}/{launches}: {role}")
-            spec = JobSpec(role, self.task.slug, self.request.nproc, self.request.backend, self.protocol.timeout,
-                           self.protocol.preset, self.request.candidate if role == "candidate" else None)
-            jobs[role] = _run_job(spec, plan, partial(self.batch_calls, role), self.options.cluster)
+            if role not in jobs:
+                self.say(f"launch {launch + 1}/{launches}: {role}")
+                jobs[role] = _run_job(specs[role], plan, partial(self.batch_calls, role), self.options.cluster)
             self.cleanup.append(jobs[role].out_dir)
             if role == "reference":
                 ref_outputs, largest = _load_outputs(jobs[role].out_dir, self.protocol.timeout)
@@ -443,16 +523,17 @@ class _Scoring:
         check = cross_check(ref.clocks, cand.clocks, self.request.backend)
         self.result.findings += [_integrity(m) for m in check.findings]
         self.unreported, self.hideable = max(self.unreported, check.unexplained), max(self.hideable, check.tolerance)
-        self.batches += [dict(launch=launch, role=role, wall_ms=b.wall * 1e3, reported_ms=b.reported * 1e3,
-                              calls=b.calls) for role in order for b in jobs[role].clocks]
+        self.batches += [dict(launch=launch, role=role, batch=i + 1, at_s=at - self.began, wall_ms=b.wall * 1e3,
+                              reported_ms=b.reported * 1e3, calls=b.calls)
+                         for role in order for i, (b, at) in enumerate(zip(jobs[role].clocks, jobs[role].starts))]
 
     def verdict(self) -> ScoreResult:
         """The speed-up over every launch, its interval and margin, and the status they give."""
         result = self.result
-        stats = summarize(self.ref_s, self.cand_s, self.hideable)
+        stats = summarize(self.ref_s, self.cand_s, self.hideable, self.interleave)
         result.speedup, result.speedup_ci95, result.noise_margin = stats.speedup, stats.ci95, stats.noise_margin
         result.reference_ms, result.candidate_ms = stats.reference_ms, stats.candidate_ms
-        result.clock_check = ClockSummary(self.unreported, self.hideable, self.batches)
+        result.clock_check = ClockSummary(self.unreported, self.hideable, self.batches, self.interleave)
         if result.speedup > IMPLAUSIBLE_SPEEDUP:
             result.findings.append(_integrity(f"speed-up {result.speedup:.1f}x is above the plausibility "
                                               f"limit of {IMPLAUSIBLE_SPEEDUP:g}x: review by hand"))

@@ -33,6 +33,21 @@ def noise_margin(ref_by_launch: list[list[float]]) -> float:
     return max(MIN_NOISE, (max(meds) - min(meds)) / statistics.median(meds))
 
 
+def ratio_spread(ref_by_launch: list[list[float]], cand_by_launch: list[list[float]]) -> float:
+    """Relative spread of the launches' own speed-ups (each launch's reference median over its candidate median),
+    for launches whose two jobs took turns batch by batch: a drift of the machine moves both jobs alike and
+    cancels in the ratio, what differs from one pair of processes to the next does not. One launch: its halves."""
+    pairs = [(r, c) for r, c in zip(ref_by_launch, cand_by_launch) if r and c]
+    if len(pairs) == 1:
+        r, c = pairs[0]
+        half_r, half_c = len(r) // 2, len(c) // 2
+        pairs = [(r[:half_r], c[:half_c]), (r[half_r:], c[half_c:])] if half_r and half_c else []
+    ratios = [statistics.median(r) / statistics.median(c) for r, c in pairs]
+    if len(ratios) < 2:
+        return MIN_NOISE
+    return max(MIN_NOISE, (max(ratios) - min(ratios)) / statistics.median(ratios))
+
+
 @dataclass
 class Timing:
     """What the samples say: medians (ms), their ratio with its 95% interval, the noise margin, and whether
@@ -46,14 +61,19 @@ class Timing:
 
 
 def summarize(ref_by_launch: list[list[float]], cand_by_launch: list[list[float]],
-              clock_tolerance: float = 0.0) -> Timing:
+              clock_tolerance: float = 0.0, interleaved: bool = False) -> Timing:
     """`clock_tolerance`: the share of a batch a patched clock could hide from the scorer's cross-check
-    (clock_check.py); the noise margin is never below it, so such a patch cannot make a candidate faster."""
+    (clock_check.py); the noise margin is never below it, so such a patch cannot make a candidate faster.
+    `interleaved`: each launch's two jobs took turns batch by batch, so the margin is the spread of the
+    launches' speed-ups (`ratio_spread`), not of each program's own medians (which a drift of the machine
+    moves, both alike)."""
     ref = [x for g in ref_by_launch for x in g]
     cand = [x for g in cand_by_launch for x in g]
     speedup = statistics.median(ref) / statistics.median(cand)
     lo, hi = bootstrap_ratio(ref, cand)
-    noise = max(noise_margin(ref_by_launch), noise_margin(cand_by_launch), clock_tolerance)
+    spread = ratio_spread(ref_by_launch, cand_by_launch) if interleaved else \
+        max(noise_margin(ref_by_launch), noise_margin(cand_by_launch))
+    noise = max(spread, clock_tolerance)
     faster = clears_noise([lo, hi], noise)
     return Timing(speedup, [lo, hi], noise, statistics.median(ref) * 1e3, statistics.median(cand) * 1e3, faster)
 

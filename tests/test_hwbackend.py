@@ -183,7 +183,8 @@ def test_a_score_result_is_the_same_json_after_a_round_trip():
            "trials": [{"launch": 0, "call": "trial0", "rank": 0, "ok": True, "message": ""}],
            "findings": [{"kind": "integrity", "rank": None, "message": "the candidate modified its inputs"}],
            "noise_margin": 0.05, "clock_check": {"unexplained": 0.0, "tolerance": 0.01, "batches": [
-               {"launch": 0, "role": "reference", "wall_ms": 41.2, "reported_ms": 40.9, "calls": 800}]}}
+               {"launch": 0, "role": "reference", "wall_ms": 41.2, "reported_ms": 40.9, "calls": 800}],
+               "interleaved": True}}
     res = ScoreResult.from_json(doc)
     assert res.status is Status.FASTER and res.integrity and res.trials[0].ok
     assert json.dumps(res.to_json()) == json.dumps(doc)  # the same keys, in the same order
@@ -317,7 +318,7 @@ def test_a_candidate_faster_after_two_launches_is_timed_over_two_more(job_root, 
 
     def run(faster: bool) -> list[str]:
         said: list[str] = []
-        monkeypatch.setattr(scoring, "summarize", lambda r, c, t=0.0: Timing(1.5 if faster else 0.9, [1.4, 1.6],
+        monkeypatch.setattr(scoring, "summarize", lambda r, c, t=0.0, i=False: Timing(1.5 if faster else 0.9, [1.4, 1.6],
                                                                               0.02, 1.0, 0.7, faster))
         res = score(ScoreRequest("all_reduce", os.path.join(CANDS, "reference_copy.py"), 2, "gloo"),
                     Protocol(launches=2, batches=1, calls=2, timeout=60), ScoreOptions(progress=said.append))
