@@ -180,3 +180,20 @@ def test_triton_bf16_stores_to_the_same_interleaved_slots_race(run_program):
     pytest.importorskip("triton")
     res = run_program(TRITON.replace("SLOT", "0"))
     assert any(f.kind == "race" and "write-write" in f.message for f in res.findings), res.output
+
+
+@pytest.mark.parametrize("read_first", [False, True])
+def test_expanding_a_uniform_page_gives_every_word_its_one_cell(read_first):
+    """A uniform page expanded before a partial access keeps, in each word's cell, the state its one cell had,
+    whether that state has reads (copied) or none (made as zeros: the memory is mapped on first touch)."""
+    page = races._Page(4)
+    page.access(0, races.PAGE * races.WORD, True, 3, 7, 1, 11)        # a whole write: one cell
+    if read_first:
+        page.access(0, races.PAGE * races.WORD, False, 2, 5, 2, 12)   # a whole read by rank 2: still uniform
+    assert page.uniform
+    one = {name: getattr(page, name).copy() for name in races._FIELDS}
+    page.expand()
+    for name, cell in one.items():
+        got = getattr(page, name)
+        assert got.shape == cell.shape[:-1] + (races.PAGE,) and got.dtype == cell.dtype, name
+        assert (got == cell).all(), name
