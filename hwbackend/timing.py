@@ -33,19 +33,30 @@ def noise_margin(ref_by_launch: list[list[float]]) -> float:
     return max(MIN_NOISE, (max(meds) - min(meds)) / statistics.median(meds))
 
 
-def ratio_spread(ref_by_launch: list[list[float]], cand_by_launch: list[list[float]]) -> float:
-    """Relative spread of the launches' own speed-ups (each launch's reference median over its candidate median),
-    for launches whose two jobs took turns batch by batch: a drift of the machine moves both jobs alike and
-    cancels in the ratio, what differs from one pair of processes to the next does not. One launch: its halves."""
-    pairs = [(r, c) for r, c in zip(ref_by_launch, cand_by_launch) if r and c]
-    if len(pairs) == 1:
-        r, c = pairs[0]
-        half_r, half_c = len(r) // 2, len(c) // 2
-        pairs = [(r[:half_r], c[:half_c]), (r[half_r:], c[half_c:])] if half_r and half_c else []
-    ratios = [statistics.median(r) / statistics.median(c) for r, c in pairs]
-    if len(ratios) < 2:
+def paired_ratios(ref_by_launch: list[list[float]], cand_by_launch: list[list[float]]) -> list[list[float]]:
+    """Each launch's batch-by-batch speed-ups, where its two jobs took turns: batch b of the reference over batch b
+    of the candidate, timed next to each other, so that a drift of the machine cancels in each."""
+    return [[r / c for r, c in zip(rs, cs)] for rs, cs in zip(ref_by_launch, cand_by_launch)]
+
+
+def ratio_spread(ratios_by_launch: list[list[float]]) -> float:
+    """Relative spread of the launches' median speed-ups (`paired_ratios`): a drift shared by both jobs of a launch
+    does not move it, what differs from one pair of processes to the next does. One launch: its two halves."""
+    groups = [g for g in ratios_by_launch if g]
+    if len(groups) == 1:
+        flat = groups[0]
+        groups = [flat[:len(flat) // 2], flat[len(flat) // 2:]] if len(flat) >= 2 else []
+    meds = [statistics.median(g) for g in groups]
+    if len(meds) < 2:
         return MIN_NOISE
-    return max(MIN_NOISE, (max(ratios) - min(ratios)) / statistics.median(ratios))
+    return max(MIN_NOISE, (max(meds) - min(meds)) / statistics.median(meds))
+
+
+def bootstrap_median(values: list[float], n: int = 2000, seed: int = 0) -> tuple[float, float]:
+    """95% interval of the median of `values` by resampling them."""
+    rng = random.Random(seed)
+    meds = sorted(statistics.median(rng.choices(values, k=len(values))) for _ in range(n))
+    return meds[int(0.025 * n)], meds[int(0.975 * n) - 1]
 
 
 @dataclass
@@ -64,15 +75,18 @@ def summarize(ref_by_launch: list[list[float]], cand_by_launch: list[list[float]
               clock_tolerance: float = 0.0, interleaved: bool = False) -> Timing:
     """`clock_tolerance`: the share of a batch a patched clock could hide from the scorer's cross-check
     (clock_check.py); the noise margin is never below it, so such a patch cannot make a candidate faster.
-    `interleaved`: each launch's two jobs took turns batch by batch, so the margin is the spread of the
-    launches' speed-ups (`ratio_spread`), not of each program's own medians (which a drift of the machine
-    moves, both alike)."""
+    `interleaved`: each launch's two jobs took turns batch by batch, so the speed-up and its interval are of the
+    batch-by-batch ratios (`paired_ratios`) and the margin is the spread of the launches' speed-ups
+    (`ratio_spread`), not of each program's own medians (which a drift of the machine moves, both alike)."""
     ref = [x for g in ref_by_launch for x in g]
     cand = [x for g in cand_by_launch for x in g]
-    speedup = statistics.median(ref) / statistics.median(cand)
-    lo, hi = bootstrap_ratio(ref, cand)
-    spread = ratio_spread(ref_by_launch, cand_by_launch) if interleaved else \
-        max(noise_margin(ref_by_launch), noise_margin(cand_by_launch))
+    if interleaved:
+        ratios = paired_ratios(ref_by_launch, cand_by_launch)
+        flat = [x for g in ratios for x in g]
+        speedup, (lo, hi), spread = statistics.median(flat), bootstrap_median(flat), ratio_spread(ratios)
+    else:
+        speedup, (lo, hi) = statistics.median(ref) / statistics.median(cand), bootstrap_ratio(ref, cand)
+        spread = max(noise_margin(ref_by_launch), noise_margin(cand_by_launch))
     noise = max(spread, clock_tolerance)
     faster = clears_noise([lo, hi], noise)
     return Timing(speedup, [lo, hi], noise, statistics.median(ref) * 1e3, statistics.median(cand) * 1e3, faster)
