@@ -119,15 +119,29 @@ def leftover_threads(guard: Guard, before: tuple[set[int], set[str]], first: boo
 
 
 def fingerprint(tensors) -> str:
-    """A digest of the tensors' shapes, dtypes and bytes (a 0-dim tensor is flattened first: viewing it as
-    bytes fails, which made ParallelKernelBench problem 23's scalar input an 'error' of every candidate on an
-    H200)."""
+    """A digest of the tensors' shapes, dtypes, layouts and bytes (a 0-dim tensor is flattened first: viewing it
+    as bytes fails, which made ParallelKernelBench problem 23's scalar input an 'error' of every candidate on an
+    H200; a sparse tensor, which has no dense bytes, by its index and value tensors: problem 62's COO input was
+    an 'error' of every candidate)."""
     h = hashlib.sha1()
     for t in tensors:
         if isinstance(t, torch.Tensor):
-            h.update(str((tuple(t.shape), t.dtype)).encode())
-            h.update(t.detach().contiguous().cpu().reshape(-1).view(torch.uint8).numpy().tobytes())
+            h.update(str((tuple(t.shape), t.dtype, t.layout)).encode())
+            for part in _parts(t.detach()):
+                h.update(part.contiguous().cpu().reshape(-1).view(torch.uint8).numpy().tobytes())
     return h.hexdigest()
+
+
+def _parts(t: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """The dense tensors that hold a tensor's data: itself, or a sparse tensor's indices and values (as stored,
+    not coalesced: the fingerprint must not change what it reads)."""
+    if t.layout == torch.sparse_coo:
+        return t._indices(), t._values()
+    if t.layout in (torch.sparse_csr, torch.sparse_bsr):
+        return t.crow_indices(), t.col_indices(), t.values()
+    if t.layout in (torch.sparse_csc, torch.sparse_bsc):
+        return t.ccol_indices(), t.row_indices(), t.values()
+    return (t,)
 
 
 def output_problems(outputs: tuple, inputs, tensors_only: bool = True) -> list[str]:
