@@ -90,7 +90,7 @@ def build(name: str, tu: str, extra_cuda_cflags: list[str], include_paths: list[
     with building():  # waiting for another rank's (or process's) build is building time too
         rt = runtime_dir()
         cut = _split(tu) or ""  # what nvcc compiles: a change of the cut is a new build
-        parts = [tu, cut, *flags, prelude, torch.__version__, nvcc_version(nvcc), rt]
+        parts = [tu, cut, *flags, prelude, torch.__version__, nvcc_version(nvcc), rt, LINK_RULES]
         if driver.wanted(tu, thunderkittens.uses_thunderkittens(tu)):
             parts.append(driver.digest())  # the tensor-map stand-in it may link (others' keys unchanged)
         key = hashlib.sha256("\0".join(parts).encode())
@@ -167,6 +167,11 @@ def _link(name: str, objs: list[str], rt: str, tmp: str) -> str | None:
     if set(missing) & driver.SYMBOLS:  # TMA tensor maps and driver error names: pkb's stand-in
         link.insert(4 + len(objs), driver.object_path())
         missing = [n for n in missing if n not in driver.SYMBOLS]
+    absent = absent_from_torch(missing)
+    if absent:
+        mangled, readable = absent[0]
+        return (f"undefined symbol: {readable} ({mangled}): torch's libraries do not export it, so the extension "
+                f"fails to load on a GPU too")
     if missing:
         stubs = os.path.join(tmp, "autostub.c")
         with open(stubs, "w") as f:
@@ -237,6 +242,29 @@ def _undefined(link: list[str]) -> list[str]:
     proc = subprocess.run([*link, "-Wl,--no-undefined", "-Wl,--no-demangle"], capture_output=True, text=True, check=False)
     names = set(re.findall(r"undefined reference to `([^']+)'", proc.stderr))
     return sorted(n for n in names if not n.startswith(("Py", "_Py")))
+
+
+# what a link makes of missing symbols: part of every build's key, so a build linked under other rules is not
+# reused (2: torch's own CPU-side names are the candidate's undefined symbols, not stubs)
+LINK_RULES = "link-rules-2"
+# torch's own namespaces, by the mangled name's first component (_ZN, qualifiers, then <length><name>)
+TORCH_NAMESPACE = re.compile(r"^_ZN[KVRO]*(?:2at|3c10|5torch|6caffe2)\d")
+# what only a build of torch for GPUs, or NVIDIA's libraries, define: pkb's stand-ins' business, never the
+# candidate's fault when this build of torch lacks it
+CUDA_SIDE = re.compile(r"cuda|nccl|cublas|cudnn|curand|cufft|cusparse|cusolver|nvshmem|nvtx|nvrtc|flash", re.I)
+
+
+def absent_from_torch(names: list[str]) -> list[tuple[str, str]]:
+    """The missing symbols (mangled, demangled) that name torch's own CPU-side code: the CPU libraries of
+    torch are the same code in either build, so what they do not export no build does (a template
+    instantiation torch never made, `at::TensorBase::data_ptr<long long>`, is an undefined symbol at load on a
+    GPU: the candidate's compile error there, not a limit of pkb). CUDA-side names are left to the stubs."""
+    torch_side = [n for n in names if TORCH_NAMESPACE.match(n)]
+    if not torch_side:
+        return []
+    readable = subprocess.run(["c++filt"], input="\n".join(torch_side), capture_output=True, text=True,
+                              check=False).stdout.split("\n")
+    return [(n, d) for n, d in zip(torch_side, readable) if not CUDA_SIDE.search(d)]
 
 
 def autostub(names: list[str]) -> str:
