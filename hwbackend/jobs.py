@@ -417,7 +417,7 @@ class Job:
                     self.stopped.append(pid)
                 except ProcessLookupError:
                     pass
-        settle = time.monotonic() + 1.0
+        settle = time.monotonic() + 0.25  # a thread inside a system call stops when it returns
         while not _all_stopped(self.stopped) and time.monotonic() < settle:
             time.sleep(0.0005)
 
