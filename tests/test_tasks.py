@@ -39,6 +39,19 @@ def test_suite_size_and_categories(capsys):
         assert get(slug).signature == sig
 
 
+@pytest.mark.parametrize("columns", [80, 120])
+def test_the_task_list_fits_the_terminal_a_line_a_task(capsys, monkeypatch, columns):
+    """It was printed 160 columns wide, every row wrapping on an 80-column terminal; now the origin (and a long
+    world-size rule) is cut with an ellipsis, one line a task, and `show`/--json keep the whole text."""
+    monkeypatch.setenv("COLUMNS", str(columns))
+    assert main(["tasks"]) == 0
+    lines = capsys.readouterr()[0].splitlines()
+    assert lines[0].split() == ["id", "slug", "category", "world", "sizes", "origin"]
+    assert len(lines) == len(TASKS) + 2 and max(map(len, lines)) <= columns, max(map(len, lines))
+    assert any(line.endswith("\u2026") for line in lines)  # something was cut, with an ellipsis
+    assert lines[1].split()[:2] == [str(TASKS[0].id), TASKS[0].slug]
+
+
 def test_world_size_rules():
     assert WorldSizes()(2) and not WorldSizes()(1)
     rule = WorldSizes(min=4, multiple_of=2, power_of_two=True)

@@ -3,10 +3,9 @@ from __future__ import annotations
 
 import inspect
 import json
+import shutil
 import sys
 
-from rich.console import Console
-from rich.table import Table
 
 from pkb.errors import UsageError
 from pkb.resolve import task_or_usage
@@ -45,6 +44,19 @@ def run(args) -> int:
     return _validate(args)
 
 
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[:max(0, width - 1)] + "\u2026"
+
+
+def _fit(rows: list[tuple[str, ...]], columns: int) -> list[str]:
+    """The table in `columns` characters, a line a task: the world sizes cut at 14 characters and the origin
+    to what is left (at least 10), each with an ellipsis (`show` and --json give them whole)."""
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    widths[3] = min(widths[3], 14)
+    rest = max(10, columns - sum(widths) - 4)
+    return [" ".join(_cut(c, w).ljust(w) for c, w in zip(r[:4], widths)) + " " + _cut(r[4], rest) for r in rows]
+
+
 def _list(args) -> int:
     from tasks.api import CATEGORIES  # (torch, as the registry above)
     if args.category and args.category not in CATEGORIES:
@@ -53,10 +65,11 @@ def _list(args) -> int:
     if args.json:
         print(json.dumps({"tasks": [t.summary() for t in tasks]}, indent=1))
         return 0
-    table = Table("id", "slug", "category", "world sizes", "origin", box=None, pad_edge=False)
-    for t in tasks:
-        table.add_row(str(t.id), t.slug, t.category, t.world_sizes.describe(), t.origin)
-    Console(width=160).print(table)
+    # fits the terminal: the origin is cut with an ellipsis (`show` and --json give it whole)
+    rows = [("id", "slug", "category", "world sizes", "origin")]
+    rows += [(str(t.id), t.slug, t.category, t.world_sizes.describe(), t.origin) for t in tasks]
+    for line in _fit(rows, shutil.get_terminal_size().columns):
+        print(line)
     print(f"{len(tasks)} tasks")
     return 0
 
