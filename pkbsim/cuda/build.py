@@ -90,7 +90,8 @@ def build(name: str, tu: str, extra_cuda_cflags: list[str], include_paths: list[
     with building():  # waiting for another rank's (or process's) build is building time too
         rt = runtime_dir()
         cut = _split(tu) or ""  # what nvcc compiles: a change of the cut is a new build
-        parts = [tu, cut, *flags, prelude, torch.__version__, nvcc_version(nvcc), rt, LINK_RULES]
+        parts = [tu, cut, *flags, prelude, torch.__version__, nvcc_version(nvcc), rt, host_header.identity(),
+                 LINK_RULES]
         if driver.wanted(tu, thunderkittens.uses_thunderkittens(tu)):
             parts.append(driver.digest())  # the tensor-map stand-in it may link (others' keys unchanged)
         key = hashlib.sha256("\0".join(parts).encode())
@@ -223,9 +224,11 @@ def _two_units(name: str, units: two_units.Units, flags: list[str], nvcc: str, t
         kernel_proc = kernel_src and stack.enter_context(subprocess.Popen(
             [nvcc, "-c", kernel_src, "-o", objs[0], *kernel_flags], env=env, stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL))
-        host_rc = subprocess.run(["g++", "-c", host_src, "-o", objs[-1], *host_flags, "-include",
-                                  host_header.prelude_include(slim), "-include", host_header.HOST_UNIT],
-                                 capture_output=True, check=False).returncode
+        for way in host_header.host_compilers(slim):   # clang++ with its instantiating header first, then g++
+            host_rc = subprocess.run([*way.argv, "-c", host_src, "-o", objs[-1], *host_flags, *way.include,
+                                      "-include", host_header.HOST_UNIT], capture_output=True, check=False).returncode
+            if host_rc == 0:
+                break
         kernel_rc = kernel_proc.wait() if kernel_proc else 0
     return (objs if kernel_rc == host_rc == 0 else []), kernel_rc == 0
 

@@ -216,17 +216,18 @@ def _right_when_fresh(task: TaskSpec, ref, job: CandidateJob, spawner, trial: in
 
 
 def build_runtime() -> None:
-    """pkb's own stand-in runtime, its tensor-map driver stand-in and the precompiled header of host units,
-    built here (the trusted side) before the candidate's process starts: that process sees them read-only
-    (pkbs_builds). Where the runtime cannot be built, the candidate's process meets the same limit itself, as
-    before; without the header its host unit takes longer."""
+    """pkb's own stand-in runtime, its tensor-map driver stand-in and the precompiled headers of host units
+    (g++'s, and clang++'s where it is installed), built here (the trusted side) before the candidate's process
+    starts: that process sees them read-only (pkbs_builds). Where the runtime cannot be built, the candidate's
+    process meets the same limit itself, as before; without the headers its host unit takes longer."""
     from pkbsim.cuda.driver import build_dir
-    from pkbsim.cuda.host_header import precompiled
+    from pkbsim.cuda.host_header import clang_precompiled, precompiled
     from pkbsim.cuda.runtime_libs import runtime_dir
     try:
         runtime_dir()
         build_dir()
         precompiled()
+        clang_precompiled()
     except (SimulatorError, OSError, RuntimeError, subprocess.SubprocessError):
         pass
 
