@@ -55,7 +55,10 @@ class Protocol:
     # decision_rule_rates.py: identical code called faster in 4-6.5% of scores at 2% launch-to-launch noise,
     # none once confirmed)
     confirm: bool = True
-    interleave: bool = True  # batches of both jobs taking turns (_interleaved), where the sandbox allows it
+    # the two jobs of a launch taking turns batch by batch (_interleaved), where each has a sandbox of its own and
+    # on one node: "auto" only where stopping the idle job stops all it can run (gloo: the CPU; on a GPU, work a
+    # stopped candidate queued runs on beside the reference's batch, docs/threat_model.md), "on" there too, "off"
+    interleave: str = "auto"
     timeout: float = defaults.JOB_TIMEOUT_S  # seconds per job
     preset: str = "screen"
     correctness_only: bool = False
@@ -424,10 +427,10 @@ class _Scoring:
         self.cleanup: list[str] = []
         self.unreported, self.hideable, self.batches = 0.0, 0.0, []
         self.cheated = False  # a finding of the candidate's own behaviour, in any launch so far
-        # both jobs of a launch alive, batches taking turns: only where each job has a sandbox of its own (its
-        # own PID namespace and files: neither can see the other's processes or outputs) and on one node
-        self.interleave = protocol.interleave and not options.cluster and sandbox.wanted() \
-            and not protocol.correctness_only
+        # both jobs of a launch alive, batches taking turns (Protocol.interleave): only where each job has a sandbox
+        # of its own (its own PID namespace and files: neither can see the other's processes or outputs), on one node
+        wanted = protocol.interleave == "on" or (protocol.interleave == "auto" and request.backend == "gloo")
+        self.interleave = wanted and not options.cluster and sandbox.wanted() and not protocol.correctness_only
 
     def run(self) -> ScoreResult:
         protocol, result = self.protocol, self.result

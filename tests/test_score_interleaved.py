@@ -111,6 +111,21 @@ def test_the_jobs_of_a_launch_take_turns_batch_by_batch(tmp_path, monkeypatch):
     # reference first): c r | r c | c r | r c
     assert [set(turns[i:i + 2]) for i in range(0, 8, 2)] == [{"r", "c"}] * 4, turns
     assert turns[0::2] == ["c", "r", "c", "r"], turns
-    # the twin: the same score with the jobs one after the other runs every batch of one job first
-    alone = score(request, Protocol(launches=1, batches=4, calls=2, timeout=60, interleave=False), ScoreOptions())
+    # the twin: the same score with the jobs one after the other (--interleave off) runs every batch of one job first
+    alone = score(request, Protocol(launches=1, batches=4, calls=2, timeout=60, interleave="off"), ScoreOptions())
     assert not alone.clock_check.interleaved and _turns(alone) == ["r"] * 4 + ["c"] * 4, _turns(alone)
+
+
+@pytest.mark.skipif(not sandbox.wanted(), reason="jobs take turns only where each has a sandbox of its own")
+@pytest.mark.parametrize("mode,backend,turns", [
+    ("auto", "gloo", True), ("auto", "nccl", False), ("on", "nccl", True), ("off", "gloo", False)])
+def test_by_default_jobs_take_turns_only_where_a_stop_stops_everything(mode, backend, turns):
+    """A stopped process runs nothing on the CPU, but work it queued on a GPU runs on beside the other job's
+    batch: `auto` takes turns with gloo only; `on` asks for it on GPUs too, `off` never."""
+    from hwbackend.result import ScoreResult
+    from hwbackend.score import _Scoring
+    from tasks.registry import get
+    request = ScoreRequest("all_reduce", os.path.join(CANDS, "reference_copy.py"), 1, backend)
+    scoring = _Scoring(get("all_reduce"), request, Protocol(interleave=mode), ScoreOptions(), 1, None,
+                       ScoreResult("r", "all_reduce"))
+    assert scoring.interleave is turns

@@ -35,15 +35,16 @@ def add_parser(sub) -> None:
     p.add_argument("--trials", type=int, default=TRIALS,
                    help=f"correctness trials with fresh inputs (default {TRIALS})")
     p.add_argument("--launches", type=int, default=LAUNCHES,
-                   help=f"launches of each job, interleaved (default {LAUNCHES})")
+                   help=f"launches of each job, in alternating order (default {LAUNCHES})")
     p.add_argument("--batches", type=int, default=BATCHES,
                    help=f"timed batches per launch (default {BATCHES})")
     p.add_argument("--calls", type=int, default=CALLS,
                    help="timed calls per batch, run back to back (default: as many as make a batch about "
                         "0.1 s long with nccl, 0.05 s with gloo, from the reference's warm-up)")
-    p.add_argument("--sequential", action="store_true",
-                   help="run the two jobs of a launch one after the other (default: both alive, their batches "
-                        "taking turns, where each job has a sandbox of its own)")
+    p.add_argument("--interleave", choices=["auto", "on", "off"], default="auto",
+                   help="the two jobs of a launch alive at once, their batches taking turns, the idle one stopped "
+                        "(sandboxed, one node): auto with gloo only, where the stop covers all a candidate runs; "
+                        "on also on GPUs, where work it queued before the stop runs on (default auto)")
     p.add_argument("--correctness-only", action="store_true",
                    help="correctness trials only, no timing (status 'correct' instead of faster/slower)")
     p.add_argument("--preset", choices=["screen", "full"], default=None,
@@ -107,7 +108,7 @@ def run(args) -> int:
                                                          file=sys.stderr))
     with _cluster(rdzv, args.timeout) as cluster:
         protocol = Protocol(args.trials, args.launches, args.batches, args.calls, timeout=args.timeout,
-                            preset=preset, correctness_only=args.correctness_only, interleave=not args.sequential)
+                            preset=preset, correctness_only=args.correctness_only, interleave=args.interleave)
         res = score_candidate(ScoreRequest(task.slug, args.candidate, nproc, backend, args.label), protocol,
                     ScoreOptions(args.db, args.resume, progress, cluster))
     if args.json:
