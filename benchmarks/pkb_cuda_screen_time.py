@@ -8,7 +8,8 @@ medians leave it out. With --before REV the same is done, file by file in turn, 
 (a git worktree), so that both columns come from one run on one machine. Prints one row per file and the
 medians, the median seconds of each stage of the warm screens (the screen's own `seconds`: static, build,
 functional, sizes, cost; the rest of the wall time is start-up and imports), files per hour at the warm and the
-cold median, and the load average before and after; no asserts.
+cold median, and the load average before and after; beside each wall time, the CPU seconds of the screen's
+processes (the machine's load stretches the wall time far more than the CPU time); no asserts.
 Usage: python benchmarks/pkb_cuda_screen_time.py --pkb-root PKB0 FILE... [--world-size 8] [--before REV]
        [--no-sandbox] [--json] [--screen-arg=--sizes-budget=0 ...]
 """
@@ -18,6 +19,7 @@ import argparse
 import contextlib
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -34,14 +36,22 @@ def screen_once(pkb_root: str, path: str, world_size: int, cache: str, code: str
     env = dict(os.environ, PKB_CACHE_DIR=cache, PYTHONPATH=code)
     cmd = [sys.executable, "-c", "from pkb.cli.main import main; raise SystemExit(main())", "screen",
            "--pkb-root", pkb_root, "--world-size", str(world_size), "--no-cost", "--json", *extra, path]
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), _children_cpu()
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=code)
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, _children_cpu() - cpu0
     try:
         res = json.loads(proc.stdout)
     except ValueError:
         res = {"verdict": f"no JSON (exit {proc.returncode})", "seconds": {}}
-    return {"verdict": res.get("verdict"), "wall_s": round(wall, 1), "seconds": res.get("seconds", {})}
+    return {"verdict": res.get("verdict"), "wall_s": round(wall, 1), "cpu_s": round(cpu, 1),
+            "seconds": res.get("seconds", {})}
+
+
+def _children_cpu() -> float:
+    """User and system seconds of the ended child processes and the descendants they waited for (the screen's
+    zygote and candidate processes, nvcc, g++): less sensitive than the wall time to a shared machine's load."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
 
 
 def main() -> int:
@@ -72,13 +82,16 @@ def main() -> int:
             if not args.json:
                 print(f"{row['file'][:48]:48s}" + "".join(
                     f"  {k}: {r['cold']['verdict']:6s} cold {r['cold']['wall_s']:5.1f} s (build "
-                    f"{r['cold']['seconds'].get('build', 0):4.1f}) warm {r['warm']['wall_s']:4.1f} s"
+                    f"{r['cold']['seconds'].get('build', 0):4.1f}, cpu {r['cold']['cpu_s']:5.1f}) warm "
+                    f"{r['warm']['wall_s']:4.1f} s (cpu {r['warm']['cpu_s']:4.1f})"
                     for k, r in ((k, row[k]) for k in codes)) + ("  [makes pkb's own builds]" if i == 0 else ""),
                     flush=True)
     later = [r for r in rows if not r["first"]] or rows
     summary = {"world_size": args.world_size, "rows": rows, "load_before": load_before,
                "load_after": os.getloadavg()[0],
                **{f"median_{k}_{w}_s": statistics.median(r[k][w]["wall_s"] for r in later)
+                  for k in codes for w in ("cold", "warm")},
+               **{f"median_{k}_{w}_cpu_s": statistics.median(r[k][w]["cpu_s"] for r in later)
                   for k in codes for w in ("cold", "warm")}}
     for k in codes:
         warm = [r[k]["warm"] for r in later]
@@ -93,8 +106,8 @@ def main() -> int:
         print(json.dumps(summary))
     else:
         print(f"medians over {len(later)} files (the first left out) at {args.world_size} ranks: " + "; ".join(
-            f"{k}: cold {summary[f'median_{k}_cold_s']:.1f} s, warm {summary[f'median_{k}_warm_s']:.1f} s"
-            for k in codes) + f" (load average {summary['load_before']:.1f} before, {summary['load_after']:.1f} at "
+            f"{k}: cold {summary[f'median_{k}_cold_s']:.1f} s (cpu {summary[f'median_{k}_cold_cpu_s']:.1f}), warm "
+            f"{summary[f'median_{k}_warm_s']:.1f} s (cpu {summary[f'median_{k}_warm_cpu_s']:.1f})" for k in codes) + f" (load average {summary['load_before']:.1f} before, {summary['load_after']:.1f} at "
                               "the end)")
         for k in codes:
             print(f"  {k}: warm median by stage (s): " + ", ".join(
