@@ -9,7 +9,7 @@
 # scored), self (the references of 10-100 us by the batch clock scored against themselves, the sampled
 # problems SELF_FROM..SELF_TO of results/score_resolution/self_sample.txt, the list a first overhead step printed), harness (FILEs of .pkbdata/pkb_dab's
 # trees: ParallelKernelBench's own clock, harness_speedups.py, then `pkb score` of the first DEV_SCORES (10) it
-# times consistently). INTERLEAVE=on|off|auto is each score's --interleave (the jobs taking turns). Every score is
+# times consistently). INTERLEAVE=1 gives each score --interleave (the jobs taking turns). Every score is
 # `pkb score --json` with the default protocol; its wall time is printed beside it. NPROC=8 scores on 8 GPUs
 # (the overhead and harness clocks are of one GPU).
 set -u
@@ -19,7 +19,7 @@ head=$PWD/.pkbdata/pkb_head
 
 score() {  # score NAME CANDIDATE ROOT
   t0=$(date +%s.%N)
-  python3 -m pkb.cli.main score "$2" --pkb-root "$3" --nproc-per-node "${NPROC:-1}" --interleave "${INTERLEAVE:-auto}" \
+  python3 -m pkb.cli.main score "$2" --pkb-root "$3" --nproc-per-node "${NPROC:-1}" ${INTERLEAVE:+--interleave} \
     --json > "$out/score.$1.json" \
     2> "$out/score.$1.err"
   rc=$?; t1=$(date +%s.%N)

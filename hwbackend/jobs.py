@@ -123,6 +123,25 @@ def _all_stopped(pids: list[int]) -> bool:
     return True
 
 
+def _run_ns(pids: list[int]) -> dict[int, int]:
+    """pid -> nanoseconds its threads have run (the kernel's schedstat, summed over threads)."""
+    spent = {}
+    for pid in pids:
+        try:
+            tasks = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        total = 0
+        for tid in tasks:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                    total += int(f.read().split()[0])
+            except (OSError, IndexError, ValueError):
+                continue
+        spent[pid] = total
+    return spent
+
+
 def _session_of(pid: int) -> int | None:
     try:
         with open(f"/proc/{pid}/stat") as f:
@@ -157,6 +176,7 @@ class Job:
         self.sandboxed = False
         self.deadline = 0.0
         self.stopped: list[int] = []  # processes `pause` stopped
+        self.stopped_ns: dict[int, int] = {}  # and how long each had run when they were all stopped
         self.paused_at = 0.0
         self.leftovers = 0
         self.world_size = spec.nproc
@@ -420,6 +440,17 @@ class Job:
         settle = time.monotonic() + 0.25  # a thread inside a system call stops when it returns
         while not _all_stopped(self.stopped) and time.monotonic() < settle:
             time.sleep(0.0005)
+        self.stopped_ns = _run_ns(self.stopped)
+
+    def ran_while_stopped(self) -> float:
+        """Seconds of CPU the paused job's processes ran since `pause` settled, new processes' whole time
+        included: none, unless something restarted them (the kernel sends SIGCONT to a process group it
+        orphans while members are stopped) or a thread did not stop (a long system call). Read before
+        `resume`."""
+        if self.proc is None or not self.stopped:
+            return 0.0
+        now = _run_ns(_tree(self.proc.pid))
+        return sum(max(0, ns - self.stopped_ns.get(pid, 0)) for pid, ns in now.items()) / 1e9
 
     def resume(self) -> None:
         """Continue what `pause` stopped; the time it was stopped is not the job's (its deadline moves on)."""

@@ -39,6 +39,9 @@ from tasks.api import aliased_outputs, compare
 from tasks.registry import TaskSpec, get
 
 IMPLAUSIBLE_SPEEDUP = 10.0
+# CPU seconds a stopped candidate may show for one of the reference's turns: a thread caught in a system call
+# finishes it before it stops; more is something that restarted it (hwbackend/jobs.py Job.ran_while_stopped)
+RAN_WHILE_STOPPED_S = 0.002
 
 
 @dataclass(frozen=True)
@@ -56,9 +59,8 @@ class Protocol:
     # none once confirmed)
     confirm: bool = True
     # the two jobs of a launch taking turns batch by batch (_interleaved), where each has a sandbox of its own and
-    # on one node: "auto" only where stopping the idle job stops all it can run (gloo: the CPU; on a GPU, work a
-    # stopped candidate queued runs on beside the reference's batch, docs/threat_model.md), "on" there too, "off"
-    interleave: str = "auto"
+    # on one node: an experiment, off by default (what a stop does not cover: docs/threat_model.md)
+    interleave: bool = False
     timeout: float = defaults.JOB_TIMEOUT_S  # seconds per job
     preset: str = "screen"
     correctness_only: bool = False
@@ -201,10 +203,12 @@ class _JobRun:
         self.result.findings = sorted({f.message: f for f in self.findings}.values(), key=lambda f: f.message)
 
 
-def _run_job(spec: JobSpec, plan: Plan, calls: Callable[[list[dict]], int],
-             cluster: Cluster | None = None) -> JobResult:
-    """One job through all its phases, alone on the machine."""
+def _run_job(spec: JobSpec, plan: Plan, calls: Callable[[list[dict]], int], cluster: Cluster | None,
+             cleanup: list[str]) -> JobResult:
+    """One job through all its phases, alone on the machine; its folder goes into `cleanup` at once, so that a
+    job that fails leaves none behind."""
     run = _JobRun(spec, plan, calls, cluster)
+    cleanup.append(run.result.out_dir)
     try:
         run.open()
         for b in run.batches():
@@ -216,32 +220,54 @@ def _run_job(spec: JobSpec, plan: Plan, calls: Callable[[list[dict]], int],
         run.close()
 
 
-def _interleaved(specs: dict[str, JobSpec], order: tuple[str, str], plan: Plan,
-                 calls: Callable[[str], Callable[[list[dict]], int]]) -> dict[str, JobResult]:
-    """Both jobs of a launch alive at once, their timed batches taking turns (the order of each pair
-    alternating), so that a machine whose speed drifts (a host's CPU shared with other tenants moved
-    world-size-1 batches by 30-60% within one process) slows both alike. Both stage a batch before either
-    is timed. Whenever one job works the other is stopped from outside (SIGSTOP to each of its processes), so
-    nothing of it runs beside the other's batch and its own time limit does not run on. The reference opens
-    first: its warm-up sets the batch's calls."""
-    runs = {role: _JobRun(specs[role], plan, calls(role), None) for role in ("reference", "candidate")}
+@dataclass
+class Turns:
+    """What a launch whose jobs took turns gives back: each job's result, the reference's outputs (read into this
+    process, and off the disk, after each of its steps), the largest of its files, and the CPU seconds the
+    candidate's processes ran while they were stopped for each of the reference's turns."""
+    jobs: dict[str, JobResult]
+    ref_outputs: dict[str, list]
+    largest: int
+    ran_while_stopped: list[float]
 
-    def turn(role: str, step: Callable, *args) -> None:
-        other = runs["candidate" if role == "reference" else "reference"].job
-        other.pause()
+
+def _interleaved(specs: dict[str, JobSpec], plan: Plan, calls: Callable[[str], Callable[[list[dict]], int]],
+                 cleanup: list[str], timeout: float) -> Turns:
+    """Both jobs of a launch alive at once, their timed batches taking turns (which job goes first in each pair
+    drawn from the secret generator), so that a drift of the machine's speed (a host's CPU shared with other
+    tenants moved world-size-1 batches by 30-60% within one process) slows both alike. A job's turn is its
+    batch's staging, timing and saving, in one; the other job is stopped from outside the whole while (SIGSTOP
+    to each of its processes), and how long the candidate's processes ran anyway is measured. The reference's
+    saved outputs are read into this process and deleted after each of its turns, before the candidate runs
+    again. The reference opens first: its warm-up sets the batch's calls."""
+    runs = {role: _JobRun(specs[role], plan, calls(role), None) for role in ("reference", "candidate")}
+    cleanup += [run.result.out_dir for run in runs.values()]
+    turns = Turns({}, {}, 0, [])
+
+    def turn(role: str, *steps: Callable[[], None]) -> None:
+        other = "candidate" if role == "reference" else "reference"
+        runs[other].job.pause()
         try:
-            step(*args)
+            for step in steps:
+                step()
+            if role == "reference":
+                outputs, size = _load_outputs(runs["reference"].result.out_dir, timeout, remove=True)
+                turns.ref_outputs.update(outputs)
+                turns.largest = max(turns.largest, size)
         finally:
-            other.resume()
+            if other == "candidate":
+                turns.ran_while_stopped.append(runs[other].job.ran_while_stopped())
+            runs[other].job.resume()
     try:
         turn("reference", runs["reference"].open)
         turn("candidate", runs["candidate"].open)
         for b in runs["reference"].batches():
-            pair = order if b % 2 == 0 else order[::-1]
-            for step in (_JobRun.stage, _JobRun.time, _JobRun.dump):
-                for role in pair:
-                    turn(role, step, runs[role], b)
-        return {role: run.result for role, run in runs.items()}
+            pair = ("reference", "candidate") if plan.seeds.rng.random() < 0.5 else ("candidate", "reference")
+            for role in pair:
+                run = runs[role]
+                turn(role, partial(run.stage, b), partial(run.time, b), partial(run.dump, b))
+        turns.jobs = {role: run.result for role, run in runs.items()}
+        return turns
     finally:
         for run in runs.values():
             run.close()
@@ -273,9 +299,10 @@ def _reported(replies: list[dict], wall: float, findings: list[Finding]) -> floa
     return max(times)
 
 
-def _load_outputs(out_dir: str, timeout: float) -> tuple[dict[str, list], int]:
+def _load_outputs(out_dir: str, timeout: float, remove: bool = False) -> tuple[dict[str, list], int]:
     """The reference job's saved outputs, by call and rank, and the largest file's size (read as carefully as
-    the candidate's: the same reader, though no candidate ran in that job)."""
+    the candidate's: the same reader, though no candidate ran in that job); with `remove`, each file is
+    deleted once read."""
     deadline, outputs, largest = time.monotonic() + timeout, {}, 0
     folder = saved.open_folder(out_dir)
     try:
@@ -283,6 +310,8 @@ def _load_outputs(out_dir: str, timeout: float) -> tuple[dict[str, list], int]:
             data = saved.read_bytes(folder, f, 1 << 40, deadline)
             largest = max(largest, len(data))
             outputs[f[:-3]] = saved.parse(data, f)
+            if remove:
+                os.unlink(f, dir_fd=folder)
     finally:
         os.close(folder)
     return outputs, largest
@@ -429,8 +458,8 @@ class _Scoring:
         self.cheated = False  # a finding of the candidate's own behaviour, in any launch so far
         # both jobs of a launch alive, batches taking turns (Protocol.interleave): only where each job has a sandbox
         # of its own (its own PID namespace and files: neither can see the other's processes or outputs), on one node
-        wanted = protocol.interleave == "on" or (protocol.interleave == "auto" and request.backend == "gloo")
-        self.interleave = wanted and not options.cluster and sandbox.wanted() and not protocol.correctness_only
+        self.interleave = protocol.interleave and not options.cluster and sandbox.wanted() \
+            and not protocol.correctness_only
 
     def run(self) -> ScoreResult:
         protocol, result = self.protocol, self.result
@@ -471,15 +500,23 @@ class _Scoring:
         jobs, ref_outputs, largest = {}, {}, 0
         if self.interleave:
             self.say(f"launch {launch + 1}/{launches}: reference and candidate, batches taking turns")
-            jobs = _interleaved(specs, order, plan, lambda role: partial(self.batch_calls, role))
+            turns = _interleaved(specs, plan, lambda role: partial(self.batch_calls, role), self.cleanup,
+                                 self.protocol.timeout)
+            jobs, ref_outputs, largest = turns.jobs, turns.ref_outputs, turns.largest
+            shutil.rmtree(os.path.dirname(jobs["reference"].out_dir), ignore_errors=True)
+            ran = max(turns.ran_while_stopped, default=0.0)
+            if ran > RAN_WHILE_STOPPED_S:
+                jobs["candidate"].findings.append(_integrity(
+                    f"the candidate's processes ran {ran * 1e3:.1f} ms of CPU time while stopped for a turn of the "
+                    f"reference (something restarted them, or a thread of theirs did not stop)"))
         for role in order:
             if role not in jobs:
                 self.say(f"launch {launch + 1}/{launches}: {role}")
-                jobs[role] = _run_job(specs[role], plan, partial(self.batch_calls, role), self.options.cluster)
-            self.cleanup.append(jobs[role].out_dir)
-            if role == "reference":
-                ref_outputs, largest = _load_outputs(jobs[role].out_dir, self.protocol.timeout)
-                shutil.rmtree(os.path.dirname(jobs[role].out_dir), ignore_errors=True)
+                jobs[role] = _run_job(specs[role], plan, partial(self.batch_calls, role), self.options.cluster,
+                                      self.cleanup)
+                if role == "reference":
+                    ref_outputs, largest = _load_outputs(jobs[role].out_dir, self.protocol.timeout)
+                    shutil.rmtree(os.path.dirname(jobs[role].out_dir), ignore_errors=True)
         cand, ref = jobs["candidate"], jobs["reference"]
         names = [f"trial{i}" for i in range(len(plan.correctness))] + cand.checked
         failures, seen_here = _compare_outputs(self.task, cand.out_dir, ref, ref_outputs, names, self.world,

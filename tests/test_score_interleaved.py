@@ -2,6 +2,8 @@
 is timed the other is stopped from outside, and the noise margin is the spread of the launches' own speed-ups,
 which a drift of the machine does not move."""
 import os
+import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -103,29 +105,63 @@ def _turns(res) -> list[str]:
 def test_the_jobs_of_a_launch_take_turns_batch_by_batch(tmp_path, monkeypatch):
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     request = ScoreRequest("all_reduce", os.path.join(CANDS, "reference_copy.py"), 2, "gloo")
-    res = score(request, Protocol(launches=1, batches=4, calls=2, timeout=60), ScoreOptions())
+    res = score(request, Protocol(launches=1, batches=4, calls=2, timeout=60, interleave=True), ScoreOptions())
     assert res.correct and res.clock_check.interleaved, res
+    assert not any("stopped" in f.message for f in res.findings), res.findings
     turns = _turns(res)
-    assert len(turns) == 8
-    # each pair of turns is one batch of each job, the pair's order alternating (batch 0, untimed, went
-    # reference first): c r | r c | c r | r c
-    assert [set(turns[i:i + 2]) for i in range(0, 8, 2)] == [{"r", "c"}] * 4, turns
-    assert turns[0::2] == ["c", "r", "c", "r"], turns
-    # the twin: the same score with the jobs one after the other (--interleave off) runs every batch of one job first
-    alone = score(request, Protocol(launches=1, batches=4, calls=2, timeout=60, interleave="off"), ScoreOptions())
+    # each pair of turns is one batch of each job (which goes first is drawn from the secret generator)
+    assert len(turns) == 8 and [set(turns[i:i + 2]) for i in range(0, 8, 2)] == [{"r", "c"}] * 4, turns
+    # the twin: by default one job runs after the other, every batch of one job first
+    alone = score(request, Protocol(launches=1, batches=4, calls=2, timeout=60), ScoreOptions())
     assert not alone.clock_check.interleaved and _turns(alone) == ["r"] * 4 + ["c"] * 4, _turns(alone)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not sandbox.wanted(), reason="jobs take turns only where each has a sandbox of its own")
-@pytest.mark.parametrize("mode,backend,turns", [
-    ("auto", "gloo", True), ("auto", "nccl", False), ("on", "nccl", True), ("off", "gloo", False)])
-def test_by_default_jobs_take_turns_only_where_a_stop_stops_everything(mode, backend, turns):
-    """A stopped process runs nothing on the CPU, but work it queued on a GPU runs on beside the other job's
-    batch: `auto` takes turns with gloo only; `on` asks for it on GPUs too, `off` never."""
+def test_the_reference_outputs_are_off_the_disk_whenever_the_candidate_runs(tmp_path, monkeypatch):
+    """The candidate's folder is next to the jobs' (so the reference's job folder is in its view): a candidate
+    that returns the reference's saved outputs instead of communicating is "incorrect", because the reference's
+    files are read into the scorer and deleted at the end of each of its turns, while the candidate is stopped.
+    (Read at the end of the launch instead, they were there to copy: the review's run scored it correct.) The
+    honest twin from the same folder is correct."""
+    jobs = tmp_path / "jobs"
+    jobs.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(jobs))
+    for name in ("read_reference_outputs", "reference_copy"):
+        shutil.copy(os.path.join(CANDS, f"{name}.py"), tmp_path / f"{name}.py")
+    protocol = Protocol(launches=1, batches=2, calls=2, timeout=60, interleave=True)
+    cheat = score(ScoreRequest("all_reduce", str(tmp_path / "read_reference_outputs.py"), 2, "gloo"), protocol,
+                  ScoreOptions())
+    assert cheat.status == "incorrect" and not cheat.correct, cheat
+    honest = score(ScoreRequest("all_reduce", str(tmp_path / "reference_copy.py"), 2, "gloo"), protocol,
+                   ScoreOptions())
+    assert honest.correct, honest
+    assert os.listdir(jobs) == [], os.listdir(jobs)  # no job folder left behind
+
+
+def test_a_stopped_job_restarted_behind_the_scorer_s_back_is_seen(spinning_job):
+    """The kernel sends SIGCONT to a process group it orphans while members are stopped, and a thread inside a
+    long system call does not stop: either way the job's processes run on while the scorer believes them
+    stopped. What they ran is measured from outside; the twin, left stopped, ran nothing."""
+    spinning_job.pause()
+    time.sleep(0.3)
+    assert spinning_job.ran_while_stopped() < 0.002
+    os.kill(spinning_job.stopped[-1], signal.SIGCONT)  # stands for the kernel's SIGCONT to an orphaned group
+    deadline = time.monotonic() + 20  # a busy machine may give the spinner its CPU late
+    while spinning_job.ran_while_stopped() <= 0.01 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert spinning_job.ran_while_stopped() > 0.01
+
+
+@pytest.mark.skipif(not sandbox.wanted(), reason="jobs take turns only where each has a sandbox of its own")
+@pytest.mark.parametrize("interleave,backend,turns", [
+    (None, "gloo", False), (None, "nccl", False), (True, "gloo", True), (True, "nccl", True)])
+def test_jobs_take_turns_only_when_asked(interleave, backend, turns):
+    """Off by default (a stop does not reach work a candidate queued on a GPU, docs/threat_model.md)."""
     from hwbackend.result import ScoreResult
     from hwbackend.score import _Scoring
     from tasks.registry import get
     request = ScoreRequest("all_reduce", os.path.join(CANDS, "reference_copy.py"), 1, backend)
-    scoring = _Scoring(get("all_reduce"), request, Protocol(interleave=mode), ScoreOptions(), 1, None,
-                       ScoreResult("r", "all_reduce"))
+    protocol = Protocol() if interleave is None else Protocol(interleave=interleave)
+    scoring = _Scoring(get("all_reduce"), request, protocol, ScoreOptions(), 1, None, ScoreResult("r", "all_reduce"))
     assert scoring.interleave is turns

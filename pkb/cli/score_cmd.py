@@ -41,10 +41,10 @@ def add_parser(sub) -> None:
     p.add_argument("--calls", type=int, default=CALLS,
                    help="timed calls per batch, run back to back (default: as many as make a batch about "
                         "0.1 s long with nccl, 0.05 s with gloo, from the reference's warm-up)")
-    p.add_argument("--interleave", choices=["auto", "on", "off"], default="auto",
-                   help="the two jobs of a launch alive at once, their batches taking turns, the idle one stopped "
-                        "(sandboxed, one node): auto with gloo only, where the stop covers all a candidate runs; "
-                        "on also on GPUs, where work it queued before the stop runs on (default auto)")
+    p.add_argument("--interleave", action="store_true",
+                   help="an experiment: the two jobs of a launch alive at once, their batches taking turns, the "
+                        "idle one stopped (sandboxed, one node); a stop does not reach work a candidate queued on "
+                        "a GPU (docs/threat_model.md). Default: one job after the other")
     p.add_argument("--correctness-only", action="store_true",
                    help="correctness trials only, no timing (status 'correct' instead of faster/slower)")
     p.add_argument("--preset", choices=["screen", "full"], default=None,
