@@ -135,7 +135,7 @@ class Seeds:
 
 class _JobRun:
     """One job through its phases, a step at a time, so that the two jobs of a launch can take turns batch by
-    batch (`_Scoring.interleaved`) or run one after the other (`_run_job`). `calls` gives a timed batch's calls
+    batch (`_interleaved`) or run one after the other (`_run_job`). `calls` gives a timed batch's calls
     from the ranks' warm-up replies (the reference's decide; a candidate's are never read: its job is given the
     count the reference's chose)."""
 
