@@ -1,5 +1,8 @@
 import io
+import json
 import os
+import subprocess
+import sys
 import textwrap
 
 import pytest
@@ -9,6 +12,16 @@ from pkbsim.world.check import check_script
 from pkbsim.world.launcher import RunOptions
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def in_fresh_interpreter(driver: str, program: str) -> dict:
+    """Run `driver` (Python source) in a new interpreter with `program` (dedented) as its argument, from the
+    repository root; the JSON document its last line prints. For what one process's imports must not decide."""
+    root = os.path.dirname(HERE)
+    proc = subprocess.run([sys.executable, "-c", driver, textwrap.dedent(program)], cwd=root, capture_output=True,
+                          text=True, timeout=600, env=dict(os.environ, PYTHONPATH=root))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def check_program(name: str, mode: str, nproc: int = 2):

@@ -7,7 +7,8 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
+
+from conftest import in_fresh_interpreter
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -28,10 +29,7 @@ def _run(program: str) -> dict:
     # whether the run imported dynamo is read before the driver's own import of it
     driver = driver.replace("from torch._dynamo import eval_frame   #",
                             "_imported = 'torch._dynamo' in sys.modules\nfrom torch._dynamo import eval_frame   #")
-    proc = subprocess.run([sys.executable, "-c", driver, textwrap.dedent(program)], cwd=ROOT, capture_output=True,
-                          text=True, timeout=600, env=dict(os.environ, PYTHONPATH=ROOT))
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return in_fresh_interpreter(driver, program)
 
 
 PLAIN = """

@@ -5,17 +5,16 @@ imported those libraries before."""
 from __future__ import annotations
 
 import importlib
-import json
 import os
-import subprocess
 import sys
-import textwrap
 
 import pytest
 
 from pkbsim.world import on_import
 from pkbsim.world.on_import import when_imported
 from pkbsim.world.patching import Patches
+
+from conftest import in_fresh_interpreter
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HEAVY = ("hydra", "torch.distributed.tensor", "sympy")
@@ -38,10 +37,7 @@ print(json.dumps({"verdict": res.verdict, "findings": [f.render() for f in res.f
 
 
 def _run(program: str) -> dict:
-    proc = subprocess.run([sys.executable, "-c", DRIVER.replace("HEAVY", repr(HEAVY)), textwrap.dedent(program)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=600, env=dict(os.environ, PYTHONPATH=ROOT))
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return in_fresh_interpreter(DRIVER.replace("HEAVY", repr(HEAVY)), program)
 
 
 PLAIN = """
