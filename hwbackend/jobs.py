@@ -71,6 +71,14 @@ def _children() -> list[int]:
     return [pid for pid, (parent, _) in _processes().items() if parent == me]
 
 
+def _child_map(table: dict[int, tuple[int, int]]) -> dict[int, list[int]]:
+    """parent pid -> its children's pids, from `_processes()`."""
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    return children
+
+
 def _escaped_within(root: int) -> list[int]:
     """Processes the ranks started in a session of their own (the job's launcher `root` leads the job's
     session; torchrun gives each rank a session of its own, and what a rank runs stays in it). Inside the
@@ -79,9 +87,7 @@ def _escaped_within(root: int) -> list[int]:
     table = _processes()
     if root not in table:
         return []
-    children: dict[int, list[int]] = {}
-    for pid, (ppid, _) in table.items():
-        children.setdefault(ppid, []).append(pid)
+    children = _child_map(table)
     found, frontier = [], [root]
     while frontier:
         parent = frontier.pop()
@@ -95,9 +101,7 @@ def _escaped_within(root: int) -> list[int]:
 def _tree(root: int) -> list[int]:
     """`root` and every live process below it (inside a sandbox, whatever its ranks start stays below it)."""
     table = _processes()
-    children: dict[int, list[int]] = {}
-    for pid, (ppid, _) in table.items():
-        children.setdefault(ppid, []).append(pid)
+    children = _child_map(table)
     found, frontier = [], [root] if root in table else []
     while frontier:
         pid = frontier.pop()
@@ -106,40 +110,28 @@ def _tree(root: int) -> list[int]:
     return found
 
 
-def _all_stopped(pids: list[int]) -> bool:
-    """Whether every thread of these processes is stopped (or gone)."""
-    for pid in pids:
+def _thread_stats(pid: int, name: str):
+    """The text of /proc/PID/task/TID/`name` for each thread of `pid` (none where the process is gone)."""
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return
+    for tid in tasks:
         try:
-            tasks = os.listdir(f"/proc/{pid}/task")
+            with open(f"/proc/{pid}/task/{tid}/{name}") as f:
+                yield f.read()
         except OSError:
             continue
-        for tid in tasks:
-            try:
-                with open(f"/proc/{pid}/task/{tid}/stat") as f:
-                    if f.read().rsplit(")", 1)[1].split()[0] not in "TtZX":
-                        return False
-            except (OSError, IndexError):
-                continue
-    return True
+
+
+def _all_stopped(pids: list[int]) -> bool:
+    """Whether every thread of these processes is stopped (or gone)."""
+    return all(text.rsplit(")", 1)[1].split()[0] in "TtZX" for pid in pids for text in _thread_stats(pid, "stat"))
 
 
 def _run_ns(pids: list[int]) -> dict[int, int]:
     """pid -> nanoseconds its threads have run (the kernel's schedstat, summed over threads)."""
-    spent = {}
-    for pid in pids:
-        try:
-            tasks = os.listdir(f"/proc/{pid}/task")
-        except OSError:
-            continue
-        total = 0
-        for tid in tasks:
-            try:
-                with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
-                    total += int(f.read().split()[0])
-            except (OSError, IndexError, ValueError):
-                continue
-        spent[pid] = total
-    return spent
+    return {pid: sum(int(text.split()[0]) for text in _thread_stats(pid, "schedstat")) for pid in pids}
 
 
 def _session_of(pid: int) -> int | None:

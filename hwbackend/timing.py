@@ -15,9 +15,15 @@ MIN_NOISE = 0.02  # a 2% floor: below it no run-to-run difference is trusted
 def bootstrap_ratio(ref: list[float], cand: list[float], n: int = 2000, seed: int = 0) -> tuple[float, float]:
     """95% interval of median(ref) / median(cand) by resampling both sample sets."""
     rng = random.Random(seed)
-    ratios = sorted(statistics.median(rng.choices(ref, k=len(ref))) / statistics.median(rng.choices(cand, k=len(cand)))
-                    for _ in range(n))
-    return ratios[int(0.025 * n)], ratios[int(0.975 * n) - 1]
+    return _middle_95(statistics.median(rng.choices(ref, k=len(ref))) / statistics.median(rng.choices(cand, k=len(cand)))
+                      for _ in range(n))
+
+
+def _middle_95(draws) -> tuple[float, float]:
+    """The 2.5th and 97.5th percentiles of the bootstrap's draws."""
+    ordered = sorted(draws)
+    n = len(ordered)
+    return ordered[int(0.025 * n)], ordered[int(0.975 * n) - 1]
 
 
 def noise_margin(ref_by_launch: list[list[float]]) -> float:
@@ -27,7 +33,11 @@ def noise_margin(ref_by_launch: list[list[float]]) -> float:
     if len(groups) < 2:
         flat = groups[0] if groups else []
         groups = [flat[0::2], flat[1::2]] if len(flat) >= 2 else [flat]
-    meds = [statistics.median(g) for g in groups if g]
+    return _spread([statistics.median(g) for g in groups if g])
+
+
+def _spread(meds: list[float]) -> float:
+    """Range of the groups' medians over their median, at least MIN_NOISE (and MIN_NOISE for fewer than two)."""
     if len(meds) < 2:
         return MIN_NOISE
     return max(MIN_NOISE, (max(meds) - min(meds)) / statistics.median(meds))
@@ -46,17 +56,13 @@ def ratio_spread(ratios_by_launch: list[list[float]]) -> float:
     if len(groups) == 1:
         flat = groups[0]
         groups = [flat[:len(flat) // 2], flat[len(flat) // 2:]] if len(flat) >= 2 else []
-    meds = [statistics.median(g) for g in groups]
-    if len(meds) < 2:
-        return MIN_NOISE
-    return max(MIN_NOISE, (max(meds) - min(meds)) / statistics.median(meds))
+    return _spread([statistics.median(g) for g in groups])
 
 
 def bootstrap_median(values: list[float], n: int = 2000, seed: int = 0) -> tuple[float, float]:
     """95% interval of the median of `values` by resampling them."""
     rng = random.Random(seed)
-    meds = sorted(statistics.median(rng.choices(values, k=len(values))) for _ in range(n))
-    return meds[int(0.025 * n)], meds[int(0.975 * n) - 1]
+    return _middle_95(statistics.median(rng.choices(values, k=len(values))) for _ in range(n))
 
 
 @dataclass

@@ -100,9 +100,8 @@ def _version(compiler: str) -> str:
     return subprocess.run([compiler, "--version"], capture_output=True, text=True, check=False).stdout
 
 
-@functools.cache
 def _compiler() -> str:
-    return subprocess.run(["g++", "--version"], capture_output=True, text=True, check=False).stdout
+    return _version("g++")
 
 
 def _entry() -> str:
