@@ -26,6 +26,7 @@ from tasks.parallelkernelbench.checkout import checkout_of
 PR_SET_CHILD_SUBREAPER = 36
 MAX_NAMED = 8  # ranks whose last status a timeout's message quotes (the details quote every rank)
 WATCH_INTERVAL = 0.5  # seconds between looks at the job's health while waiting for the ranks
+LAUNCHER_REPORT_S = 10.0  # how long a rank's unexplained death waits for torchrun to end and say why
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # variables the machine requires for every GPU program (NVLink multicast off), passed through untouched
 PASS_THROUGH = ("PATH", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "LD_LIBRARY_PATH",
@@ -324,7 +325,14 @@ class Job:
 
     def _died(self) -> JobFailure:
         """A rank's connection closed without a report: its log may still say why (NCCL's watchdog aborts
-        the process on an asynchronous CUDA error before the worker can send it)."""
+        the process on an asynchronous CUDA error before the worker can send it). A rank killed by a signal
+        (the kernel's CPU-time backstop: SIGXCPU) is named only in torchrun's summary, written once it has
+        ended the other ranks: wait for it (a bounded time) before calling the death unexplained."""
+        if self.proc is not None:
+            try:
+                self.proc.wait(timeout=max(0.0, min(LAUNCHER_REPORT_S, self._left())))
+            except subprocess.TimeoutExpired:
+                pass
         capped = self._capped()
         if capped:
             return capped
@@ -338,7 +346,9 @@ class Job:
         log = self.log_text()
         line = sandbox.breach(log)
         if line is None and "SIGXCPU" in log:
-            line = f"a rank was killed at the CPU-time limit of {self.limits.cpu_seconds:g} s per process (SIGXCPU)"
+            where = "the sandbox's cap" if self.sandboxed else "the limit"
+            line = (f"a rank's process was ended by the kernel (SIGXCPU) for its CPU time, over {where} of "
+                    f"{self.limits.cpu_seconds:g} s per process")
         return JobFailure(FailureKind.RESOURCE_LIMIT, line, details=self.log_tail()) if line else None
 
     def _await(self, ch: Channel) -> None:

@@ -204,7 +204,7 @@ def _job_after_a_peer_error(tmp_path, log: str, second_reports: dict | None):
 
     pairs = [socket.socketpair() for _ in range(2)]
     job = Job.__new__(Job)
-    job.channels, job.dir, job.log = [Channel(a) for a, _ in pairs], str(tmp_path), None
+    job.channels, job.dir, job.log, job.proc = [Channel(a) for a, _ in pairs], str(tmp_path), None, None
     (tmp_path / "job.log").write_text(log)
     if second_reports:
         Channel(pairs[1][1]).send(event="error", **second_reports)

@@ -122,11 +122,13 @@ def _score(path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name,needle", [("fork_bomb", "processes and threads (a fork bomb?)"),
-                                         ("cpu_spin", "s of CPU time, over the sandbox's cap of 20 s")])
+                                         ("cpu_spin", "CPU time, over the sandbox's cap of 20 s")])
 def test_a_scored_candidate_that_breaks_a_cap_is_an_error_naming_it(name, needle, small_caps):
     res = _score(os.path.join(CAPS, f"{name}.py"))
     assert res.status == "error", res
-    (finding,) = [f for f in res.findings if f.kind == "resource_limit"]
+    capped = [f for f in res.findings if f.kind == "resource_limit"]
+    assert len(capped) == 1, res
+    (finding,) = capped
     assert needle in finding.message and "\n" not in finding.message, finding
 
 
@@ -134,6 +136,17 @@ def test_a_scored_candidate_that_breaks_a_cap_is_an_error_naming_it(name, needle
 def test_the_honest_twin_is_scored_under_the_same_caps(small_caps):
     res = _score(HONEST)
     assert res.correct and res.status in ("slower", "faster"), res
+
+
+@pytest.mark.slow
+def test_a_rank_the_kernel_ends_for_cpu_time_is_named_from_torchruns_summary(small_caps, monkeypatch):
+    # without the sandbox (or with its supervisor late) the kernel's RLIMIT_CPU ends the rank by SIGXCPU, which
+    # only torchrun's summary names, written after the rank's channel closed: it was "a rank died without reporting"
+    monkeypatch.setenv(sandbox.DISABLE, "1")
+    res = _score(os.path.join(CAPS, "cpu_spin.py"))
+    capped = [f for f in res.findings if f.kind == "resource_limit"]
+    assert res.status == "error" and len(capped) == 1 and "SIGXCPU" in capped[0].message, res
+    assert "over the limit of 20 s per process" in capped[0].message, capped
 
 
 def _screen(capsys, path):
