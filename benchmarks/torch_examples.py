@@ -43,6 +43,7 @@ class Example:
     needs: tuple = ()      # Python packages the script imports beyond torch
     skip: str = ""         # why pkb check is not run on it at all
     ours: bool = False
+    shape_run: bool = False  # `pkb check --shape-run`: fake tensors (no arithmetic) for the big configurations
 
 
 EXAMPLES = (
@@ -54,12 +55,16 @@ EXAMPLES = (
     Example("ddp-tutorial single_gpu", "ddp-tutorial-series", "single_gpu.py", ("2", "1"),
             no_torchrun="not distributed; device 0 (cuda:0) hard-coded"),
     Example("ddp-tutorial multigpu (mp.spawn)", "ddp-tutorial-series", "multigpu.py", ("2", "1"), no_torchrun=SPAWNS),
-    # the README's config downloads its data and trains a 8-layer model for 10 epochs: the bundled copy of the
-    # data and a small model for one epoch instead
+    # the shipped config (gpt2_train_cfg.yaml) downloads its data and trains a 27M-parameter, 8-layer model for
+    # 10 epochs at batch 216: with data, the bundled copy of the data, 0.2% of it, a 2-layer model of width 64,
+    # batch 16, no loader workers, one epoch (eight overrides); as shipped, a shape run of one epoch
     Example("minGPT-ddp", "minGPT-ddp/mingpt", "main.py", (
         "data_config.path=data/input.txt", "data_config.truncate=0.002", "trainer_config.max_epochs=1",
         "trainer_config.batch_size=16", "trainer_config.data_loader_workers=0", "gpt_config.n_layer=2",
-        "gpt_config.n_embd=64", "gpt_config.n_head=4"), no_torchrun=GPU_CHECK, needs=("hydra",)),
+        "gpt_config.n_embd=64", "gpt_config.n_head=4"), no_torchrun=GPU_CHECK, needs=("hydra", "boto3")),
+    Example("minGPT-ddp shipped config --shape-run", "minGPT-ddp/mingpt", "main.py", (
+        "data_config.path=data/input.txt", "trainer_config.max_epochs=1"), no_torchrun=GPU_CHECK,
+        needs=("hydra", "boto3"), shape_run=True),
     Example("tensor_parallel", "tensor_parallelism", "tensor_parallel_example.py", no_torchrun=GPU_CHECK),
     Example("sequence_parallel", "tensor_parallelism", "sequence_parallel_example.py", no_torchrun=GPU_CHECK),
     Example("fsdp_tp", "tensor_parallelism", "fsdp_tp_example.py", no_torchrun=GPU_CHECK),
@@ -102,7 +107,8 @@ def folder_of(root: str, ex: Example) -> str:
 
 
 def check(pkb: str, root: str, ex: Example, nproc: int, timeout: float) -> Outcome:
-    cmd = [pkb, "check", "--nproc-per-node", str(nproc), "--json", "--timeout", str(timeout), ex.script, *ex.args]
+    cmd = [pkb, "check", "--nproc-per-node", str(nproc), "--json", "--timeout", str(timeout),
+           *(["--shape-run"] if ex.shape_run else []), ex.script, *ex.args]
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, cwd=folder_of(root, ex), capture_output=True, text=True, timeout=timeout + 120)
     wall = time.perf_counter() - t0
