@@ -118,10 +118,17 @@ def _size_argument(func, args, kwargs):
     return None
 
 
+# ops whose FLOP formula reads its inputs' shapes alone: counted without running the op on the meta device,
+# whose shape checks (torch._check) import torch's symbolic-shapes module and sympy on first use, 1.7 s of a
+# warm screen's 10 CPU-s (benchmarks/screen_profile.py)
+_INPUT_SHAPED = frozenset({torch.ops.aten.mm.default, torch.ops.aten.addmm.default, torch.ops.aten.bmm.default,
+                           torch.ops.aten.baddbmm.default})
+
+
 def _flops(formula, func, args, kwargs) -> float:
-    """The op's FLOPs from its shapes: the output's shape comes from running it on the meta device. A
-    sparse operand is not counted (the formulas are for dense operands; problem 62's bmm has 1,536 non-zeros
-    where the dense count is 2e10)."""
+    """The op's FLOPs from its shapes: the inputs' for a product (_INPUT_SHAPED), else the output's shape
+    comes from running the op on the meta device. A sparse operand is not counted (the formulas are for dense
+    operands; problem 62's bmm has 1,536 non-zeros where the dense count is 2e10)."""
     if any(isinstance(x, torch.Tensor) and x.layout != torch.strided for x in tree_flatten((args, kwargs))[0]):
         return 0.0
 
@@ -130,10 +137,12 @@ def _flops(formula, func, args, kwargs) -> float:
             return torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device="meta")
         return x
     try:
+        if func in _INPUT_SHAPED:
+            return float(formula(*args, **kwargs, out_val=None))
         with _disable_current_modes():  # the modes below (the rank's compute trace) must not see the meta call
             margs, mkwargs = tree_map(meta, (args, kwargs))
             return float(formula(*margs, **mkwargs, out_val=func(*margs, **mkwargs)))
-    except Exception:  # noqa: BLE001 - no meta kernel or formula mismatch: the op is not counted
+    except Exception:  # noqa: BLE001 - no meta kernel or formula mismatch (the op raises its own error): not counted
         return 0.0
 
 
