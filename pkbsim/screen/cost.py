@@ -19,7 +19,6 @@ from pkbsim.screen.parallelkernelbench import budgeted
 from pkbsim.screen.result import Prediction
 from pkbsim.taskrun import Call, run_calls
 from pkbsim.timing import chrome_trace
-from pkbsim.timing.replay import Replay
 from pkbsim.timing.topology import Topology
 from pkbsim.timing.trace_scale import moved_bytes, scale_trace
 from tasks.registry import TaskSpec
@@ -100,6 +99,9 @@ def predict(task: TaskSpec, source: Session, cand: CandidateReport, ref_screen_t
         if trace.get("with_data"):
             notes.append(f"the {who}'s full-size shape run failed ({trace['with_data']}): it ran at full size with "
                          f"data instead")
+    # imported here: the flow model and SciPy behind it cost 0.27 s of every screening process's start
+    # (python -X importtime), and most screens end before this stage (a reject, --no-cost)
+    from pkbsim.timing.replay import Replay
     cand_res = Replay(topo, cand_trace).run()
     ref_res = Replay(topo, ref).run()
     untimed = sorted({op["kernel"] for r in cand_trace["ranks"] for op in r["ops"] if op["kind"] == "device"})
