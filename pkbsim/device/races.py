@@ -269,6 +269,77 @@ class RaceDetector:
             page.access(lo, hi, write, t, clock[t], r, n)
         return None
 
+    def access_runs(self, alloc, evs: list[Event], write: bool) -> tuple[Event, Event, str] | None:
+        """Record evs, the runs of one access (Access.data_events: disjoint, in address order, one rank on its
+        current clock thread); return (the run that races, the earlier conflicting access, what kind of race)
+        for the first that races, as `access` of each in turn would. Runs of whole words in expanded pages
+        with no split word (a kernel's loads and stores of its buffers, nearly all) are checked and recorded
+        with one look at each page's cells, not one per run: a strided warp load is hundreds of runs."""
+        evs = [ev for ev in evs if ev.hi > ev.lo]
+        pages = self._batch(alloc, evs)
+        if pages is None:
+            for ev in evs:
+                hit = self.access(alloc, ev, write)
+                if hit is not None:
+                    return (ev, *hit)
+            return None
+        r, t = evs[0].rank, self.clocks.thread(evs[0].rank)
+        clock = self.clocks.vc[t]
+        vc = np.asarray(clock, dtype=np.int64)
+        hits = [hit for page, ix, runs in pages if (hit := self._first_conflict(page, ix, runs, vc, r, write))]
+        if hits:
+            run, n, what = min(hits)  # the first run that races (a host op's view may visit pages out of order)
+            return evs[run], self._events[n], what
+        first = len(self._events)
+        self._events.extend(evs)
+        for page, ix, runs in pages:
+            page.record(ix, write, t, clock[t], r, first + runs)
+        return None
+
+    def _batch(self, alloc, evs: list[Event]) -> list[tuple[_Page, np.ndarray, np.ndarray]] | None:
+        """Per page touched, in order: (page, its cell indices the runs cover, the run of each index), where every
+        run is whole words inside one expanded page with no split word and less than the whole page; else None."""
+        if len(evs) < 2:
+            return None
+        pages = self._shadow(alloc).pages
+        size = PAGE * WORD
+        by_page: dict[int, list[int]] = {}
+        for i, ev in enumerate(evs):
+            n = ev.lo // size
+            page = pages.get(n)
+            if (page is None or page.uniform or page.splits or ev.lo % WORD or ev.hi % WORD or (ev.hi - 1) // size != n
+                    or ev.hi - ev.lo == size):
+                return None
+            by_page.setdefault(n, []).append(i)
+        out = []
+        for n, runs in by_page.items():
+            lo = np.array([evs[i].lo for i in runs], dtype=np.int64) // WORD - n * PAGE
+            length = np.array([evs[i].hi for i in runs], dtype=np.int64) // WORD - n * PAGE - lo
+            offset = np.repeat(lo - (np.cumsum(length) - length), length)
+            out.append((pages[n], np.arange(int(length.sum())) + offset, np.repeat(np.array(runs), length)))
+        return out
+
+    def _first_conflict(self, page: _Page, ix: np.ndarray, runs: np.ndarray, vc: np.ndarray, r: int,
+                        write: bool) -> tuple[int, int, str] | None:
+        """(run, event index, kind) of the first run whose cells `ix` hold an earlier access not ordered before
+        clock `vc`; within a run, as _conflict: writes first, then (for a write) reads, the lowest rank first."""
+        writers = page.writer[ix]
+        foreign = np.nonzero((writers >= 0) & (self._rank_of[writers] != r))[0]
+        unordered = foreign[vc[writers[foreign]] < page.write_epoch[ix[foreign]]]
+        by_write = int(runs[unordered[0]]) if unordered.size else None
+        if write:
+            late = page.read_epoch[:, ix] > vc[page.read_thread[:, ix]] + 1
+            late[r] = False
+            cols = np.nonzero(late.any(axis=0))[0]
+            if cols.size and (by_write is None or runs[cols[0]] < by_write):
+                run = int(runs[cols[0]])
+                at = np.nonzero(runs == run)[0]
+                q, w = np.argwhere(late[:, at])[0]
+                return run, int(page.read_event[q, ix[at[w]]]), "write after read"
+        if by_write is not None:
+            return by_write, int(page.write_event[ix[unordered[0]]]), "write-write" if write else "stale read"
+        return None
+
     def _conflict(self, parts: list, vc: np.ndarray, r: int, write: bool) -> tuple[int, str] | None:
         """(event index, kind) of an earlier access in the cells `parts` ((cells, index) pairs) not ordered
         before clock `vc`: writes first, then (for a write) reads."""
