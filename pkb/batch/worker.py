@@ -49,8 +49,7 @@ def screen_job(job: ScreenJob, spawner=None) -> ScreenResult:
     if job.checkout:  # the job's task known in this process (and in the zygote's children)
         register_parallelkernelbench_tasks(job.checkout.root, dtype=job.checkout.dtype)
     opts = ScreenOptions(job.world_size, load_topology(job.topology), job.seed, job.margin, timeout=job.timeout,
-                         timeline=job.timeline, cost=job.cost, parallelkernelbench_root=job.parallelkernelbench_root,
-                         parallelkernelbench_dtype=job.parallelkernelbench_dtype,
+                         timeline=job.timeline, cost=job.cost, checkout=job.checkout,
                          **({} if job.sizes_budget is None else {"sizes_budget": job.sizes_budget}))
     try:
         return screen_candidate(get(job.task), job.candidate, opts, spawner)
