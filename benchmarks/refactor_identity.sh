@@ -17,10 +17,11 @@ mkdir -p "$out"
 cd "$tmp"
 export PYTHONPATH=$root
 pkb() { "$python" -m pkb.cli.main "$@"; }
-# paths replaced; JSON re-printed without its measured seconds, the rows of a batch (whose order is the order
-# its workers finished in) sorted by task and candidate
+# paths replaced (and the hash of a timeline's path in its name); measured seconds dropped (in notes too); JSON
+# re-printed with the rows of a batch (whose order is the order its workers finished in) sorted
 norm() {
-    sed -e "s#$root#<root>#g" -e "s#$tmp#<tmp>#g" | "$python" -c '
+    sed -E -e "s#$root#<root>#g" -e "s#$tmp#<tmp>#g" -e 's#\([0-9]+\.[0-9] s\)#(<s> s)#g' \
+        -e 's#\.[0-9a-f]{8}\.json#.<path hash>.json#g' | "$python" -c '
 import json, sys
 text = sys.stdin.read()
 def canon(x):
