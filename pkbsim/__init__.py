@@ -31,7 +31,7 @@ def _export(module: str, names: str, **renamed: str) -> None:
 
 
 # screen/: verdicts and their reasons (light: no torch), the screen's defaults, the screen itself
-_export("pkbsim.screen.result", "Reason ReasonKind ScreenResult Semantics Stage Verdict")
+_export("pkbsim.screen.result", "EndedBy Reason ReasonKind ScreenResult Semantics Stage Verdict")
 _export("pkbsim.screen.defaults", "MARGIN MEMORY_GB RUN_TIMEOUT_S SIZES_SECONDS TIME_LIMIT_S")
 _export("pkbsim.screen.pipeline", "ScreenOptions", screen_candidate="screen")
 _export("pkbsim.screen.functional", "ReferenceFailed")

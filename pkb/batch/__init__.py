@@ -19,7 +19,7 @@ from pkb.batch.ray_executor import run_ray
 from pkb.errors import UsageError
 from pkb.resolve import default_topology, load, parallelkernelbench_tasks, pick_world_size, task_or_usage
 from pkb.store import ScreenStore, file_sha, timeline_name, timelines_dir
-from pkbsim import ScreenResult, Semantics, Stage, Verdict
+from pkbsim import EndedBy, ScreenResult, Semantics, Stage, Verdict
 
 if TYPE_CHECKING:
     from hwbackend import RunRecord, ScoreResult
@@ -141,7 +141,7 @@ class SummaryRow:
     task: str
     candidate: str                # the file's name
     verdict: Verdict
-    stage: Stage
+    stage: Stage | EndedBy
     reason: str                   # the first reason, "kind: message"; "" for a pass
     predicted: float | None       # the screen's predicted speed-up
     bottleneck: str
