@@ -1,7 +1,8 @@
 """hwbackend: the authoritative score of a candidate on real GPUs (NCCL) or the CPU (gloo).
 
 A trusted scorer runs reference and candidate under torchrun in separate process sessions, checks
-correctness on fresh secret-seeded inputs, times both from its own clock and records everything in SQLite.
+correctness on fresh secret-seeded inputs, times both from its own clock and records everything in the
+store it is handed (the shell's results file).
 
 The map (docs/layout.md has every module):
   score.py        the trusted scorer: score(ScoreRequest, Protocol, ScoreOptions) -> ScoreResult (here
@@ -11,7 +12,9 @@ The map (docs/layout.md has every module):
   job_spec.py, jobs.py, worker.py, guard.py, timing.py, batch_size.py, clock_check.py, failures.py
                   one torchrun job, a rank, the integrity probes bound before the candidate is imported, the
                   timing statistics, what a failure's text says
-  store.py        the scores in the results file (tables runs, trials); leaderboard.py aggregates them per label
+  recorder.py     what the scorer records a score into (Recorder), handed in by the shell, whose store module
+                  (pkb/store.py) owns the results file and the candidate hash; leaderboard.py aggregates the
+                  stored runs per label
   across nodes:   rendezvous.py, cluster.py (node 0), node_agent.py (the other nodes), cluster_job.py,
                   spread_job.py; slurm.py writes and submits an sbatch script; calibrate.py measures a node
 
@@ -36,8 +39,7 @@ _export("hwbackend.defaults", "TRIALS LAUNCHES BATCHES CALLS JOB_TIMEOUT_S GLOO_
                               "SLURM_PORT SLURM_JOB_NAME")
 _export("hwbackend.score", "Protocol ScoreOptions ScoreRequest gloo_rank_bound", score_candidate="score")
 _export("hwbackend.job_spec", "default_preset")
-_export("hwbackend.result", "RunRecord ScoreResult Status")
-_export("hwbackend.store", "", ScoreStore="Store")
+_export("hwbackend.result", "RUNNING Finding RunRecord ScoreResult Status")
 _export("hwbackend.leaderboard", "FAST_P aggregate")
 _export("hwbackend.rendezvous", "EndpointError Rendezvous parse_endpoint")
 _export("hwbackend.cluster", "Cluster")
