@@ -19,21 +19,17 @@ The map (docs/layout.md has every module):
                   spread_job.py; slurm.py writes and submits an sbatch script; calibrate.py measures a node
 
 This module is the library's front door: the names below are what the shell (pkb/) uses, and the shell
-imports hwbackend only from here (tests/test_layering.py). Each name is imported when first used, so the
-commands' parsers read the defaults without loading torch or the scorer.
+imports hwbackend only from here (tests/test_layering.py). Each name is imported when first used (frontdoor/),
+so the commands' parsers read the defaults without loading torch or the scorer.
 """
 from __future__ import annotations
 
-import importlib
+from functools import partial
 
-# public name -> (module, its name there); the module's own name where they agree
-_EXPORTS: dict[str, tuple[str, str]] = {}
+from frontdoor import FrontDoor
 
-
-def _export(module: str, names: str, **renamed: str) -> None:
-    _EXPORTS.update({n: (module, n) for n in names.split()})
-    _EXPORTS.update({public: (module, own) for public, own in renamed.items()})
-
+_door = FrontDoor("hwbackend")
+_export = _door.export
 
 _export("hwbackend.defaults", "TRIALS LAUNCHES BATCHES CALLS JOB_TIMEOUT_S GLOO_MAX_RANKS GLOO_RANKS_PER_CORE "
                               "SLURM_PORT SLURM_JOB_NAME")
@@ -46,15 +42,6 @@ _export("hwbackend.cluster", "Cluster")
 _export("hwbackend.node_agent", "", serve_node="serve")
 _export("hwbackend.slurm", "SlurmError SlurmPlan sbatch_script", submit_sbatch="submit")
 
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str):
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'hwbackend' has no attribute {name!r}")
-    module, own = _EXPORTS[name]
-    return getattr(importlib.import_module(module), own)  # not kept here: a test's patch of the module is seen
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__all__ = _door.names()
+__getattr__ = _door.getattr
+__dir__ = partial(_door.dir, globals())

@@ -12,23 +12,20 @@ The map (docs/layout.md has every module):
   taskrun.py, taskcheck.py   tasks (tasks/) on the simulated world; `pkb tasks validate`
 
 This module is the library's front door: the names below are what the shell (pkb/) uses, and the shell
-imports pkbsim only from here (tests/test_layering.py). Each name is imported when first used, so
-`from pkbsim import ScreenResult` loads the screen's result types and not torch; the heavy ones (the
+imports pkbsim only from here (tests/test_layering.py). Each name is imported when first used (frontdoor/),
+so `from pkbsim import ScreenResult` loads the screen's result types and not torch; the heavy ones (the
 world, the screen's pipeline) are imported by the shell where a command needs them.
 """
 from __future__ import annotations
 
 import importlib
 import os
+from functools import partial
 
-# public name -> (module, its name there); the module's own name where they agree
-_EXPORTS: dict[str, tuple[str, str]] = {}
+from frontdoor import FrontDoor
 
-
-def _export(module: str, names: str, **renamed: str) -> None:
-    _EXPORTS.update({n: (module, n) for n in names.split()})
-    _EXPORTS.update({public: (module, own) for public, own in renamed.items()})
-
+_door = FrontDoor("pkbsim")
+_export = _door.export
 
 # screen/: verdicts and their reasons (light: no torch), the screen's defaults, the screen itself
 _export("pkbsim.screen.result", "EndedBy Reason ReasonKind ScreenResult Semantics Stage Verdict")
@@ -63,15 +60,6 @@ def install_plugins() -> None:
     importlib.import_module("pkbsim.plugins")
 
 
-__all__ = sorted([*_EXPORTS, "EXAMPLES_DIR", "install_plugins"])
-
-
-def __getattr__(name: str):
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'pkbsim' has no attribute {name!r}")
-    module, own = _EXPORTS[name]
-    return getattr(importlib.import_module(module), own)  # not kept here: a test's patch of the module is seen
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__all__ = _door.names("EXAMPLES_DIR", "install_plugins")
+__getattr__ = _door.getattr
+__dir__ = partial(_door.dir, globals())

@@ -1,8 +1,9 @@
 """The layering, checked from the source (docs/layout.md#dependency-direction).
 
+    frontdoor          imports nothing of ours: the libraries' lazy exports, shared by both
     tasks              imports nothing of ours but tasks
     candidate_sandbox  imports nothing of ours (whoever re-runs a command in it passes the command as data)
-    pkbsim, hwbackend  peers: neither imports the other; both may import tasks and candidate_sandbox
+    pkbsim, hwbackend  peers: neither imports the other; both may import frontdoor, tasks and candidate_sandbox
     pkb                the shell above them all; nothing of the libraries imports it, and it imports each
                        library only through its front door (`from pkbsim import ScreenResult`: the names
                        pkbsim/__init__.py and hwbackend/__init__.py export), never a module inside it
@@ -24,10 +25,11 @@ from dataclasses import dataclass
 import networkx as nx
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-OURS = ("tasks", "candidate_sandbox", "pkbsim", "hwbackend", "pkb")
+OURS = ("frontdoor", "tasks", "candidate_sandbox", "pkbsim", "hwbackend", "pkb")
 FORBIDDEN = {  # package -> the packages of ours it must not import
-    "tasks": {"candidate_sandbox", "pkbsim", "hwbackend", "pkb"},
-    "candidate_sandbox": {"tasks", "pkbsim", "hwbackend", "pkb"},
+    "frontdoor": {"tasks", "candidate_sandbox", "pkbsim", "hwbackend", "pkb"},
+    "tasks": {"frontdoor", "candidate_sandbox", "pkbsim", "hwbackend", "pkb"},
+    "candidate_sandbox": {"frontdoor", "tasks", "pkbsim", "hwbackend", "pkb"},
     "pkbsim": {"hwbackend", "pkb"},
     "hwbackend": {"pkbsim", "pkb"},
     "pkb": set(),
