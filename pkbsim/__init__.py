@@ -1,12 +1,15 @@
 """pkbsim: every rank of a multi-GPU program run on a CPU, on a model of the machine.
 
 The map (docs/layout.md has every module):
-  world/    the simulated world: ranks as threads, one wait-for check (a deadlock ends in a report, never a
-            hang), NCCL's matching rules, the "sim" process group and CUDA stand-ins; `pkb check` and the
-            pytest marker run scripts on it (check_script, check_ranks)
+  world/    the simulated world's engine: ranks as threads, one wait-for check (a deadlock ends in a report,
+            never a hang), NCCL's matching rules, the "sim" process group, the ops mode that sees every tensor
+            op; `pkb check` and the pytest marker run scripts on it (check_script, check_ranks)
+  standins/ torch and the process as a rank sees them: CUDA on the CPU, torch.distributed's and Python's
+            per-process state per rank, torch.compile, DTensor, autocast
   symm/, device/, cuda/   the world's plug-ins (registered by install_plugins): symmetric memory, device-side
             communication in Triton kernels, inline CUDA; ptx/ the PTX interpreter inline CUDA runs on
-  timing/   topologies (topologies/*.toml), NCCL's models, the flow model, replay of a trace: predicted times
+  timing/   topologies (topologies/*.toml), NCCL's models, the flow model, replay of a trace: predicted times;
+            the cost rules of torch ops (op_kernels, kernel_path, op_bytes, fused_calls, reuse)
   screen/   one candidate judged without a GPU in stages (static, functional, cost): ScreenResult with a
             Verdict (pass, reject, inconclusive), the stage it ended at and its reasons
   taskrun.py, taskcheck.py   tasks (tasks/) on the simulated world; `pkb tasks validate`

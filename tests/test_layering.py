@@ -36,11 +36,14 @@ FORBIDDEN = {  # package -> the packages of ours it must not import
 }
 ACYCLIC = OURS  # packages whose modules must not import each other in a circle at module level
 FRONT_DOORS = {"pkb": ("pkbsim", "hwbackend")}  # package -> the libraries it imports only through their __init__
+_ABOVE_THE_WORLD = ("pkbsim.symm", "pkbsim.device", "pkbsim.cuda", "pkbsim.plugins", "pkbsim.screen",
+                    "pkbsim.taskrun", "pkbsim.taskcheck")
 INNER = {  # a part of a package -> the modules of ours it must not import (a prefix names a package's modules)
-    # the world's core knows its plug-ins only through pkbsim/world/plugins.py: none of the three, nor
-    # pkbsim/plugins.py, which registers them (the entry points import that), nor what runs on the world
-    "pkbsim.world": ("pkbsim.symm", "pkbsim.device", "pkbsim.cuda", "pkbsim.plugins", "pkbsim.screen",
-                     "pkbsim.taskrun", "pkbsim.taskcheck"),
+    # the world's core (its engine and its torch stand-ins) knows its plug-ins only through
+    # pkbsim/world/plugins.py: none of the three, nor pkbsim/plugins.py, which registers them (the entry points
+    # import that), nor what runs on the world
+    "pkbsim.world": _ABOVE_THE_WORLD,
+    "pkbsim.standins": _ABOVE_THE_WORLD,
 }
 
 

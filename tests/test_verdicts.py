@@ -220,7 +220,7 @@ def test_whose_fault_is_decided_by_the_error_hierarchy():
     from pkbsim.screen.candidate import CandidateError
     from pkbsim.screen.limits import limit_of
     from pkbsim.screen.parallelkernelbench_budgets import PkbLimitExceeded
-    from pkbsim.world import dtensor_ops
+    from pkbsim.standins import dtensor_ops
 
     # one NotSimulated and one CompileError, whoever raises them
     assert ptx_errors.NotSimulated is NotSimulated and ptx_errors.CompileError is CompileError

@@ -21,7 +21,7 @@ from pkbsim.screen.parallelkernelbench_budgets import (  # noqa: F401 - PkbLimit
     PkbLimitExceeded,
 )
 from pkbsim.world.context import current
-from pkbsim.world.device_identity import tag, tagged
+from pkbsim.standins.device_identity import tag, tagged
 from pkbsim.world.plugins import RankState
 from tasks.parallelkernelbench.checkout import Inputs, Reference, load_module, load_specs, register
 from tasks.parallelkernelbench.naming import DEFAULT_DTYPE, Checkout
