@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Outputs a refactor must leave unchanged, captured into one folder so that two trees can be diffed:
-#   benchmarks/refactor_identity.sh OUT_DIR        (run once before a change, once after, then diff -r)
+#   benchmarks/refactor_identity.sh OUT_DIR
 # Two known-good screens (--json), a ParallelKernelBench checkout's problem screened and run (a small fake
 # checkout, as tests/test_batch.py builds it), `pkb run` on its built-in default into a fresh store, and
 # `pkb report --json` and `pkb leaderboard` (table and --json) on that store. Every seed is fixed. Paths are
-# replaced by <root> and <tmp>, measured seconds dropped and a batch's rows sorted (norm below); run it twice
-# on one tree to see what else differs between runs before reading a diff between two trees.
+# replaced by <root> and <tmp>, measured seconds dropped and a batch's rows sorted (norm below). Run it twice
+# on the tree before the change (some broken candidates' findings name whichever rank came first), once after,
+# then benchmarks/refactor_identity_compare.py AFTER BEFORE1 BEFORE2.
 # Uses the python of PYTHON (default .venv/bin/python) with this tree first on PYTHONPATH.
 set -euo pipefail
 out=$(realpath -m "${1:?usage: $0 OUT_DIR}")
