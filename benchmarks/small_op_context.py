@@ -13,7 +13,7 @@ rebuilt here, not their code) is timed on one GPU in three settings:
 `compare` predicts each op warm (its program: the setup, the op, the op again) and after the clean flush (the
 setup, the flush's sum, the op) on
 one simulated rank, replayed on the measured GPU (benchmarks/torch_op_kernels.predicted_us), next to the
-measured times: the held-out check of the reuse-distance rule (pkbsim.world.reuse, compute.cold_inputs).
+measured times: the held-out check of the reuse-distance rule (pkbsim.timing.reuse, compute.cold_inputs).
 
 Each setting: three warm-up rounds, then seven rounds under torch.profiler; an op's time is the device time
 of its own kernels (those after the flush kernel), the median over the rounds. Imports only torch. A script

@@ -1,4 +1,4 @@
-"""Torch ops that CUDA runs as several kernels or several passes (pkbsim/world/op_kernels.py), timed on one
+"""Torch ops that CUDA runs as several kernels or several passes (pkbsim/timing/op_kernels.py), timed on one
 GPU against pkb's replay of the same call: the held-out check of those rules. The rules restate torch's CUDA
 code; the solutions' ops that showed the need (benchmarks/results/device_program_kernels_measured_h200.json)
 are not among these cases, which differ in shape, dtype or path, and add controls the rules leave alone and
@@ -29,7 +29,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 # (name, role, setup, op): `dev` is the device; role "rule" (an op_kernels rule applies, including its
 # L2 side: a row re-read while the resident rows fit the L2 costs nothing), "control" (none applies: one
-# pass), "path" (an elementwise op on a slow CUDA path, pkbsim.world.kernel_path) or "known miss" (pkb's
+# pass), "path" (an elementwise op on a slow CUDA path, pkbsim.timing.kernel_path) or "known miss" (pkb's
 # model is known to miss it; measured to size the gap)
 CASES = [
     ("sum of a bool mask", "rule", "m = torch.rand(8192, 4096, device=dev) > 0.5", "m.sum()"),
@@ -141,7 +141,7 @@ CASES = [
 
 def program(setup: str, op: str, warm_up: bool = True) -> tuple[str, int]:
     """A program making the inputs and calling the op: twice where measure() times a call after warm-up ones
-    (the op's inputs are where its last call left them: pkbsim.world.reuse); (its source, the timed call's
+    (the op's inputs are where its last call left them: pkbsim.timing.reuse); (its source, the timed call's
     line)."""
     lines = ["import torch", "dev = 'cuda'", *setup.split("; "), *([f"warm_up = {op}"] if warm_up else []),
              f"out = {op}"]

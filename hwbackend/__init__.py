@@ -1,7 +1,8 @@
 """hwbackend: the authoritative score of a candidate on real GPUs (NCCL) or the CPU (gloo).
 
 A trusted scorer runs reference and candidate under torchrun in separate process sessions, checks
-correctness on fresh secret-seeded inputs, times both from its own clock and records everything in SQLite.
+correctness on fresh secret-seeded inputs, times both from its own clock and records everything in the
+store it is handed (the shell's results file).
 
 The map (docs/layout.md has every module):
   score.py        the trusted scorer: score(ScoreRequest, Protocol, ScoreOptions) -> ScoreResult (here
@@ -11,48 +12,36 @@ The map (docs/layout.md has every module):
   job_spec.py, jobs.py, worker.py, guard.py, timing.py, batch_size.py, clock_check.py, failures.py
                   one torchrun job, a rank, the integrity probes bound before the candidate is imported, the
                   timing statistics, what a failure's text says
-  store.py        the scores in the results file (tables runs, trials); leaderboard.py aggregates them per label
+  recorder.py     what the scorer records a score into (Recorder), handed in by the shell, whose store module
+                  (pkb/store.py) owns the results file and the candidate hash; leaderboard.py aggregates the
+                  stored runs per label
   across nodes:   rendezvous.py, cluster.py (node 0), node_agent.py (the other nodes), cluster_job.py,
                   spread_job.py; slurm.py writes and submits an sbatch script; calibrate.py measures a node
 
 This module is the library's front door: the names below are what the shell (pkb/) uses, and the shell
-imports hwbackend only from here (tests/test_layering.py). Each name is imported when first used, so the
-commands' parsers read the defaults without loading torch or the scorer.
+imports hwbackend only from here (tests/test_layering.py). Each name is imported when first used (frontdoor/),
+so the commands' parsers read the defaults without loading torch or the scorer.
 """
 from __future__ import annotations
 
-import importlib
+from functools import partial
 
-# public name -> (module, its name there); the module's own name where they agree
-_EXPORTS: dict[str, tuple[str, str]] = {}
+from frontdoor import FrontDoor
 
-
-def _export(module: str, names: str, **renamed: str) -> None:
-    _EXPORTS.update({n: (module, n) for n in names.split()})
-    _EXPORTS.update({public: (module, own) for public, own in renamed.items()})
-
+_door = FrontDoor("hwbackend")
+_export = _door.export
 
 _export("hwbackend.defaults", "TRIALS LAUNCHES BATCHES CALLS JOB_TIMEOUT_S GLOO_MAX_RANKS GLOO_RANKS_PER_CORE "
                               "SLURM_PORT SLURM_JOB_NAME")
 _export("hwbackend.score", "Protocol ScoreOptions ScoreRequest gloo_rank_bound", score_candidate="score")
 _export("hwbackend.job_spec", "default_preset")
-_export("hwbackend.result", "RunRecord ScoreResult Status")
-_export("hwbackend.store", "", ScoreStore="Store")
+_export("hwbackend.result", "RUNNING Finding RunRecord ScoreResult Status")
 _export("hwbackend.leaderboard", "FAST_P aggregate")
 _export("hwbackend.rendezvous", "EndpointError Rendezvous parse_endpoint")
 _export("hwbackend.cluster", "Cluster")
 _export("hwbackend.node_agent", "", serve_node="serve")
 _export("hwbackend.slurm", "SlurmError SlurmPlan sbatch_script", submit_sbatch="submit")
 
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str):
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'hwbackend' has no attribute {name!r}")
-    module, own = _EXPORTS[name]
-    return getattr(importlib.import_module(module), own)  # not kept here: a test's patch of the module is seen
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__all__ = _door.names()
+__getattr__ = _door.getattr
+__dir__ = partial(_door.dir, globals())

@@ -9,7 +9,6 @@ own clock over each batch, less the harness's overhead measured on the reference
 """
 from __future__ import annotations
 
-import hashlib
 import hmac
 import math
 import os
@@ -32,8 +31,8 @@ from hwbackend.guard import fingerprint
 from hwbackend.job_spec import JobSpec
 from hwbackend.jobs import Job, JobFailure, become_subreaper
 from hwbackend.protocol import heard
+from hwbackend.recorder import Recorder
 from hwbackend.result import ClockSummary, Finding, ScoreResult, Status, TrialCheck
-from hwbackend.store import Store
 from hwbackend.timing import summarize
 from tasks.api import aliased_outputs, compare
 from tasks.registry import TaskSpec, get
@@ -391,10 +390,11 @@ class ScoreRequest:
 
 @dataclass(frozen=True)
 class ScoreOptions:
-    """Where a score is recorded and who hears of it: `db` the results file (with `resume`, a stored result for
-    the same file, task and size is returned instead of scoring again), `progress` a line per step, `cluster`
-    node 0's session with the other nodes (then each job runs `nproc` ranks on every node of it)."""
-    db: str | None = None
+    """Where a score is recorded and who hears of it: `store` what it is recorded into (recorder.py: the shell's
+    results file; with `resume`, a stored result for the same file, task and size is returned instead of scoring
+    again), `progress` a line per step, `cluster` node 0's session with the other nodes (then each job runs
+    `nproc` ranks on every node of it)."""
+    store: Recorder | None = None
     resume: bool = False
     progress: Callable[[str], None] | None = None
     cluster: Cluster | None = None
@@ -415,16 +415,15 @@ def score(request: ScoreRequest, protocol: Protocol = Protocol(),
                          f"({defaults.GLOO_RANKS_PER_CORE} per CPU core, at most {defaults.GLOO_MAX_RANKS})")
     world = nproc * (options.cluster.nnodes if options.cluster else 1)
     become_subreaper()
-    sha = hashlib.sha256(open(candidate, "rb").read()).hexdigest()
-    store = Store(options.db) if options.db else None
+    store = options.store
     if store and options.resume:
-        done = store.completed(task.slug, sha, world, backend, timed=not protocol.correctness_only)
+        done = store.completed(task.slug, candidate, world, backend, timed=not protocol.correctness_only)
         if done:
             return done
     run_id = uuid.uuid4().hex[:12]
     label = request.label or os.path.basename(os.path.dirname(os.path.abspath(candidate)))
     if store:
-        store.start(run_id, task.slug, os.path.abspath(candidate), sha, label, world, backend)
+        store.start(run_id, task.slug, os.path.abspath(candidate), label, world, backend)
     scoring = _Scoring(task, request, protocol, options, world, store, ScoreResult(run_id, task.slug))
     try:
         return scoring.run()
@@ -445,7 +444,7 @@ class _Scoring:
     (`clocks`); after the last launch, the speed-up and its status (`verdict`)."""
 
     def __init__(self, task: TaskSpec, request: ScoreRequest, protocol: Protocol, options: ScoreOptions,
-                 world: int, store: Store | None, result: ScoreResult):
+                 world: int, store: Recorder | None, result: ScoreResult):
         self.task, self.request, self.protocol, self.options = task, request, protocol, options
         self.world, self.store, self.result = world, store, result
         self.seeds, self.say = Seeds(), (options.progress or (lambda msg: None))

@@ -1,37 +1,37 @@
 """pkbsim: every rank of a multi-GPU program run on a CPU, on a model of the machine.
 
 The map (docs/layout.md has every module):
-  world/    the simulated world: ranks as threads, one wait-for check (a deadlock ends in a report, never a
-            hang), NCCL's matching rules, the "sim" process group and CUDA stand-ins; `pkb check` and the
-            pytest marker run scripts on it (check_script, check_ranks)
+  world/    the simulated world's engine: ranks as threads, one wait-for check (a deadlock ends in a report,
+            never a hang), NCCL's matching rules, the "sim" process group, the ops mode that sees every tensor
+            op; `pkb check` and the pytest marker run scripts on it (check_script, check_ranks)
+  standins/ torch and the process as a rank sees them: CUDA on the CPU, torch.distributed's and Python's
+            per-process state per rank, torch.compile, DTensor, autocast
   symm/, device/, cuda/   the world's plug-ins (registered by install_plugins): symmetric memory, device-side
             communication in Triton kernels, inline CUDA; ptx/ the PTX interpreter inline CUDA runs on
-  timing/   topologies (topologies/*.toml), NCCL's models, the flow model, replay of a trace: predicted times
+  timing/   topologies (topologies/*.toml), NCCL's models, the flow model, replay of a trace: predicted times;
+            the cost rules of torch ops (op_kernels, kernel_path, op_bytes, fused_calls, reuse)
   screen/   one candidate judged without a GPU in stages (static, functional, cost): ScreenResult with a
             Verdict (pass, reject, inconclusive), the stage it ended at and its reasons
   taskrun.py, taskcheck.py   tasks (tasks/) on the simulated world; `pkb tasks validate`
 
 This module is the library's front door: the names below are what the shell (pkb/) uses, and the shell
-imports pkbsim only from here (tests/test_layering.py). Each name is imported when first used, so
-`from pkbsim import ScreenResult` loads the screen's result types and not torch; the heavy ones (the
+imports pkbsim only from here (tests/test_layering.py). Each name is imported when first used (frontdoor/),
+so `from pkbsim import ScreenResult` loads the screen's result types and not torch; the heavy ones (the
 world, the screen's pipeline) are imported by the shell where a command needs them.
 """
 from __future__ import annotations
 
 import importlib
 import os
+from functools import partial
 
-# public name -> (module, its name there); the module's own name where they agree
-_EXPORTS: dict[str, tuple[str, str]] = {}
+from frontdoor import FrontDoor
 
-
-def _export(module: str, names: str, **renamed: str) -> None:
-    _EXPORTS.update({n: (module, n) for n in names.split()})
-    _EXPORTS.update({public: (module, own) for public, own in renamed.items()})
-
+_door = FrontDoor("pkbsim")
+_export = _door.export
 
 # screen/: verdicts and their reasons (light: no torch), the screen's defaults, the screen itself
-_export("pkbsim.screen.result", "Reason ReasonKind ScreenResult Semantics Stage Verdict")
+_export("pkbsim.screen.result", "EndedBy Reason ReasonKind ScreenResult Semantics Stage Verdict")
 _export("pkbsim.screen.defaults", "MARGIN MEMORY_GB RUN_TIMEOUT_S SIZES_SECONDS TIME_LIMIT_S")
 _export("pkbsim.screen.pipeline", "ScreenOptions", screen_candidate="screen")
 _export("pkbsim.screen.functional", "ReferenceFailed")
@@ -63,15 +63,6 @@ def install_plugins() -> None:
     importlib.import_module("pkbsim.plugins")
 
 
-__all__ = sorted([*_EXPORTS, "EXAMPLES_DIR", "install_plugins"])
-
-
-def __getattr__(name: str):
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'pkbsim' has no attribute {name!r}")
-    module, own = _EXPORTS[name]
-    return getattr(importlib.import_module(module), own)  # not kept here: a test's patch of the module is seen
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__all__ = _door.names("EXAMPLES_DIR", "install_plugins")
+__getattr__ = _door.getattr
+__dir__ = partial(_door.dir, globals())

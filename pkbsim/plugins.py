@@ -2,7 +2,7 @@
 
 Symmetric memory, device kernels (Triton) and inline CUDA. The entry points that run programs on the world
 import it (`pkb check`: pkb/cli/check_cmd.py; the labelled corpora: pkb/corpus.py; taskrun.py for tasks and
-the screen; the tests' conftest.py), never the world's core (pkbsim/world: tests/test_layering.py checks it).
+the screen; the tests' conftest.py), never the world's core (pkbsim/world, pkbsim/standins: tests/test_layering.py checks it).
 """
 from __future__ import annotations
 

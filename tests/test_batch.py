@@ -124,14 +124,9 @@ def test_pkb_run_feeds_the_dtype_it_is_given_and_keeps_each_dtypes_result(tmp_pa
 
 
 def test_defaults_are_named_once():
-    """The screen's defaults live in pkbsim/screen/defaults.py (a module without imports); ParallelKernelBench's
-    dtype there is the first of the checkout's DTYPES, PKB's own default; a score's preset follows its backend."""
+    """A score's preset follows its backend (hwbackend/job_spec.py names it once)."""
     from hwbackend.job_spec import default_preset
-    from pkbsim.screen.defaults import PARALLELKERNELBENCH_DTYPE
-    from pkb.batch.job import ScreenJob
-    from tasks.parallelkernelbench.naming import DTYPES
 
-    assert PARALLELKERNELBENCH_DTYPE == DTYPES[0] == ScreenJob("t", "c.py", 2, "hgx-h100", 0).parallelkernelbench_dtype
     assert (default_preset("nccl"), default_preset("gloo")) == ("full", "screen")
 
 def check_report(db: str, tmp_path, capsys) -> None:

@@ -11,8 +11,8 @@ from hwbackend.jobs import _children
 from hwbackend.leaderboard import aggregate
 from hwbackend.result import FailureKind, Finding, RunRecord, ScoreResult, Status
 from hwbackend.score import Protocol, ScoreOptions, ScoreRequest, score
-from hwbackend.store import Store
 from hwbackend.timing import summarize
+from pkb.store import ScoreStore, file_sha
 
 from conftest import HERE
 
@@ -22,7 +22,7 @@ CANDS = os.path.join(HERE, "candidates")
 def _score(name, nproc=2, db=None, resume=False, **kw):
     protocol = Protocol(**(dict(launches=1, batches=1, calls=2, timeout=30) | kw))
     return score(ScoreRequest("all_reduce", os.path.join(CANDS, f"{name}.py"), nproc, "gloo"), protocol,
-                 ScoreOptions(db=db, resume=resume))
+                 ScoreOptions(store=ScoreStore(db) if db else None, resume=resume))
 
 
 @pytest.fixture(autouse=True)
@@ -154,13 +154,16 @@ def test_fast_p_counts_only_what_the_clock_resolved():
 
 
 def test_store_round_trip(tmp_path):
-    st = Store(str(tmp_path / "x.sqlite"))
-    st.start("r1", "all_reduce", "/c.py", "abc", "lab", 2, "gloo")
+    st = ScoreStore(str(tmp_path / "x.sqlite"))
+    cand, twin = tmp_path / "c.py", tmp_path / "twin.py"
+    cand.write_text("def solution(x):\n    return x\n")
+    twin.write_text(cand.read_text())
+    st.start("r1", "all_reduce", str(cand), "lab", 2, "gloo")
     st.trial("r1", "launch0", 0, 0, True, "")
     finding = Finding(FailureKind.EXCEPTION, 1, "ValueError: bad shape", details="Traceback ...")
     st.finish(ScoreResult("r1", "all_reduce", Status.SLOWER, True, 0.9, [0.8, 1.1], 1.0, 1.1, findings=[finding],
                           noise_margin=0.02))
-    done = st.completed("all_reduce", "abc", 2, "gloo")
+    done = st.completed("all_reduce", str(twin), 2, "gloo")  # keyed by the content: the same file elsewhere
     assert done.to_json() == {"run_id": "r1", "status": "slower", "correct": True, "speedup": 0.9,
                               "speedup_ci95": [0.8, 1.1], "reference_ms": 1.0, "candidate_ms": 1.1,
                               "findings": [{"kind": "exception", "rank": 1, "message": "ValueError: bad shape",
@@ -174,7 +177,11 @@ def test_store_round_trip(tmp_path):
                          "finished", "ci_lo", "ci_hi", "noise_margin"] and doc["correct"] == 1
     assert doc["status"] == "slower" and latest[0].resolved is False  # 0.8-1.1 reaches into the 2% margin
     assert RunRecord.from_json(doc) == latest[0]
-    assert st.completed("all_reduce", "abc", 2, "nccl") is None
+    assert st.completed("all_reduce", str(cand), 2, "nccl") is None
+    # the run's key is the one candidate hash the screens table keys by too
+    assert st.db.execute("SELECT candidate_sha FROM runs").fetchall() == [(file_sha(str(cand)),)]
+    twin.write_text("def solution(x):\n    return x.clone()\n")
+    assert st.completed("all_reduce", str(twin), 2, "gloo") is None
 
 
 def test_a_score_result_is_the_same_json_after_a_round_trip():
@@ -235,7 +242,7 @@ def test_a_results_file_of_an_older_pkb_gains_the_noise_margin_column(tmp_path):
                 "1.0, 0.7, '[]', 1.0, 2.0)")
     old.commit()
     old.close()
-    (run,) = Store(path).latest_runs()
+    (run,) = ScoreStore(path).latest_runs()
     assert (run.speedup, run.noise_margin, run.resolved) == (1.5, None, None)  # no margin stored: not judged
     assert aggregate([run])[0].fast[1.0] == 1.0  # counted by its speed-up, as that pkb counted it
 

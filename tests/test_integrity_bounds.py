@@ -8,7 +8,7 @@ import pytest
 from pkb.cli.main import main
 from pkbsim.timing.schema import TopologyError
 from pkbsim.timing.topology import load_topology
-from pkbsim.world import environ
+from pkbsim.standins import environ
 from pkbsim.world.launcher import RunOptions, run_ranks
 
 

@@ -12,7 +12,7 @@ from torch._subclasses.fake_tensor import FakeTensor
 
 from pkbsim.screen.pipeline import ScreenOptions, screen
 from pkbsim.timing.topology import load_topology
-from pkbsim.world.fake_pointers import ALIGN, BASE
+from pkbsim.standins.fake_pointers import ALIGN, BASE
 from pkbsim.world.launcher import RunOptions, run_ranks
 from tasks.registry import get
 

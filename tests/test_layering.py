@@ -1,8 +1,9 @@
 """The layering, checked from the source (docs/layout.md#dependency-direction).
 
+    frontdoor          imports nothing of ours: the libraries' lazy exports, shared by both
     tasks              imports nothing of ours but tasks
     candidate_sandbox  imports nothing of ours (whoever re-runs a command in it passes the command as data)
-    pkbsim, hwbackend  peers: neither imports the other; both may import tasks and candidate_sandbox
+    pkbsim, hwbackend  peers: neither imports the other; both may import frontdoor, tasks and candidate_sandbox
     pkb                the shell above them all; nothing of the libraries imports it, and it imports each
                        library only through its front door (`from pkbsim import ScreenResult`: the names
                        pkbsim/__init__.py and hwbackend/__init__.py export), never a module inside it
@@ -24,21 +25,25 @@ from dataclasses import dataclass
 import networkx as nx
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-OURS = ("tasks", "candidate_sandbox", "pkbsim", "hwbackend", "pkb")
+OURS = ("frontdoor", "tasks", "candidate_sandbox", "pkbsim", "hwbackend", "pkb")
 FORBIDDEN = {  # package -> the packages of ours it must not import
-    "tasks": {"candidate_sandbox", "pkbsim", "hwbackend", "pkb"},
-    "candidate_sandbox": {"tasks", "pkbsim", "hwbackend", "pkb"},
+    "frontdoor": {"tasks", "candidate_sandbox", "pkbsim", "hwbackend", "pkb"},
+    "tasks": {"frontdoor", "candidate_sandbox", "pkbsim", "hwbackend", "pkb"},
+    "candidate_sandbox": {"frontdoor", "tasks", "pkbsim", "hwbackend", "pkb"},
     "pkbsim": {"hwbackend", "pkb"},
     "hwbackend": {"pkbsim", "pkb"},
     "pkb": set(),
 }
 ACYCLIC = OURS  # packages whose modules must not import each other in a circle at module level
 FRONT_DOORS = {"pkb": ("pkbsim", "hwbackend")}  # package -> the libraries it imports only through their __init__
+_ABOVE_THE_WORLD = ("pkbsim.symm", "pkbsim.device", "pkbsim.cuda", "pkbsim.plugins", "pkbsim.screen",
+                    "pkbsim.taskrun", "pkbsim.taskcheck")
 INNER = {  # a part of a package -> the modules of ours it must not import (a prefix names a package's modules)
-    # the world's core knows its plug-ins only through pkbsim/world/plugins.py: none of the three, nor
-    # pkbsim/plugins.py, which registers them (the entry points import that), nor what runs on the world
-    "pkbsim.world": ("pkbsim.symm", "pkbsim.device", "pkbsim.cuda", "pkbsim.plugins", "pkbsim.screen",
-                     "pkbsim.taskrun", "pkbsim.taskcheck"),
+    # the world's core (its engine and its torch stand-ins) knows its plug-ins only through
+    # pkbsim/world/plugins.py: none of the three, nor pkbsim/plugins.py, which registers them (the entry points
+    # import that), nor what runs on the world
+    "pkbsim.world": _ABOVE_THE_WORLD,
+    "pkbsim.standins": _ABOVE_THE_WORLD,
 }
 
 

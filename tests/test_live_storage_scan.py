@@ -10,7 +10,7 @@ import time
 import torch
 
 from pkbsim.cuda import memory
-from pkbsim.world.device_identity import HOST, tag
+from pkbsim.standins.device_identity import HOST, tag
 
 
 def _stress(scan, scans: int = 60, budget_s: float = 8.0) -> tuple[int, int, list[str]]:

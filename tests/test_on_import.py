@@ -1,5 +1,5 @@
 """A world patches third-party libraries (hydra's singletons, DTensor's loss-parallel table, dynamo's stance) only
-once the program imports them (pkbsim/world/on_import.py): importing them at every world start cost seconds in
+once the program imports them (pkbsim/standins/on_import.py): importing them at every world start cost seconds in
 each of a screen's processes (DTensor pulls in sympy). The world cases run in fresh interpreters, where nothing
 imported those libraries before."""
 from __future__ import annotations
@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-from pkbsim.world import on_import
-from pkbsim.world.on_import import when_imported
+from pkbsim.standins import on_import
+from pkbsim.standins.on_import import when_imported
 from pkbsim.world.patching import Patches
 
 from conftest import in_fresh_interpreter

@@ -1,11 +1,11 @@
 """The compute trace charges each op the HBM bytes its GPU kernel moves, not every tensor its schema names
-(pkbsim/world/op_bytes.py): an in-place add reads what it overwrites, a zeros_like reads nothing, a gather
+(pkbsim/timing/op_bytes.py): an in-place add reads what it overwrites, a zeros_like reads nothing, a gather
 reads the elements it gathers, an in-place scatter touches only its elements. The buggy twin is the schema's
 count, which the test computes alongside (vocab_parallel_cross_entropy's local work: 2.11x predicted, 1.33x
 measured on an H200)."""
 import pytest
 
-from pkbsim.world.op_bytes import nbytes
+from pkbsim.timing.op_bytes import nbytes
 
 N = 256 * 1024 * 4  # bytes of one 256 x 1024 float32 tensor
 

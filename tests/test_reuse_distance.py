@@ -1,4 +1,4 @@
-"""Reuse distance (pkbsim/world/reuse.py, compute.cold_inputs): a small op whose inputs were touched a few
+"""Reuse distance (pkbsim/timing/reuse.py, compute.cold_inputs): a small op whose inputs were touched a few
 bytes ago waits L2 round trips, the same op after a kernel that moved more than the L2 holds waits HBM ones (on
 an H200 a gather of one logit a row: 4.4 us warm, 9.6 after a 512 MiB read)."""
 import io
@@ -11,7 +11,7 @@ from pkbsim.timing.host_model import host_model
 from pkbsim.timing.topology import load_topology
 from pkbsim.world.check import check_script
 from pkbsim.world.launcher import RunOptions
-from pkbsim.world.reuse import ReuseTracker
+from pkbsim.timing.reuse import ReuseTracker
 
 TOPO = load_topology("hgx-h200")
 MODEL = host_model()

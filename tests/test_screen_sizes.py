@@ -16,6 +16,7 @@ from pkbsim.screen.pipeline import ScreenOptions, screen
 from pkbsim.screen.result import ReasonKind, Semantics, Stage, Verdict
 from pkbsim.screen.sizes import ladder
 from pkbsim.timing.topology import load_topology
+from tasks.parallelkernelbench.naming import DEFAULT_DTYPE, Checkout
 from tasks.registry import get
 
 BUILDER = """
@@ -108,7 +109,7 @@ def run(checkout, tmp_path, stem: str, body: str, budget: float | None = None, w
     path.write_text("import torch\nimport torch.distributed as dist\n" + textwrap.dedent(body))
     extra = {} if budget is None else {"sizes_budget": budget}
     opts = ScreenOptions(world_size, load_topology("hgx-h100"), seed=3, timeout=120.0, cost=False,
-                         parallelkernelbench_root=str(checkout), semantics=Semantics.PARALLELKERNELBENCH, **extra)
+                         checkout=Checkout(str(checkout), DEFAULT_DTYPE), semantics=Semantics.PARALLELKERNELBENCH, **extra)
     return screen(get(f"pkb{stem}"), str(path), opts)
 
 

@@ -1,5 +1,5 @@
 """Torch ops that CUDA runs as several kernels, or as one that passes over its input more than once
-(pkbsim/world/op_kernels.py), are timed as those kernels. The buggy twin of each case is the world as it
+(pkbsim/timing/op_kernels.py), are timed as those kernels. The buggy twin of each case is the world as it
 recorded before (one pass over the op's operands), which took grpo's `mask.sum()` at 2.0 us where an H200
 measured 53.6, and a 128256-wide log_softmax at half its measured time.
 """
@@ -18,8 +18,8 @@ from pkbsim.world import ops_mode
 from pkbsim.world.check import check_script
 from pkbsim.world.launcher import RunOptions
 from pkbsim.timing.device_kernel import L2_LATENCY_US, LOAD_LATENCY_US
-from pkbsim.world.kernel_path import byte_span, kernel_path, overfetch, path_launch, scattered_reads, splits
-from pkbsim.world.op_kernels import Launch, _softmax_rereads, _softmax_row, launches
+from pkbsim.timing.kernel_path import byte_span, kernel_path, overfetch, path_launch, scattered_reads, splits
+from pkbsim.timing.op_kernels import Launch, _softmax_rereads, _softmax_row, launches
 from pkbsim.world.trace import records_doc
 
 TOPO = load_topology("hgx-h200")

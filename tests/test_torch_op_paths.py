@@ -1,4 +1,4 @@
-"""An elementwise torch op's CUDA kernel path: the world records it (pkbsim/world/kernel_path.py) and the
+"""An elementwise torch op's CUDA kernel path: the world records it (pkbsim/timing/kernel_path.py) and the
 replay times the slower paths by the elements they write (pkbsim/timing/compute.py PATH_ELEMENTS_PER_SM_US).
 
 On an H200 a bf16 -> float32 copy (unrolled, loads with a cast) took 191.7 us where the float32 -> bf16 copy of
@@ -19,7 +19,7 @@ from pkbsim.timing.replay import Replay
 from pkbsim.timing.topology import load_topology
 from pkbsim.world.check import check_script
 from pkbsim.world.launcher import RunOptions
-from pkbsim.world.kernel_path import kernel_path
+from pkbsim.timing.kernel_path import kernel_path
 
 TOPO = load_topology("hgx-h200")
 aten = torch.ops.aten

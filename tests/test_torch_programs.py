@@ -102,7 +102,7 @@ CLASS_STACK = """
 def test_a_class_level_stack_is_per_rank(run_program, monkeypatch, per_rank, verdict):
     """A stack in a class attribute (tyro's ConstructorRegistry, which torchtitan's config parser enters) is a
     list per rank when listed in rank_singletons.STACKS; unlisted, the ranks pop each other's entries."""
-    import pkbsim.world.rank_singletons as rs
+    import pkbsim.standins.rank_singletons as rs
     monkeypatch.syspath_prepend(PROGRAMS)
     if per_rank:
         monkeypatch.setattr(rs, "STACKS", (*rs.STACKS, ("class_stack", "Registry", "_active")))
@@ -270,7 +270,7 @@ LAZY_LOCK = """
 def test_a_lazily_made_class_lock_outlives_its_maker(run_program, monkeypatch, made_first, verdict):
     """A class-level lock that whoever made it deletes (tqdm's, which the datasets loader in torchtitan uses) is
     made before the run when listed in rank_singletons.LAZY_LOCKS; unlisted, rank 1 deletes rank 0's lock."""
-    import pkbsim.world.rank_singletons as rs
+    import pkbsim.standins.rank_singletons as rs
     monkeypatch.syspath_prepend(PROGRAMS)
     if made_first:
         monkeypatch.setattr(rs, "LAZY_LOCKS", (*rs.LAZY_LOCKS, ("lazy_lock", "Bar", "_lock", "get_lock")))
@@ -307,7 +307,7 @@ def test_loss_parallel_on_every_rank_at_once(run_program, monkeypatch, per_rank,
     """loss_parallel() fills DTensor's process-wide table of custom op handlers on enter and empties it on exit:
     nested across ranks (rank_singletons.NESTED), the last rank out empties it; otherwise the second rank out
     finds its entries gone (KeyError)."""
-    import pkbsim.world.rank_singletons as rs
+    import pkbsim.standins.rank_singletons as rs
     if not per_rank:
         monkeypatch.setattr(rs, "NESTED", ())
     res = run_program(LOSS_PARALLEL, timeout=60)
@@ -335,7 +335,7 @@ BORG = """
 def test_a_borg_state_is_per_rank(run_program, monkeypatch, per_rank, verdict):
     """A class-level dict that instances share as their __dict__ (accelerate's PartialState) is one per rank when
     listed in rank_singletons.SHARED_STATES; unlisted, rank 1 finds rank 0's state."""
-    import pkbsim.world.rank_singletons as rs
+    import pkbsim.standins.rank_singletons as rs
     monkeypatch.syspath_prepend(PROGRAMS)
     if per_rank:
         monkeypatch.setattr(rs, "SHARED_STATES", (*rs.SHARED_STATES, ("borg_state", "State", "_shared_state")))
@@ -358,9 +358,9 @@ AUTOCAST = """
 
 @pytest.mark.parametrize("mapped, verdict", [(True, "ok"), (False, "error")])
 def test_autocast_cuda_on_a_simulated_gpu(run_program, monkeypatch, mapped, verdict):
-    """autocast("cuda") casts a rank's GPU tensors (CPU tensors here) as the GPU would (pkbsim/world/autocast.py);
+    """autocast("cuda") casts a rank's GPU tensors (CPU tensors here) as the GPU would (pkbsim/standins/autocast.py);
     without it, a float16 input meets a float32 weight."""
-    import pkbsim.world.autocast as ac
+    import pkbsim.standins.autocast as ac
     if not mapped:
         monkeypatch.setattr(ac, "install_autocast", lambda patches: None)
     res = run_program(AUTOCAST, timeout=60)

@@ -149,7 +149,7 @@ def test_a_candidate_process_killed_by_a_signal_is_inconclusive_and_the_batch_go
 
 
 def test_a_screen_result_is_json_only_at_its_boundaries():
-    from pkbsim.screen.result import Prediction, Reason, ReasonKind, Stage
+    from pkbsim.screen.result import EndedBy, Prediction, Reason, ReasonKind, Stage
     from pkb.batch.worker import inconclusive, rejected
     from pkbsim.world.findings import Finding
 
@@ -168,6 +168,8 @@ def test_a_screen_result_is_json_only_at_its_boundaries():
     assert back == res and back.reasons[0].kind is ReasonKind.WRONG_OUTPUT and back.reasons[1].kind == "deadlock"
     assert back.stage is Stage.FUNCTIONAL and back.checked == [Stage.STATIC] and back.checked[0] is Stage.STATIC
     assert ScreenResult.from_json(dict(doc, stage="later")).stage == "later"  # another version's stage: kept as is
+    for ended in ("sandbox", "time_limit", "memory_limit", "worker_crash", "pkb_error"):  # as stored rows hold them
+        assert ScreenResult.from_json(dict(doc, stage=ended)).stage is EndedBy(ended)
     assert isinstance(back.findings[0], Finding) and back.predicted.shares == {"link": 1.0}
     # a worker's own answers (a limit, a broken sandbox cap) are ScreenResults too, with the JSON they always had
     job = ScreenJob("all_reduce", "/c/x.py", 2, "hgx-h100", 1)
@@ -176,7 +178,7 @@ def test_a_screen_result_is_json_only_at_its_boundaries():
         "inconclusive", "time_limit", [{"kind": "time_limit", "message": "too slow", "site": "", "pkb_only": False}])
     assert late["verdicts"] == {"pkb": "inconclusive", "parallelkernelbench": "inconclusive"}
     assert rejected(job, ReasonKind.RESOURCE_LIMIT, "cap").to_json()["stage"] == "sandbox"
-    assert inconclusive(job, ReasonKind.WORKER_CRASH, "gone").stage is Stage.WORKER_CRASH
+    assert inconclusive(job, ReasonKind.WORKER_CRASH, "gone").stage is EndedBy.WORKER_CRASH
 
 
 def test_timelines_of_same_named_candidates_in_two_folders_differ(tmp_path):
@@ -218,7 +220,7 @@ def test_whose_fault_is_decided_by_the_error_hierarchy():
     from pkbsim.screen.candidate import CandidateError
     from pkbsim.screen.limits import limit_of
     from pkbsim.screen.parallelkernelbench_budgets import PkbLimitExceeded
-    from pkbsim.world import dtensor_ops
+    from pkbsim.standins import dtensor_ops
 
     # one NotSimulated and one CompileError, whoever raises them
     assert ptx_errors.NotSimulated is NotSimulated and ptx_errors.CompileError is CompileError

@@ -18,8 +18,8 @@ from pkb.batch.pool import run_local
 from pkb.batch.ray_executor import run_ray
 from pkb.errors import UsageError
 from pkb.resolve import default_topology, load, parallelkernelbench_tasks, pick_world_size, task_or_usage
-from pkb.store import ScreenStore, file_sha, timeline_name, timelines_dir
-from pkbsim import ScreenResult, Semantics, Stage, Verdict
+from pkb.store import ScoreStore, ScreenStore, file_sha, timeline_name, timelines_dir
+from pkbsim import EndedBy, ScreenResult, Semantics, Stage, Verdict
 
 if TYPE_CHECKING:
     from hwbackend import RunRecord, ScoreResult
@@ -122,6 +122,7 @@ def score(rows: list[ScreenResult], db: str, correctness_only: bool = False,
 
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
     backend = "nccl" if gpus else "gloo"
+    store = ScoreStore(db)
     out = {}
     for r in rows:
         if not r.verdict.goes_to_hardware:
@@ -131,7 +132,7 @@ def score(rows: list[ScreenResult], db: str, correctness_only: bool = False,
             on_start(r, nproc, backend)
         protocol = Protocol(preset=default_preset(backend), correctness_only=correctness_only)
         request = ScoreRequest(r.task, r.candidate, nproc, backend)
-        out[r.candidate] = score_candidate(request, protocol, ScoreOptions(db=db, resume=True))
+        out[r.candidate] = score_candidate(request, protocol, ScoreOptions(store=store, resume=True))
     return out
 
 
@@ -141,7 +142,7 @@ class SummaryRow:
     task: str
     candidate: str                # the file's name
     verdict: Verdict
-    stage: Stage
+    stage: Stage | EndedBy
     reason: str                   # the first reason, "kind: message"; "" for a pass
     predicted: float | None       # the screen's predicted speed-up
     bottleneck: str

@@ -8,7 +8,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from pkbsim import MARGIN, RUN_TIMEOUT_S
-from tasks.parallelkernelbench.naming import DEFAULT_DTYPE, Checkout
+from tasks.parallelkernelbench.naming import Checkout
 
 
 @dataclass(frozen=True)
@@ -42,19 +42,9 @@ class ScreenJob:
     sha: str | None = None            # the content key the results store files it under (batch.resume)
     sizes_budget: float | None = None  # seconds for the sizes stage (None: the screen's default; 0: no stage)
 
-    @property
-    def parallelkernelbench_root(self) -> str | None:
-        return self.checkout.root if self.checkout else None
-
-    @property
-    def parallelkernelbench_dtype(self) -> str:
-        """The dtype of the checkout's inputs (ParallelKernelBench's default where there is none)."""
-        return self.checkout.dtype if self.checkout else DEFAULT_DTYPE
-
     def to_json(self) -> dict:
         return dataclasses.asdict(self)
 
     @classmethod
     def from_json(cls, doc: dict) -> ScreenJob:
-        checkout = doc.get("checkout")
-        return cls(**doc | {"checkout": Checkout(**checkout) if checkout else None})
+        return cls(**doc | {"checkout": Checkout.from_json(doc.get("checkout"))})

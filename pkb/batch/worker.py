@@ -15,7 +15,7 @@ import resource
 import sys
 
 from pkb.batch.job import ScreenJob
-from pkbsim import Reason, ReasonKind, ScreenResult, Stage
+from pkbsim import EndedBy, Reason, ReasonKind, ScreenResult
 
 
 def limit_memory(gb: float) -> None:
@@ -26,13 +26,13 @@ def limit_memory(gb: float) -> None:
 
 def inconclusive(job: ScreenJob, kind: ReasonKind, message: str) -> ScreenResult:
     """The result of a job that pkb could not finish (a time or memory limit, a crash, a bug of pkb): never
-    the candidate's fault, so it goes on to hardware scoring. Its stage is the limit that ended it."""
-    return _unfinished(job).inconclusive(Stage(kind), Reason(kind, message)).settle()
+    the candidate's fault, so it goes on to hardware scoring. Its stage is the limit that ended it (EndedBy)."""
+    return _unfinished(job).inconclusive(EndedBy(kind), Reason(kind, message)).settle()
 
 
 def rejected(job: ScreenJob, kind: ReasonKind, message: str) -> ScreenResult:
     """The result of a job whose worker the candidate ended (a sandbox cap it broke: the supervisor's line)."""
-    return _unfinished(job).reject(Stage.SANDBOX, [Reason(kind, message)]).settle()
+    return _unfinished(job).reject(EndedBy.SANDBOX, [Reason(kind, message)]).settle()
 
 
 def _unfinished(job: ScreenJob) -> ScreenResult:
@@ -49,8 +49,7 @@ def screen_job(job: ScreenJob, spawner=None) -> ScreenResult:
     if job.checkout:  # the job's task known in this process (and in the zygote's children)
         register_parallelkernelbench_tasks(job.checkout.root, dtype=job.checkout.dtype)
     opts = ScreenOptions(job.world_size, load_topology(job.topology), job.seed, job.margin, timeout=job.timeout,
-                         timeline=job.timeline, cost=job.cost, parallelkernelbench_root=job.parallelkernelbench_root,
-                         parallelkernelbench_dtype=job.parallelkernelbench_dtype,
+                         timeline=job.timeline, cost=job.cost, checkout=job.checkout,
                          **({} if job.sizes_budget is None else {"sizes_budget": job.sizes_budget}))
     try:
         return screen_candidate(get(job.task), job.candidate, opts, spawner)

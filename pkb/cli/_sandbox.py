@@ -71,16 +71,16 @@ def _verdict_here(argv: list[str], verdict: str, reason) -> int:
     or inconclusive (never the candidate's fault where pkb cannot tell)."""
     from pkb.cli import screen_cmd  # (as Reason above)
     from pkb.cli._screen_arguments import semantics
-    from pkbsim import ScreenResult, Stage
+    from pkbsim import EndedBy, ScreenResult
 
     parser = argparse.ArgumentParser(prog="pkb")  # the screen's own parser, as main builds it for `pkb screen`
     screen_cmd.add_parser(parser.add_subparsers(dest="command"))
     args = parser.parse_args(argv)
     res = ScreenResult(args.task or "", args.candidate, args.world_size or 0, args.topology or "", args.seed or 0)
     if verdict == "reject":
-        res.reject(Stage.SANDBOX, [reason])
+        res.reject(EndedBy.SANDBOX, [reason])
     else:
-        res.inconclusive(Stage.SANDBOX, reason)
+        res.inconclusive(EndedBy.SANDBOX, reason)
     res = res.settle().under(semantics(args))
     text = f"{res.verdict.upper()} at stage sandbox: {reason.kind}: {reason.message}"
     print(json.dumps(res.to_json(), indent=1) if args.json else text)

@@ -12,11 +12,11 @@ from __future__ import annotations
 import json
 import os
 
-from hwbackend import FAST_P, ScoreStore, aggregate
+from hwbackend import FAST_P, aggregate
 from pkb.cli._arguments import add_db_argument
 from pkb.errors import UsageError
 from pkb.report.collect import ScreenCounts, with_screen_verdicts
-from pkb.store import ScreenStore
+from pkb.store import ScoreStore, ScreenStore
 from pkbsim import Semantics
 
 

@@ -15,6 +15,7 @@ from pkb.cli._arguments import add_db_argument, add_parallelkernelbench_argument
 from pkb.cli._layout import check_node_layout
 from pkb.errors import UsageError
 from pkb.resolve import task_of
+from pkb.store import ScoreStore
 
 EXIT = {Status.FASTER: 0, Status.SLOWER: 0, Status.CORRECT: 0, Status.INCORRECT: 1, Status.INTEGRITY: 1,
         Status.ERROR: 4, Status.COMPILE_ERROR: 4, Status.TIMEOUT: 5}  # 2 is bad usage
@@ -110,7 +111,7 @@ def run(args) -> int:
         protocol = Protocol(args.trials, args.launches, args.batches, args.calls, timeout=args.timeout,
                             preset=preset, correctness_only=args.correctness_only, interleave=args.interleave)
         res = score_candidate(ScoreRequest(task.slug, args.candidate, nproc, backend, args.label), protocol,
-                    ScoreOptions(args.db, args.resume, progress, cluster))
+                    ScoreOptions(ScoreStore(args.db) if args.db else None, args.resume, progress, cluster))
     if args.json:
         print(json.dumps(res.to_json(), indent=1))
     else:

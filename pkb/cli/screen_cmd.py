@@ -11,7 +11,7 @@ from pkb.cli._arguments import add_parallelkernelbench_arguments, add_sandbox_ar
 from pkb.cli._screen_arguments import add_semantics_argument, add_sizes_budget_argument, semantics, sizes_budget
 from pkb.errors import UsageError
 from pkb.refine.feedback import brief
-from pkb.resolve import DEFAULT_TOPOLOGY, default_topology, load, pick_world_size, task_of
+from pkb.resolve import DEFAULT_TOPOLOGY, checkout_of, default_topology, load, pick_world_size, task_of
 from pkbsim import MARGIN, RUN_TIMEOUT_S
 
 
@@ -52,12 +52,9 @@ def options(args, task):
         raise_usage("--margin and --timeout must be positive")
     topo = load(args.topology or default_topology(task))
     seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "little")
-    root = getattr(args, "parallelkernelbench_root", None)
-    extra = {"parallelkernelbench_dtype": args.parallelkernelbench_dtype} if root else {}
-    if sizes_budget(args) is not None:
-        extra["sizes_budget"] = sizes_budget(args)
+    extra = {} if sizes_budget(args) is None else {"sizes_budget": sizes_budget(args)}
     return ScreenOptions(pick_world_size(task, args.world_size, topo.num_gpus), topo, seed, args.margin,
-                         args.timeout, cost=not args.no_cost, parallelkernelbench_root=root, semantics=semantics(args),
+                         args.timeout, cost=not args.no_cost, checkout=checkout_of(args), semantics=semantics(args),
                          **extra)
 
 

@@ -6,8 +6,8 @@ import os
 import statistics
 from dataclasses import asdict, dataclass, field
 
-from hwbackend import RunRecord, ScoreStore
-from pkb.store import ScreenStore, timeline_name, timelines_dir, trajectories
+from hwbackend import RunRecord
+from pkb.store import ScoreStore, ScreenStore, timeline_name, timelines_dir, trajectories
 from pkbsim import ScreenResult, Semantics, Verdict
 
 

@@ -26,7 +26,7 @@ from pkbsim.cuda import runtime_libs
 from pkbsim.ptx.errors import MemoryFault
 from pkbsim.ptx.memory import AddressSpace, MulticastRegion, Region
 from pkbsim.symm.allocations import state as symm_state
-from pkbsim.world.device_identity import HOST, tagged
+from pkbsim.standins.device_identity import HOST, tagged
 
 
 class RankMemory(AddressSpace):

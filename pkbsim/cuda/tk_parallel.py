@@ -50,7 +50,7 @@ def share(tensor: torch.Tensor, rank: int, world: int):
 def device_index(tensor: torch.Tensor) -> int:
     """The GPU a tensor is on as the program sees it (`x.device().index()` in ThunderKittens' host checks):
     CPU tensors stand for the rank's GPU memory."""
-    from pkbsim.world.device_identity import seen_device
+    from pkbsim.standins.device_identity import seen_device
     ctx = require()
     dev = seen_device(tensor, tensor.device, ctx)
     return -1 if dev.type == "cpu" else int(dev.index if dev.index is not None else ctx.rank)

@@ -21,16 +21,17 @@ from pkbsim.screen.hang import Watch, site
 from pkbsim.screen.limits import limit_of, own_site
 from pkbsim.screen.plain import plain
 from pkbsim.screen.prebuild import prebuild
-from pkbsim.screen.defaults import PARALLELKERNELBENCH_DTYPE
 from pkbsim.screen.result import Reason, ReasonKind
 from pkbsim.taskrun import Call, TaskRun, run_calls
 from pkbsim.world.findings import Finding, is_fatal
+from tasks.parallelkernelbench.naming import Checkout
 from tasks.registry import TaskSpec
 
 
 @dataclass
 class CandidateJob:
-    """What the child needs to screen one candidate (JSON: it crosses to a pool worker's zygote)."""
+    """What the child needs to screen one candidate (JSON: it crosses to a pool worker's zygote, which reads the
+    checkout from it to register its problems before it forks)."""
     task: str
     candidate: str  # absolute path
     world_size: int
@@ -38,8 +39,7 @@ class CandidateJob:
     timeout: float
     build_timeout: float
     cost: bool
-    parallelkernelbench_root: str | None = None  # a ParallelKernelBench checkout whose problems the task may be one of
-    parallelkernelbench_dtype: str = PARALLELKERNELBENCH_DTYPE
+    checkout: Checkout | None = None  # a ParallelKernelBench checkout whose problems the task may be one of
     read_only: tuple = ()  # folders the trusted side writes (timelines): read-only to the candidate's process
     own_cache: str = ""    # its per-candidate build cache (the only one its process sees), made by the trusted side
     fresh_trial: int = -1  # >= 0: only this trial's inputs, one call in a fresh world (functional.fresh_call)
@@ -50,6 +50,13 @@ class CandidateJob:
     sizes_budget: float = 0.0
     screen_call_s: float = 0.0
     screen_digest: str = ""
+
+    def to_json(self) -> dict:
+        return asdict(self)  # the checkout as {root, dtype}
+
+    @classmethod
+    def from_json(cls, doc: dict) -> CandidateJob:
+        return cls(**dict(doc, checkout=Checkout.from_json(doc.get("checkout"))))
 
 
 @dataclass
@@ -85,19 +92,19 @@ class CandidateReport:
         return cls(**d)
 
 
-def prepare(parallelkernelbench_root: str | None, parallelkernelbench_dtype: str = PARALLELKERNELBENCH_DTYPE) -> None:
+def prepare(checkout: Checkout | None) -> None:
     """Make a job's task known in this process (a zygote does it before it forks: once per checkout)."""
-    if parallelkernelbench_root:
+    if checkout:
         from pkbsim.screen.parallelkernelbench import register_parallelkernelbench_tasks
-        register_parallelkernelbench_tasks(parallelkernelbench_root, dtype=parallelkernelbench_dtype)
+        register_parallelkernelbench_tasks(checkout.root, dtype=checkout.dtype)
 
 
 def run_job(job_json: dict) -> dict:
     """The child's entry: screen the candidate's side of one job; its report as a payload."""
     from tasks.registry import get
 
-    job = CandidateJob(**job_json)
-    prepare(job.parallelkernelbench_root, job.parallelkernelbench_dtype)
+    job = CandidateJob.from_json(job_json)
+    prepare(job.checkout)
     return candidate_side(get(job.task), job).to_payload()
 
 

@@ -7,6 +7,3 @@ MARGIN = 0.8           # reject when the predicted speed-up is below this (and t
 TIME_LIMIT_S = 600.0   # wall-clock limit per candidate's whole screen in a batch (`pkb run`, `pkb refine`)
 MEMORY_GB = 12.0       # address-space limit per screening process
 SIZES_SECONDS = 60.0   # the sizes stage's candidate runs, per screen (sizes.py: predicted before each run, cut at the end)
-# ParallelKernelBench inputs' dtype: ParallelKernelBench's own --dtype default, the first of DTYPES in
-# tasks/parallelkernelbench/checkout.py (tests/test_batch.py checks that they agree)
-PARALLELKERNELBENCH_DTYPE = "bfloat16"

@@ -207,13 +207,12 @@ class Zygote:
         code = 0
         try:
             from pkbsim.screen.candidate_side import prepare
-            from pkbsim.screen.defaults import PARALLELKERNELBENCH_DTYPE
+            from tasks.parallelkernelbench.naming import Checkout
             for line in requests:
                 msg = json.loads(line)
                 try:
                     # the task's code, never a candidate's: cached here for the next forks
-                    prepare(msg["job"].get("parallelkernelbench_root"),
-                            msg["job"].get("parallelkernelbench_dtype", PARALLELKERNELBENCH_DTYPE))
+                    prepare(Checkout.from_json(msg["job"].get("checkout")))
                 except Exception:  # noqa: BLE001 - the child meets it again and reports it
                     pass
                 child = os.fork()

@@ -15,17 +15,16 @@ from dataclasses import dataclass, field
 
 import torch
 
-from pkbsim.screen.defaults import PARALLELKERNELBENCH_DTYPE
 from pkbsim.screen.parallelkernelbench_budgets import (  # noqa: F401 - PkbLimitExceeded named for the screen
     FlopBudget,
     InputBudget,
     PkbLimitExceeded,
 )
 from pkbsim.world.context import current
-from pkbsim.world.device_identity import tag, tagged
+from pkbsim.standins.device_identity import tag, tagged
 from pkbsim.world.plugins import RankState
 from tasks.parallelkernelbench.checkout import Inputs, Reference, load_module, load_specs, register
-from tasks.parallelkernelbench.naming import Checkout
+from tasks.parallelkernelbench.naming import DEFAULT_DTYPE, Checkout
 from tasks.registry import TaskSpec
 
 # one rank imports at a time: CPython 3.11's parser is not thread-safe (a module-level @torch.jit.script, as in
@@ -162,7 +161,7 @@ _loaded: dict[Checkout, dict[int, TaskSpec]] = {}
 
 
 def register_parallelkernelbench_tasks(root: str, known: dict | None = None,
-                                       dtype: str = PARALLELKERNELBENCH_DTYPE) -> dict[int, str]:
+                                       dtype: str = DEFAULT_DTYPE) -> dict[int, str]:
     """Register every problem of the checkout as a simulator task (once per process); returns
     ParallelKernelBench id -> slug."""
     checkout = Checkout(os.path.abspath(root), dtype)

@@ -8,7 +8,7 @@ import hashlib
 import os
 import subprocess
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 
 from candidate_sandbox import CANDIDATE_CACHES, TRUSTED_BUILDS
 from pkbsim.errors import SimulatorError
@@ -26,7 +26,8 @@ from pkbsim.screen.sizes import describe, judge_sizes, ladder
 from pkbsim.screen.static import static_reasons
 from pkbsim.taskrun import mismatches
 from pkbsim.timing.topology import Topology
-from pkbsim.screen.defaults import MARGIN, PARALLELKERNELBENCH_DTYPE, RUN_TIMEOUT_S, SIZES_SECONDS
+from pkbsim.screen.defaults import MARGIN, RUN_TIMEOUT_S, SIZES_SECONDS
+from tasks.parallelkernelbench.naming import Checkout
 from tasks.registry import TaskSpec
 
 CHILD_SLACK_S = 60.0  # beyond its build, functional and shape-run limits, before a candidate's process is killed
@@ -42,9 +43,7 @@ class ScreenOptions:
     timeline: str | None = None  # where to write the candidate's simulated timeline (Chrome trace JSON)
     cost: bool = True
     build_timeout: float = 600.0  # for building the candidate's CUDA extensions, before the runs (off their clock)
-    # the ParallelKernelBench checkout the task comes from (a zygote's child registers its problems again)
-    parallelkernelbench_root: str | None = None
-    parallelkernelbench_dtype: str = PARALLELKERNELBENCH_DTYPE
+    checkout: Checkout | None = None  # the ParallelKernelBench checkout the task comes from (its child registers it)
     semantics: Semantics = Semantics.PKB  # whose rules the verdict is under (both are in ScreenResult.verdicts)
     sizes_budget: float = SIZES_SECONDS  # seconds of candidate runs for the sizes stage (sizes.py); 0: no stage
 
@@ -73,16 +72,16 @@ def _screen(task: TaskSpec, path: str, opts: ScreenOptions, spawner, keep: bool)
     if opts.timeline:   # made before the candidate's process, which sees it read-only (confinement.py)
         os.makedirs(os.path.dirname(os.path.abspath(opts.timeline)), exist_ok=True)
     source = Session(path)
-    builds = builds_extensions(path, tuple(r for r in (opts.parallelkernelbench_root,) if r))
+    builds = builds_extensions(path, (opts.checkout.root,) if opts.checkout else ())
     if builds:
         build_runtime()
     job = CandidateJob(task.slug, path, opts.world_size, opts.seed, opts.timeout, opts.build_timeout, opts.cost,
-                       opts.parallelkernelbench_root, opts.parallelkernelbench_dtype,
+                       opts.checkout,
                        ((os.path.dirname(os.path.abspath(opts.timeline)),) if opts.timeline else ())
                        + pkbs_builds(), own_cache(path) if builds else "")
     t0 = time.perf_counter()
     shape = opts.cost and not builds and not source.mentions("triton.jit")  # the candidate's may run
-    child = spawner.start(asdict(job))
+    child = spawner.start(job.to_json())
     try:
         ref = reference_run(task, opts.world_size, opts.seed, opts.timeout, record=opts.cost, keep=keep, shape=shape)
     except ReferenceFailed as e:
@@ -163,9 +162,9 @@ def _sizes(task: TaskSpec, ref, rep: CandidateReport, job: CandidateJob, spawner
     pkb, the budget: no verdict)."""
     t0 = time.perf_counter()
     digest = ref.digests[0][0] if ref.digests and ref.digests[0] else None
-    child = spawner.start(asdict(replace(job, cost=False, sizes=ladder(task), sizes_budget=opts.sizes_budget,
-                                         screen_call_s=rep.seconds.get("functional", 0.0) / (1 + BACK_TO_BACK),
-                                         screen_digest=digest or "")))
+    child = spawner.start(replace(job, cost=False, sizes=ladder(task), sizes_budget=opts.sizes_budget,
+                                  screen_call_s=rep.seconds.get("functional", 0.0) / (1 + BACK_TO_BACK),
+                                  screen_digest=digest or "").to_json())
     payload, ended = child.result(opts.build_timeout + 2 * opts.sizes_budget + CHILD_SLACK_S)
     try:
         if payload is None or "pkb_error" in payload:
@@ -203,7 +202,7 @@ def _sizes(task: TaskSpec, ref, rep: CandidateReport, job: CandidateJob, spawner
 def _right_when_fresh(task: TaskSpec, ref, job: CandidateJob, spawner, trial: int, opts: ScreenOptions) -> bool | None:
     """Whether the candidate, called once in a fresh process on `trial`'s inputs, gives the reference's
     outputs (None: it gave none, for whatever reason)."""
-    child = spawner.start(asdict(replace(job, fresh_trial=trial, cost=False)))
+    child = spawner.start(replace(job, fresh_trial=trial, cost=False).to_json())
     payload, _ = child.result(opts.build_timeout + opts.timeout + CHILD_SLACK_S)
     if payload is None or "pkb_error" in payload:
         return None

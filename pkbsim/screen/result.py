@@ -20,21 +20,24 @@ class Semantics(StrEnum):
 
 
 class Stage(StrEnum):
-    """Where a screen ended (`ScreenResult.stage`): the last of the pipeline's stages that ran (static,
-    functional, sizes, cost: `STAGES`, in order); sandbox, where the candidate broke a cap of its screening process;
-    for a screen pkb could not finish, the limit that ended it (the kind of its reason)."""
+    """The pipeline's stages, in their order: where a screen that ran to its verdict ended (`ScreenResult.stage`,
+    the last that ran) and what it passed (`ScreenResult.checked`)."""
     STATIC = "static"
     FUNCTIONAL = "functional"
     SIZES = "sizes"   # the candidate at larger sizes, up to the full size, within a budget (sizes.py)
     COST = "cost"
+
+
+class EndedBy(StrEnum):
+    """What ended a screen outside the pipeline's stages, in `ScreenResult.stage` where a stage would be: the
+    sandbox, where the candidate broke a cap of its screening process (or it outlived its bound); for a screen
+    pkb could not finish, the limit that ended it (the kind of its reason). Apart from `Stage`, so that a
+    stage is always one the pipeline has; the values are the strings stored rows and `--json` carry."""
     SANDBOX = "sandbox"
     TIME_LIMIT = "time_limit"
     MEMORY_LIMIT = "memory_limit"
     WORKER_CRASH = "worker_crash"
     PKB_ERROR = "pkb_error"
-
-
-STAGES = (Stage.STATIC, Stage.FUNCTIONAL, Stage.SIZES, Stage.COST)
 
 
 class Verdict(StrEnum):
@@ -121,7 +124,7 @@ class ScreenResult:
     topology: str
     seed: int
     verdict: Verdict = Verdict.PASS
-    stage: Stage = Stage.STATIC      # the last stage that ran
+    stage: Stage | EndedBy = Stage.STATIC  # the last stage that ran, or what ended the screen outside them
     reasons: list[Reason] = field(default_factory=list)
     correct: bool | None = None      # None: outputs were not compared (not simulated, or rejected earlier)
     findings: list[Finding] = field(default_factory=list)
@@ -166,12 +169,12 @@ class ScreenResult:
                            semantics=semantics)
         return replace(self, verdict=self.verdicts[semantics], reasons=shared, warnings=own, semantics=semantics)
 
-    def reject(self, stage: Stage, reasons: list[Reason]) -> ScreenResult:
+    def reject(self, stage: Stage | EndedBy, reasons: list[Reason]) -> ScreenResult:
         self.verdict, self.stage = Verdict.REJECT, _stage(stage)
         self.reasons.extend(reasons)
         return self
 
-    def inconclusive(self, stage: Stage, reason: Reason) -> ScreenResult:
+    def inconclusive(self, stage: Stage | EndedBy, reason: Reason) -> ScreenResult:
         self.verdict, self.stage = Verdict.INCONCLUSIVE, _stage(stage)
         self.reasons.append(reason)
         return self
@@ -194,6 +197,10 @@ class ScreenResult:
                       "predicted": Prediction(**p) if p else None})
 
 
-def _stage(name: str) -> Stage | str:
-    """A stage's name as the enum; one this version does not know (a store written by another) stays a string."""
-    return Stage(name) if name in Stage._value2member_map_ else str(name)
+def _stage(name: str) -> Stage | EndedBy | str:
+    """A stage's name (or what ended a screen) as its enum; one this version does not know (a store written by
+    another) stays a string."""
+    for kind in (Stage, EndedBy):
+        if name in kind._value2member_map_:
+            return kind(name)
+    return str(name)

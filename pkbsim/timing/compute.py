@@ -28,7 +28,7 @@ def peak_flops(topo: Topology, dtype: str) -> float:
     return 1e12 * peaks.get(dtype, peaks.get("fp32", max(peaks.values())))
 
 
-# An elementwise op on a slower CUDA path (pkbsim/world/kernel_path.py) goes at a rate in elements written,
+# An elementwise op on a slower CUDA path (pkbsim/timing/kernel_path.py) goes at a rate in elements written,
 # whatever their bytes: "strided" (elementwise_kernel<128, 2 or 4>, offsets computed per element) keeps one
 # element per thread in flight (the store through a computed offset ends each step), and "cast"
 # (unrolled_elementwise_kernel with LoadWithCast) converts each element through a switch on its dtype. On an
@@ -83,7 +83,7 @@ def kernel_us(topo: Topology, flops: float, nbytes: float, dtype: str, model: di
 
 def cold_inputs(topo: Topology, op: dict) -> bool:
     """Were the op's inputs pushed out of the L2 before it ran: the rank moved more than the L2 holds since it
-    last touched them (`reuse_bytes`, pkbsim.world.reuse). A record without it (a trace from before the rule, a
+    last touched them (`reuse_bytes`, pkbsim.timing.reuse). A record without it (a trace from before the rule, a
     hand-written one) is warm, as the calibrated kernel floor is. On an H200, of a [4096] float32 subtract, a
     gather of one logit a row and a one-element add: 1.38, 9.57 and 1.12 us after a 512 MiB read, 0.90, 4.42
     and 0.93 warm (benchmarks/results/small_op_context_h200.json)."""
@@ -92,7 +92,7 @@ def cold_inputs(topo: Topology, op: dict) -> bool:
 
 def op_us(topo: Topology, op: dict, dtype: str, model: dict, comm_sms: int = 0) -> float:
     """A torch op of the trace: one kernel (kernel_us), or, where it records the kernels CUDA launches for it
-    (`kernels`, pkbsim.world.op_kernels.Launch), their times summed, each at least the kernel floor, and at
+    (`kernels`, pkbsim.timing.op_kernels.Launch), their times summed, each at least the kernel floor, and at
     least its FLOPs' time. A kernel's `reread` bytes cost HBM traffic only where the rows it keeps live (those
     resident on every SM, at most all of its `span`) overflow this GPU's L2 (below that they are L2 hits, not
     charged)."""

@@ -9,7 +9,7 @@ if TYPE_CHECKING:
     import torch
 
     from pkbsim.world.comms import Batch, Comm, Engine
-    from pkbsim.world.cuda_shim import SimStream
+    from pkbsim.standins.cuda_shim import SimStream
     from pkbsim.world.ops_mode import RankOpsMode
     from pkbsim.world.process_group import SimWork
     from pkbsim.world.trace import RankTrace

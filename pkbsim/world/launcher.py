@@ -34,7 +34,7 @@ from pkbsim.world.comms import Engine
 from pkbsim.world.context import RankContext
 from pkbsim.world.defaults import RUN_TIMEOUT_S
 from pkbsim.world.findings import EXIT_CODES, Finding, verdict_of
-from pkbsim.world.gpu_model import DEFAULT_TOPOLOGY
+from pkbsim.standins.gpu_model import DEFAULT_TOPOLOGY
 from pkbsim.world.machine_load import OthersClock
 from pkbsim.world.op_lookup import install as serialise_op_lookups
 from pkbsim.world.patching import Patches
@@ -153,19 +153,19 @@ class RunResult:
 @contextlib.contextmanager
 def simulated_process(nproc: int, output, topology: str = DEFAULT_TOPOLOGY):
     """Patch the process so that each rank thread sees its own torchrun world."""
-    from pkbsim.world.autocast import install_autocast
-    from pkbsim.world.compile_shim import install_compile_shim
-    from pkbsim.world.cuda_shim import install_torch_cuda
-    from pkbsim.world.device_api import install_device_api
-    from pkbsim.world.rank_singletons import install_rank_singletons
-    from pkbsim.world.device_identity import install_device_identity
-    from pkbsim.world.dist_shim import install_dist
-    from pkbsim.world.dtensor_ops import install_dtensor_ops
-    from pkbsim.world.unsimulated import install_unsimulated
-    from pkbsim.world.environ import install_environ
+    from pkbsim.standins.autocast import install_autocast
+    from pkbsim.standins.compile_shim import install_compile_shim
+    from pkbsim.standins.cuda_shim import install_torch_cuda
+    from pkbsim.standins.device_api import install_device_api
+    from pkbsim.standins.rank_singletons import install_rank_singletons
+    from pkbsim.standins.device_identity import install_device_identity
+    from pkbsim.standins.dist_shim import install_dist
+    from pkbsim.standins.dtensor_ops import install_dtensor_ops
+    from pkbsim.standins.unsimulated import install_unsimulated
+    from pkbsim.standins.environ import install_environ
     from pkbsim.world.process_group import register
-    from pkbsim.world.rank_imports import install_rank_imports
-    from pkbsim.world.thread_world import install, uninstall
+    from pkbsim.standins.rank_imports import install_rank_imports
+    from pkbsim.standins.thread_world import install, uninstall
 
     register()
     patches = Patches()
@@ -226,9 +226,9 @@ def error_finding(rank: int, exc: BaseException, full_traceback: bool = False) -
 
 def _rank_main(world: World, engine: Engine, rank: int, body: Callable[[RankContext], None], opts: RunOptions,
                trace: RankTrace):
-    from pkbsim.world.cuda_shim import DeviceMapMode
-    from pkbsim.world.environ import torchrun_env
-    from pkbsim.world.fused_calls import FusedCallsMode
+    from pkbsim.standins.cuda_shim import DeviceMapMode
+    from pkbsim.standins.environ import torchrun_env
+    from pkbsim.timing.fused_calls import FusedCallsMode
     from pkbsim.world.ops_mode import ensure_ops_mode
 
     if opts.pin_core is not None:
@@ -385,8 +385,8 @@ def run_ranks(body: Callable[[RankContext], None], opts: RunOptions) -> RunResul
     try:
         with simulated_process(world.nproc_per_node, opts.output, opts.topology):
             if opts.shape_run:   # every fake storage an address of its own (fake_pointers.py)
-                from pkbsim.world.fake_pointers import install_fake_pointers
-                from pkbsim.world.shape_run import install_shape_run
+                from pkbsim.standins.fake_pointers import install_fake_pointers
+                from pkbsim.standins.shape_run import install_shape_run
                 install_fake_pointers(run_patches)
                 install_shape_run(run_patches, values=opts.shape_run_values)
             if opts.catch_exit:

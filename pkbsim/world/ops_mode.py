@@ -18,11 +18,11 @@ from pkbsim.world import host_sync
 from pkbsim.world.eager_mode import EagerDispatchMode
 from pkbsim.world.comms import is_fake, resolve_comm, storage_key
 from pkbsim.world.findings import Finding
-from pkbsim.world.kernel_path import kernel_path, path_launch
-from pkbsim.world.op_bytes import nbytes, traffic
-from pkbsim.world.op_kernels import Launch, fused_launches, launches
+from pkbsim.timing.kernel_path import kernel_path, path_launch
+from pkbsim.timing.op_bytes import nbytes, traffic
+from pkbsim.timing.op_kernels import Launch, fused_launches, launches
 from pkbsim.world.plugins import registered
-from pkbsim.world.reuse import ReuseTracker
+from pkbsim.timing.reuse import ReuseTracker
 from pkbsim.world.sites import user_site
 from pkbsim.world.streams import StreamOrder
 from pkbsim.world.trace import moved_by

@@ -166,7 +166,7 @@ class SimProcessGroup(dist.ProcessGroup):
 
     def _bind_device(self, ctx, site: str, op: str) -> None:
         """NCCL creates a communicator on each member's device at first use; two members on one GPU fail."""
-        from pkbsim.world.cuda_shim import bound_device
+        from pkbsim.standins.cuda_shim import bound_device
 
         if op == "barrier" and not ctx.device_set and ctx.explicit_device is None:
             msg = (f"rank {ctx.rank} calls barrier() at {site} before its GPU is known (no torch.cuda.set_device, "

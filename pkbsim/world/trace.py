@@ -40,7 +40,7 @@ class RankTrace:
         self.rank, self.t0, self.enabled = rank, t0, enabled
         self.records: list[dict[str, Any]] = []
         self.exit_site: str | None = None  # where the rank's program called sys.exit, if it did
-        self.moved = 0                     # bytes the recorded ops moved so far (pkbsim.world.reuse)
+        self.moved = 0                     # bytes the recorded ops moved so far (pkbsim.timing.reuse)
 
     def record(self, kind: str, op: str, site: str, stream: int = 0, **fields) -> dict | None:
         if not self.enabled:

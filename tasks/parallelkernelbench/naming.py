@@ -28,6 +28,11 @@ class Checkout:
     root: str
     dtype: str
 
+    @classmethod
+    def from_json(cls, doc: dict | None) -> Checkout | None:
+        """The checkout a job's JSON names (`dataclasses.asdict` wrote it), or None where it names none."""
+        return cls(**doc) if doc else None
+
 
 class PairingWarning(UserWarning):
     """A file whose number and name point at different problems (paired, and said which way)."""

@@ -32,7 +32,7 @@ def install_dist(patches: Patches) -> None:
             raise ValueError(f"init_process_group(world_size={world_size}, rank={rank}) disagrees with the "
                              f"simulated launch (rank {ctx.rank} of {ctx.world.size}); read RANK/WORLD_SIZE")
         if device_id is not None:
-            from pkbsim.world.cuda_shim import set_device
+            from pkbsim.standins.cuda_shim import set_device
             set_device(device_id)
         ctx.trace.record("host", "init_process_group", user_site(), backend=str(backend))
         ctx.nccl = "nccl" in str(backend).lower()  # device rules only bind NCCL programs

@@ -35,8 +35,8 @@ from dataclasses import dataclass
 
 import torch
 
-from pkbsim.world.kernel_path import THREADS, byte_span, path_launch, splits, strided_layout
-from pkbsim.world.op_bytes import tensor_bytes
+from pkbsim.timing.kernel_path import THREADS, byte_span, path_launch, splits, strided_layout
+from pkbsim.timing.op_bytes import tensor_bytes
 
 _aten = torch.ops.aten
 _CASTING_REDUCTIONS = {_aten.sum, _aten.nansum, _aten.prod, _aten.mean}

@@ -26,12 +26,12 @@ from torch.overrides import TorchFunctionMode
 
 from pkbsim.errors import NotSimulated
 from pkbsim.world import host_sync
-from pkbsim.world.unsimulated import refuse_on_ranks
+from pkbsim.standins.unsimulated import refuse_on_ranks
 
 from pkbsim.world.context import current
-from pkbsim.world.device_identity import bound_device  # noqa: F401 - process_group imports it from here
-from pkbsim.world.device_identity import program_frame, seen_device, tag, tagged, target_device
-from pkbsim.world.gpu_model import DEFAULT_TOPOLOGY, device_properties
+from pkbsim.standins.device_identity import bound_device  # noqa: F401 - process_group imports it from here
+from pkbsim.standins.device_identity import program_frame, seen_device, tag, tagged, target_device
+from pkbsim.standins.gpu_model import DEFAULT_TOPOLOGY, device_properties
 from pkbsim.world.patching import Patches
 from pkbsim.world.sites import user_site
 

@@ -33,7 +33,7 @@ import threading
 from collections.abc import MutableMapping, MutableSequence
 
 from pkbsim.world.context import current
-from pkbsim.world.on_import import when_imported
+from pkbsim.standins.on_import import when_imported
 from pkbsim.world.patching import Patches
 
 # (module, class, attribute mapping classes to their one instance, the classes whose instance is per rank)

@@ -12,10 +12,10 @@ import torch.serialization
 from torch.distributed.device_mesh import DeviceMesh
 from torch.nn.parallel import DistributedDataParallel
 
-from pkbsim.world import cuda_shim
+from pkbsim.standins import cuda_shim
 from pkbsim.world.context import current
-from pkbsim.world.device_identity import program_frame
-from pkbsim.world.dtensor_ops import on_gpu_mesh
+from pkbsim.standins.device_identity import program_frame
+from pkbsim.standins.dtensor_ops import on_gpu_mesh
 from pkbsim.world.patching import Patches
 
 _CUDA = torch.device("cuda")

@@ -8,7 +8,7 @@ import math
 
 import torch
 
-from pkbsim.world.device_identity import tagged
+from pkbsim.standins.device_identity import tagged
 
 _aten = torch.ops.aten
 # copies that run as TensorIterator elementwise kernels on CUDA, as the pointwise-tagged ops do

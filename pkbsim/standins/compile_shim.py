@@ -18,8 +18,8 @@ from __future__ import annotations
 import importlib
 
 from pkbsim.world.context import current
-from pkbsim.world.cuda_shim import _on_gpu
-from pkbsim.world.on_import import when_imported
+from pkbsim.standins.cuda_shim import _on_gpu
+from pkbsim.standins.on_import import when_imported
 from pkbsim.world.patching import Patches
 
 
