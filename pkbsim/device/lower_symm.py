@@ -11,7 +11,7 @@ import torch
 
 from pkbsim.device.accesses import byte_runs
 from pkbsim.device.ir import Event
-from pkbsim.device.protocol import device_state, emit_data
+from pkbsim.device.protocol import device_state, emit
 from pkbsim.symm.allocations import state as symm_state
 from pkbsim.symm.allocations import storage_key
 from pkbsim.world.comms import is_fake
@@ -57,8 +57,9 @@ def on_host_access(ctx, reads: list[torch.Tensor], writes: list[torch.Tensor], w
         region = memory.find(base + lo, base + max(hi, lo + 1))
         if region is None or region.on_pad or hi <= lo:
             continue
-        emit_data(ctx.world, [Event("put" if write else "get", ctx.rank, site, what, region.owner, a, b, call=ctx.call)
-                              for a, b in _view_runs(t, lo, hi)], region)
+        for a, b in _view_runs(t, lo, hi):
+            emit(ctx.world, Event("put" if write else "get", ctx.rank, site, what, region.owner, a, b, call=ctx.call),
+                 region)
 
 
 def _view_runs(t: torch.Tensor, lo: int, hi: int, limit: int = 1 << 16) -> list[tuple[int, int]]:

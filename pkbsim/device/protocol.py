@@ -151,36 +151,11 @@ def _wait_completed(world, st: DeviceState, ev: Event) -> None:
     st.waits_done[ev.rank, ev.where, addr] = done
 
 
-def emit_data(world, evs: list[Event], region) -> None:
-    """Record the race-checked put or get events of one data access of a symmetric buffer (Access.data_events:
-    its runs, in address order) as `emit` of each in turn would, with one look at the race shadow for them all."""
-    if not evs:
-        return
-    if region is None or region.on_pad:
-        for ev in evs:
-            emit(world, ev, region)
-        return
-    st = device_state(world)
-    with world.lock:
-        st.log.append(evs[0])
-        if evs[0].kind == "put":
-            st.fenced.discard(world.clocks.thread(evs[0].rank))
-        _wait_completed(world, st, evs[0])
-        hit = st.races.access_runs(region.alloc, evs, evs[0].kind == "put")
-        for ev in evs[1:evs.index(hit[0]) + 1 if hit else len(evs)]:
-            st.log.append(ev)
-        if hit is not None:
-            _race(world, st, *hit)
-
-
 def _check_race(world, st: DeviceState, region, ev: Event) -> None:
     hit = st.races.access(region.alloc, ev, ev.kind == "put")
-    if hit is not None:
-        _race(world, st, ev, *hit)
-
-
-def _race(world, st: DeviceState, ev: Event, earlier: Event, what: str) -> None:
-    """Fail the run on the race of `ev` with the `earlier` access."""
+    if hit is None:
+        return
+    earlier, what = hit
     msg = _race_message(st, ev, earlier, what)
     world.fail(Finding("race", msg, sorted({ev.rank, earlier.rank}), [ev.site, earlier.site],
                        [earlier.describe(), ev.describe()], calls=[earlier.call, ev.call]), unless_failed=True)

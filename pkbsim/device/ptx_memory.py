@@ -22,7 +22,7 @@ from pkbsim.device import spin_handoff
 from pkbsim.device.accesses import Access, byte_runs
 from pkbsim.device.ir import Event
 from pkbsim.device.memory_map import check_mapped
-from pkbsim.device.protocol import device_state, emit, emit_data
+from pkbsim.device.protocol import device_state, emit
 from pkbsim.device.spin import Poll
 from pkbsim.ptx.memory import SHARED_WINDOW, MulticastRegion
 
@@ -98,7 +98,8 @@ class KernelObserver:
         polled = [a for a in accs if flag or (a.region is not None and a.region.on_pad)]
         for a in accs:
             if a not in polled and a.region is not None:
-                emit_data(world, a.data_events("get", site, where), a.region)
+                for ev in a.data_events("get", site, where):
+                    emit(world, ev, a.region)
         # a poll reports the value the load returned, not a peer's write landing after it
         with world.lock if polled else contextlib.nullcontext():
             out = perform()
@@ -129,7 +130,8 @@ class KernelObserver:
         with self._holding(accs, site, where):  # the flag's value and the clock released into it change together
             for a in accs:
                 if a.region is not None and a not in signals:
-                    emit_data(world, a.data_events("put", site, where), a.region)
+                    for ev in a.data_events("put", site, where):
+                        emit(world, ev, a.region)
             out = perform()
             sem = "release" if "release" in quals else "relaxed"
             for a in signals:
@@ -197,7 +199,8 @@ class KernelObserver:
         with self._holding(accs, site, where) if write else contextlib.nullcontext():
             for a in accs:
                 if a.region is not None:
-                    emit_data(self.ctx.world, a.data_events("put" if write else "get", site, where), a.region)
+                    for ev in a.data_events("put" if write else "get", site, where):
+                        emit(self.ctx.world, ev, a.region)
             out = perform()
         for a in accs:
             a.count(self.run.work, write=write)

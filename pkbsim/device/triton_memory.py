@@ -16,7 +16,7 @@ from triton.runtime import interpreter as interp
 from pkbsim.device import spin, spin_handoff
 from pkbsim.device.accesses import Access, byte_runs
 from pkbsim.device.memory_map import check_mapped
-from pkbsim.device.protocol import device_state, emit, emit_data
+from pkbsim.device.protocol import device_state, emit
 from pkbsim.device.triton_bounds import Bounds
 from pkbsim.device.triton_launch import current_launch
 from pkbsim.ptx.access import check_aligned
@@ -85,7 +85,8 @@ def masked_load(original):
         addrs, itemsize = _active(ptrs, mask)
         acc = _access(ctx, addrs, itemsize, launch, "load") if addrs.size else None
         if acc is not None and acc.region is not None and not acc.region.on_pad and not is_volatile:
-            emit_data(ctx.world, acc.data_events("get", user_site(), launch.where), acc.region)
+            for ev in acc.data_events("get", user_site(), launch.where):
+                emit(ctx.world, ev, acc.region)
         polling = acc is not None and (is_volatile or (acc.region is not None and acc.region.on_pad))
         with ctx.world.lock if polling else contextlib.nullcontext():  # a poll reports the value the load returned
             out = original(self, ptrs, mask, other, cache_modifier, eviction_policy, is_volatile)
@@ -119,7 +120,8 @@ def masked_store(original):
         site = user_site()
         with spin_handoff.writing(ctx, [(acc.lo, acc.hi, _owner(acc))], site, launch.where):
             if acc.region is not None and not acc.region.on_pad:
-                emit_data(ctx.world, acc.data_events("put", site, launch.where), acc.region)
+                for ev in acc.data_events("put", site, launch.where):
+                    emit(ctx.world, ev, acc.region)
             out = original(self, ptrs, value, mask, cache_modifier, eviction_policy)
             if acc.region is not None and acc.region.on_pad:  # a plain store to a flag: relaxed, it releases nothing
                 emit(ctx.world, acc.event("signal", site, launch.where, op="store", value=_nonzero(acc.snapshot()),
