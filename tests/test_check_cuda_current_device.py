@@ -3,6 +3,7 @@
 import json
 
 import pytest
+import torch
 
 from pkb.cli.main import main
 
@@ -89,3 +90,15 @@ def test_its_twin_gathering_on_rank_0_alone_is_a_deadlock_at_that_line(tmp_path,
     doc = json.loads(capsys.readouterr().out)
     (finding,) = doc["findings"]
     assert doc["verdict"] == "deadlock" and finding["ranks"] == [0] and finding["sites"] == ["train.py:22"], doc
+
+
+def test_under_a_cuda_build_torchs_own_code_still_sees_no_accelerator(tmp_path, capsys, monkeypatch):
+    # the CUDA build's torch.accelerator names CUDA, so an optimizer's step asked the CUDA runtime for its
+    # current stream ("CUDA driver version is insufficient"); its twin is the FSDP2 script above on the CPU build
+    monkeypatch.setattr(torch.accelerator, "current_accelerator", lambda check_available=False: torch.device("cuda"))
+    monkeypatch.setattr(torch.accelerator, "is_available", lambda: True)
+    path = tmp_path / "train.py"
+    path.write_text(FSDP_DTENSOR.format(gather_on="True"))
+    code = main(["check", "--nproc-per-node", "2", "--json", str(path)])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 0 and doc["verdict"] == "ok" and doc["ops"] > 0, doc

@@ -82,9 +82,12 @@ def install_device_api(patches: Patches, local_world_size: int) -> None:
         "current_stream": cuda_shim.current_stream, "set_stream": cuda_shim.set_stream,
         "synchronize": cuda_shim.synchronize,
     }
+    # torch's own code gets the CPU build's answers under either build: no accelerator. Under the CUDA build the
+    # real ones name CUDA, and torch then asks the CUDA runtime (an optimizer's step asks for the current stream)
+    cpu_build = {"is_available": lambda *a, **k: False, "current_accelerator": lambda *a, **k: None}
     for name, fn in stand_ins.items():
         if hasattr(acc, name):
-            patches.set(acc, name, _for_program(fn, getattr(acc, name)))
+            patches.set(acc, name, _for_program(fn, cpu_build.get(name, getattr(acc, name))))
     if hasattr(acc, "device_index"):
         patches.set(acc, "device_index", cuda_shim.device)
     patches.set(torch.nn.Module, "to", _gpu_index_to_cpu(torch.nn.Module.to))
