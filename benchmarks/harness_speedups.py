@@ -53,7 +53,7 @@ def main() -> int:
             if f[0].isdigit() and f.endswith(".py")}
     for path in args.files:
         pid = int(os.path.basename(path).split("_")[0])
-        row = {"file": os.path.basename(path), "problem": pid}
+        row = {"file": path, "problem": pid}  # as given: trees share file names
         try:
             ref = _load(refs[pid], f"pkb_ref_{pid}").solution
             sol = _load(path, f"pkb_sol_{pid}").solution

@@ -81,7 +81,8 @@ case " $steps " in *" harness "*)
   # only the files the harness's clock times consistently are scored (at most DEV_SCORES of them)
   consistent=$(python3 -c 'import json, sys; [print(r["file"]) for r in map(json.loads, open(sys.argv[1])) if r.get("consistent")]' \
     "$out/harness.jsonl" | head -n "${DEV_SCORES:-10}")
-  for f in "$@"; do
-    echo "$consistent" | grep -qx "$(basename "$f")" && score "dev_$(basename "$f" .py)" "$f" "$head"
+  for f in "$@"; do  # named by tree (its model and language) and file: trees share file names
+    tree=$(basename "$(dirname "$f")" | sed 's/^solutions_\([a-z]*\)_.*_\([a-z]*\)-.*$/\2_\1/')
+    echo "$consistent" | grep -qxF "$f" && score "dev_${tree}_$(basename "$f" .py)" "$f" "$head"
   done ;;
 esac
