@@ -9,7 +9,7 @@ import numpy as np
 
 from pkbsim.device.ir import Event
 from pkbsim.device.kernel_report import KernelWork, sector_bytes
-from pkbsim.device.protocol import device_state
+from pkbsim.device.protocol import device_state, emit_data
 
 
 def byte_runs(starts, width: int) -> list[tuple[int, int]]:
@@ -54,6 +54,10 @@ class Access:
         r = self.region
         return [Event(kind, self.rank, site, where, r.owner, lo - r.base, hi - r.base, call=self.call)
                 for lo, hi in (self.runs or [(self.lo, self.hi)])]
+
+    def emit_data(self, world, kind: str, site: str, where: str) -> None:
+        """Emit data_events(kind, site, where), the race check taking the runs together (protocol.emit_data)."""
+        emit_data(world, kind, self.rank, site, where, self.region, self.runs or [(self.lo, self.hi)], self.call)
 
     def event(self, kind: str, site: str, where: str, **kw) -> Event:
         r = self.region

@@ -98,8 +98,7 @@ class KernelObserver:
         polled = [a for a in accs if flag or (a.region is not None and a.region.on_pad)]
         for a in accs:
             if a not in polled and a.region is not None:
-                for ev in a.data_events("get", site, where):
-                    emit(world, ev, a.region)
+                a.emit_data(world, "get", site, where)
         # a poll reports the value the load returned, not a peer's write landing after it
         with world.lock if polled else contextlib.nullcontext():
             out = perform()
@@ -130,8 +129,7 @@ class KernelObserver:
         with self._holding(accs, site, where):  # the flag's value and the clock released into it change together
             for a in accs:
                 if a.region is not None and a not in signals:
-                    for ev in a.data_events("put", site, where):
-                        emit(world, ev, a.region)
+                    a.emit_data(world, "put", site, where)
             out = perform()
             sem = "release" if "release" in quals else "relaxed"
             for a in signals:
@@ -199,8 +197,7 @@ class KernelObserver:
         with self._holding(accs, site, where) if write else contextlib.nullcontext():
             for a in accs:
                 if a.region is not None:
-                    for ev in a.data_events("put" if write else "get", site, where):
-                        emit(self.ctx.world, ev, a.region)
+                    a.emit_data(self.ctx.world, "put" if write else "get", site, where)
             out = perform()
         for a in accs:
             a.count(self.run.work, write=write)
