@@ -53,7 +53,11 @@ class KernelObserver:
         return parts
 
     def _accesses(self, addrs: np.ndarray, width: int) -> list[Access]:
-        return [Access.of(self.ctx, sub, width, region, byte_runs(sub, width) if region is not None else None)
+        # every address a multiple of the width (the interpreter faults on any other, but for TMA's elements): runs and
+        # sectors are counted per item
+        aligned = width == 1 or not int(np.bitwise_or.reduce(addrs)) & (width - 1)
+        return [Access.of(self.ctx, sub, width, region, byte_runs(sub, width, aligned) if region is not None else None,
+                          aligned=aligned)
                 for region, sub in self._split(addrs, width)]
 
     def _words(self, addrs: np.ndarray, width: int) -> list[Access]:
@@ -66,7 +70,7 @@ class KernelObserver:
 
     def access(self, g, op: str, ins, addrs, width: int, perform):
         addrs = np.asarray(addrs, dtype=np.uint64)
-        glob = addrs[addrs < np.uint64(SHARED_WINDOW)]
+        glob = addrs if int(addrs.max()) < SHARED_WINDOW else addrs[addrs < np.uint64(SHARED_WINDOW)]
         if not glob.size:
             return perform()
         if op == "multimem" or (op == "st" and isinstance(g.launch.memory.find(int(glob.min())), MulticastRegion)):
