@@ -14,6 +14,7 @@ orders the relaxed ones around it (pkbsim.device.protocol). Polls are noted for 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 
 import numpy as np
@@ -31,8 +32,9 @@ _FLAG_STORE = {"volatile", "relaxed", "release"}
 _ORDERS = ("acq_rel", "acquire", "release", "relaxed")
 
 
+@functools.lru_cache(maxsize=4096)
 def site_of(loc: str) -> str:
-    """'candidate.py:42' for an instruction's '/path/candidate.py:42'."""
+    """'candidate.py:42' for an instruction's '/path/candidate.py:42' (asked at every access: cached)."""
     return os.path.basename(loc)
 
 
