@@ -55,11 +55,11 @@ def main() -> int:
     ap.add_argument("--no-warm-up", action="store_true", help="skip the unmeasured first screens")
     ap.add_argument("files", nargs="+")
     args = ap.parse_args()
-    pkb_root = os.path.abspath(args.pkb_root)
+    pkb_root = os.path.realpath(args.pkb_root)  # the sandbox binds real paths, not links
     with _worktree(args.before) as before:
         codes = {"before": before, "after": ROOT}
         for path in args.files:
-            path = os.path.abspath(path)
+            path = os.path.realpath(path)
             name = os.path.basename(path)
             if not args.no_warm_up:
                 for code in codes.values():
@@ -70,6 +70,7 @@ def main() -> int:
                     r = screen(codes[k], pkb_root, path, args.world_size, args.screen_arg)
                     runs[k].append(r)
                     print(json.dumps({"file": name, "code": k, **{x: r[x] for x in r if x != "reasons"}}), flush=True)
+                    print("   ", json.dumps(r["reasons"])[:600], flush=True)
             same = {(r["verdict"], r["digest"]) for rs in runs.values() for r in rs}
             med = {k: (statistics.median(r["wall_s"] for r in rs), statistics.median(r["cpu_s"] for r in rs))
                    for k, rs in runs.items()}
