@@ -9,13 +9,16 @@ import numpy as np
 
 from pkbsim.device.ir import Event
 from pkbsim.device.kernel_report import KernelWork, sector_bytes
-from pkbsim.device.protocol import device_state
+from pkbsim.device.protocol import device_state, emit_data
 
 
-def byte_runs(starts, width: int) -> list[tuple[int, int]]:
+def byte_runs(starts, width: int, aligned: bool = False) -> list[tuple[int, int]]:
     """The byte ranges [lo, hi) that accesses of `width` bytes at `starts` cover, merged where they touch: a warp
     or a Triton block that touches every k-th word (its own slots of an interleaved or column-sliced buffer)
-    must not be taken for one that also touches the words between, which other ranks may write."""
+    must not be taken for one that also touches the words between, which other ranks may write. `aligned`: every
+    start is a multiple of `width`, a power of two (the PTX interpreter checked it), so items are marked, not bytes."""
+    if aligned and not width & (width - 1):
+        return _aligned_runs(np.asarray(starts).reshape(-1), width)
     a = np.asarray(starts).astype(np.int64).reshape(-1)
     lo = int(a.min())
     span = int(a.max()) - lo + width
@@ -31,6 +34,25 @@ def byte_runs(starts, width: int) -> list[tuple[int, int]]:
     return list(zip(np.concatenate((a[:1], a[cut + 1])).tolist(), (np.concatenate((a[cut], a[-1:])) + width).tolist()))
 
 
+def _aligned_runs(a: np.ndarray, width: int) -> list[tuple[int, int]]:
+    """byte_runs of starts that are multiples of `width` (a power of two): one mark per item."""
+    a = a.view(np.int64) if a.dtype == np.uint64 else a.astype(np.int64)   # addresses are below 2**63
+    lo, hi = int(a.min()), int(a.max())
+    if lo == hi:   # every lane at one address (a scalar from a table)
+        return [(lo, lo + width)]
+    shift = width.bit_length() - 1
+    span = ((hi - lo) >> shift) + 1
+    if span > 8 * a.size + 4096:   # scattered: sort
+        u = np.unique(a)
+        cut = np.nonzero(np.diff(u) > width)[0]
+        return list(zip(np.concatenate((u[:1], u[cut + 1])).tolist(), (np.concatenate((u[cut], u[-1:])) + width).tolist()))
+    touched = np.zeros(span + 2, dtype=np.int8)
+    touched[1 + ((a - lo) >> shift)] = 1
+    edges = np.diff(touched)
+    return list(zip((lo + (np.nonzero(edges == 1)[0] << shift)).tolist(),
+                    (lo + (np.nonzero(edges == -1)[0] << shift)).tolist()))
+
+
 class Access:
     def __init__(self, ctx, lo: int, hi: int, nbytes: int, region, runs: list[tuple[int, int]] | None = None,
                  sectors: int | None = None):
@@ -44,16 +66,20 @@ class Access:
         return cls(ctx, lo, hi, nbytes, device_state(ctx.world).memory.find(lo, hi))
 
     @classmethod
-    def of(cls, ctx, addrs: np.ndarray, width: int, region, runs=None) -> Access:
-        """The access of `width` bytes at each of `addrs` (all in `region`)."""
+    def of(cls, ctx, addrs: np.ndarray, width: int, region, runs=None, aligned: bool = False) -> Access:
+        """The access of `width` bytes at each of `addrs` (all in `region`); `aligned` as byte_runs."""
         return cls(ctx, int(addrs.min()), int(addrs.max()) + width, int(addrs.size) * width, region, runs,
-                   sector_bytes(addrs, width))
+                   sector_bytes(addrs, width, aligned))
 
     def data_events(self, kind: str, site: str, where: str) -> list[Event]:
         """The race-checked get/put events of a data access of a symmetric buffer: one per contiguous run."""
         r = self.region
         return [Event(kind, self.rank, site, where, r.owner, lo - r.base, hi - r.base, call=self.call)
                 for lo, hi in (self.runs or [(self.lo, self.hi)])]
+
+    def emit_data(self, world, kind: str, site: str, where: str) -> None:
+        """Emit data_events(kind, site, where), the race check taking the runs together (protocol.emit_data)."""
+        emit_data(world, kind, self.rank, site, where, self.region, self.runs or [(self.lo, self.hi)], self.call)
 
     def event(self, kind: str, site: str, where: str, **kw) -> Event:
         r = self.region

@@ -43,5 +43,10 @@ class ProtocolLog:
         if len(stream) < self.limit:
             stream.append(ev)
 
+    def extend(self, rank: int, make, count: int) -> None:
+        """Append events make(0) .. make(count - 1) of `rank`, made only while the stream has room."""
+        stream = self.events[rank]
+        stream.extend(make(k) for k in range(min(count, self.limit - len(stream))))
+
     def kinds(self, rank: int) -> list[str]:
         return [e.kind for e in self.events[rank]]

@@ -9,13 +9,26 @@ import numpy as np
 
 from pkbsim.world.findings import Finding
 
-SECTOR = 32   # bytes: the unit in which a GPU's L2 and HBM move data
+SECTOR = 32   # bytes: the unit in which a GPU's L2 and HBM move data (sector_bytes shifts by 5)
 
 
-def sector_bytes(addrs: np.ndarray, width: int) -> int:
+def sector_bytes(addrs: np.ndarray, width: int, aligned: bool = False) -> int:
     """Bytes of the 32-byte sectors that accesses of `width` bytes at `addrs` touch: a warp reading every 8th
-    float moves whole sectors, 8x the bytes it uses."""
-    a = np.asarray(addrs).astype(np.int64).reshape(-1)
+    float moves whole sectors, 8x the bytes it uses. `aligned`: each address is a multiple of `width`, so an
+    access of a power of two up to a sector lies in one sector (its first byte's)."""
+    a = np.asarray(addrs).reshape(-1)
+    if aligned and a.size and not width & (width - 1) and width <= SECTOR:
+        a = a.view(np.int64) if a.dtype == np.uint64 else a.astype(np.int64)
+        first = a >> 5   # SECTOR
+        lo, hi = int(first.min()), int(first.max())
+        if lo == hi:
+            return SECTOR
+        if hi - lo + 1 > 4 * a.size + 64:
+            return int(np.unique(first).size) * SECTOR
+        touched = np.zeros(hi - lo + 1, dtype=bool)
+        touched[first - lo] = True
+        return int(np.count_nonzero(touched)) * SECTOR
+    a = a.astype(np.int64)
     if not a.size:
         return 0
     first, last = a // SECTOR, (a + width - 1) // SECTOR

@@ -10,7 +10,7 @@ from collections import defaultdict
 
 from pkbsim.device.ir import Event, ProtocolLog
 from pkbsim.device.memory_map import MemoryMap
-from pkbsim.device.races import RaceDetector
+from pkbsim.device.races import RaceDetector, RunEvents
 from pkbsim.symm.allocations import state as symm_state
 from pkbsim.world.findings import Finding
 from pkbsim.world.plugins import WorldState
@@ -67,6 +67,33 @@ def emit(world, ev: Event, region=None, flag_addr: int | None = None) -> None:
             _signal(world, st, ev, flag_addr)
         elif ev.kind == "wait" and flag_addr is not None:
             _observe(world, st, ev, flag_addr)
+
+
+def emit_data(world, kind: str, rank: int, site: str, where: str, region, runs: list, call: int = 0) -> None:
+    """The get/put events of one data access of a symmetric buffer, one per run of bytes [lo, hi) (addresses),
+    as `emit` of each in turn would record them; the race check takes the runs together where it can
+    (RaceDetector.access_runs), since a strided warp access is hundreds of them."""
+    base = region.base
+    if len(runs) < 4 or region.on_pad:
+        for lo, hi in runs:
+            emit(world, Event(kind, rank, site, where, region.owner, lo - base, hi - base, call=call), region)
+        return
+    st = device_state(world)
+    group = RunEvents(kind, rank, site, where, region.owner, runs, base, call)
+    with world.lock:
+        if not st.races.access_runs(region.alloc, group, kind == "put", before=lambda: _opened(world, st, group)):
+            for k in range(len(runs)):
+                emit(world, group.event(k), region)
+
+
+def _opened(world, st: DeviceState, group: RunEvents) -> None:
+    """What `emit` does for each run before its race check, for all of them (a run after the first completes no wait)."""
+    first = group.event(0)
+    st.log.append(first)
+    if group.kind == "put":
+        st.fenced.discard(world.clocks.thread(group.rank))
+    _wait_completed(world, st, first)
+    st.log.extend(group.rank, lambda k: group.event(k + 1), len(group.runs) - 1)
 
 
 def kernel_end_fence(ctx, clocks, site: str, name: str) -> None:

@@ -14,6 +14,7 @@ orders the relaxed ones around it (pkbsim.device.protocol). Polls are noted for 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 
 import numpy as np
@@ -31,8 +32,9 @@ _FLAG_STORE = {"volatile", "relaxed", "release"}
 _ORDERS = ("acq_rel", "acquire", "release", "relaxed")
 
 
+@functools.lru_cache(maxsize=4096)
 def site_of(loc: str) -> str:
-    """'candidate.py:42' for an instruction's '/path/candidate.py:42'."""
+    """'candidate.py:42' for an instruction's '/path/candidate.py:42' (asked at every access: cached)."""
     return os.path.basename(loc)
 
 
@@ -53,7 +55,11 @@ class KernelObserver:
         return parts
 
     def _accesses(self, addrs: np.ndarray, width: int) -> list[Access]:
-        return [Access.of(self.ctx, sub, width, region, byte_runs(sub, width) if region is not None else None)
+        # every address a multiple of the width (the interpreter faults on any other, but for TMA's elements): runs and
+        # sectors are counted per item
+        aligned = width == 1 or not int(np.bitwise_or.reduce(addrs)) & (width - 1)
+        return [Access.of(self.ctx, sub, width, region, byte_runs(sub, width, aligned) if region is not None else None,
+                          aligned=aligned)
                 for region, sub in self._split(addrs, width)]
 
     def _words(self, addrs: np.ndarray, width: int) -> list[Access]:
@@ -66,7 +72,7 @@ class KernelObserver:
 
     def access(self, g, op: str, ins, addrs, width: int, perform):
         addrs = np.asarray(addrs, dtype=np.uint64)
-        glob = addrs[addrs < np.uint64(SHARED_WINDOW)]
+        glob = addrs if int(addrs.max()) < SHARED_WINDOW else addrs[addrs < np.uint64(SHARED_WINDOW)]
         if not glob.size:
             return perform()
         if op == "multimem" or (op == "st" and isinstance(g.launch.memory.find(int(glob.min())), MulticastRegion)):
@@ -98,8 +104,7 @@ class KernelObserver:
         polled = [a for a in accs if flag or (a.region is not None and a.region.on_pad)]
         for a in accs:
             if a not in polled and a.region is not None:
-                for ev in a.data_events("get", site, where):
-                    emit(world, ev, a.region)
+                a.emit_data(world, "get", site, where)
         # a poll reports the value the load returned, not a peer's write landing after it
         with world.lock if polled else contextlib.nullcontext():
             out = perform()
@@ -130,8 +135,7 @@ class KernelObserver:
         with self._holding(accs, site, where):  # the flag's value and the clock released into it change together
             for a in accs:
                 if a.region is not None and a not in signals:
-                    for ev in a.data_events("put", site, where):
-                        emit(world, ev, a.region)
+                    a.emit_data(world, "put", site, where)
             out = perform()
             sem = "release" if "release" in quals else "relaxed"
             for a in signals:
@@ -199,8 +203,7 @@ class KernelObserver:
         with self._holding(accs, site, where) if write else contextlib.nullcontext():
             for a in accs:
                 if a.region is not None:
-                    for ev in a.data_events("put" if write else "get", site, where):
-                        emit(self.ctx.world, ev, a.region)
+                    a.emit_data(self.ctx.world, "put" if write else "get", site, where)
             out = perform()
         for a in accs:
             a.count(self.run.work, write=write)

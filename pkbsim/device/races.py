@@ -234,6 +234,24 @@ class _Shadow:
             yield page, max(lo, n * size) - n * size, min(hi, (n + 1) * size) - n * size
 
 
+class RunEvents:
+    """The get/put events of one data access, one per run of bytes [lo - origin, hi - origin) of `owner`'s buffer
+    (`runs` are addresses, the buffer starts at `origin`), made only when asked for: an interpreted warp load of
+    a strided buffer is hundreds of runs, and the detector keeps an event for every one of them."""
+
+    __slots__ = ("base", "call", "kind", "origin", "owner", "rank", "runs", "site", "where")
+
+    def __init__(self, kind: str, rank: int, site: str, where: str, owner: int, runs: list, origin: int, call: int):
+        self.kind, self.rank, self.site, self.where, self.owner, self.call = kind, rank, site, where, owner, call
+        self.runs, self.origin = runs, origin
+        self.base = 0  # the detector's index of the first run's event
+
+    def event(self, k: int) -> Event:
+        lo, hi = self.runs[k]
+        return Event(self.kind, self.rank, self.site, self.where, self.owner, lo - self.origin, hi - self.origin,
+                     call=self.call)
+
+
 class RaceDetector:
     def __init__(self, clocks):
         self.clocks = clocks
@@ -262,12 +280,60 @@ class RaceDetector:
         parts = [p for page, lo, hi in sh.pieces(ev.lo, ev.hi) for p in page.parts(lo, hi)]
         hit = self._conflict(parts, vc, r, write)
         if hit is not None:
-            return self._events[hit[0]], hit[1]
+            return self._event(hit[0]), hit[1]
         self._events.append(ev)
         n = len(self._events) - 1
         for page, lo, hi in sh.pieces(ev.lo, ev.hi, create=True):
             page.access(lo, hi, write, t, clock[t], r, n)
         return None
+
+    def _event(self, n: int) -> Event:
+        e = self._events[n]
+        return e if isinstance(e, Event) else e.event(n - e.base)
+
+    def access_runs(self, alloc, runs: RunEvents, write: bool, before=None) -> bool:
+        """Record every run of `runs` at once, as `access` would one after another, where none of them races and
+        they are whole words on pages with no split word (the common case); False, with nothing recorded,
+        otherwise (the caller then takes them one by one). Runs are disjoint, sorted and of one rank, so none
+        can race with another and the order they are recorded in changes nothing."""
+        span = np.asarray(runs.runs, dtype=np.int64).reshape(-1, 2) - runs.origin
+        if (span & (WORD - 1)).any():
+            return False
+        sh = self._shadow(alloc)
+        wlo, lengths = span[:, 0] // WORD, (span[:, 1] - span[:, 0]) // WORD
+        run_of = np.repeat(np.arange(len(span)), lengths)
+        words = np.arange(run_of.size, dtype=np.int64) + np.repeat(wlo - (np.cumsum(lengths) - lengths), lengths)
+        pages = words // PAGE
+        cuts = np.flatnonzero(pages[1:] != pages[:-1]) + 1
+        segs = []
+        r, t = runs.rank, self.clocks.thread(runs.rank)
+        clock = self.clocks.vc[t]
+        vc = np.asarray(clock, dtype=np.int64)
+        for s, e in zip([0, *cuts.tolist()], [*cuts.tolist(), words.size]):
+            n = int(pages[s])
+            page = sh.pages.get(n)
+            if page is not None:
+                if page.splits:
+                    return False
+                ix = slice(0, 1) if page.uniform else words[s:e] - n * PAGE
+                if self._conflict([(page, ix)], vc, r, write) is not None:
+                    return False
+            segs.append((n, page, s, e))
+        if before is not None:
+            before()  # what the caller does once no run races (it may raise)
+        base = runs.base = len(self._events)
+        self._events.extend([runs] * len(span))
+        for n, page, s, e in segs:
+            if page is None:
+                page = sh.pages[n] = _Page(self.size)
+            first = int(run_of[s])
+            if e - s == PAGE and first == int(run_of[e - 1]):  # one run covers the page: as `access` records it
+                page.access(0, PAGE * WORD, write, t, clock[t], r, base + first)
+                continue
+            if page.uniform:
+                page.expand()
+            page.record(words[s:e] - n * PAGE, write, t, clock[t], r, base + run_of[s:e])
+        return True
 
     def _conflict(self, parts: list, vc: np.ndarray, r: int, write: bool) -> tuple[int, str] | None:
         """(event index, kind) of an earlier access in the cells `parts` ((cells, index) pairs) not ordered
