@@ -27,7 +27,7 @@ import sys
 import threading
 from dataclasses import dataclass
 
-from candidate_sandbox.supervisor import LINE, allowed
+from candidate_sandbox.supervisor import LINE, MEMORY_WORDS, allowed
 
 INSIDE = "PKB_SANDBOXED"       # set inside the sandbox: a command never wraps itself twice
 DISABLE = "PKB_NO_SANDBOX"     # "1": run without the sandbox (what --no-sandbox sets)
@@ -93,6 +93,11 @@ def breach(log: str) -> str | None:
         if line.startswith(LINE):
             return line.strip()
     return None
+
+
+def on_memory(breach: str) -> bool:
+    """Whether the supervisor's line `breach` names the cap on resident memory (not processes or CPU time)."""
+    return MEMORY_WORDS in breach
 
 
 class SandboxUnavailable(Exception):

@@ -65,6 +65,7 @@ BREACH_EXIT = 86
 CONFINE_EXIT = 87                 # the pid_max confinement failed: the command was not run
 PID_MAX_FLOOR = 301               # the kernel refuses a smaller pid_max
 LINE = "pkb sandbox: "           # how the breach line starts (candidate_sandbox.breach finds it in a log)
+MEMORY_WORDS = "of resident memory"  # in the line of the memory cap alone (candidate_sandbox.on_memory)
 BACKSTOP = 2.0                    # RLIMIT_CPU's soft limit is this much above the cap, its hard limit twice
 TICK = os.sysconf("SC_CLK_TCK")
 NPROC_ROOM = 32                   # RLIMIT_NPROC: the cap plus this, or an eighth of it if more
@@ -257,7 +258,7 @@ class Supervisor:
         if self.memory and scan.bound > self.memory:
             exact = self.resident(scan)
             if exact > self.memory:
-                return (f"{LINE}{scan.procs} process{'es' if scan.procs != 1 else ''} held {exact / GIB:.2f} GiB of resident memory, over the "
+                return (f"{LINE}{scan.procs} process{'es' if scan.procs != 1 else ''} held {exact / GIB:.2f} GiB {MEMORY_WORDS}, over the "
                         f"sandbox's cap of {self.memory / GIB:.3g} GiB: every process in the sandbox was killed")
         return ""
 

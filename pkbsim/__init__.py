@@ -33,6 +33,7 @@ _export = _door.export
 # screen/: verdicts and their reasons (light: no torch), the screen's defaults, the screen itself
 _export("pkbsim.screen.result", "EndedBy Reason ReasonKind ScreenResult Semantics Stage Verdict")
 _export("pkbsim.screen.defaults", "MARGIN MEMORY_GB RUN_TIMEOUT_S SIZES_SECONDS TIME_LIMIT_S")
+_export("pkbsim.screen.limits", "memory_cap")
 _export("pkbsim.screen.pipeline", "ScreenOptions", screen_candidate="screen")
 _export("pkbsim.screen.functional", "ReferenceFailed")
 _export("pkbsim.screen.isolation", "Zygote ZygoteGone")

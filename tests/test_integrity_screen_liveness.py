@@ -1,7 +1,8 @@
 """Exploit class: a screen that gives no verdict (stopped, killed, or hung inside the sandbox). The process
 outside the sandbox keeps the wall clock and the verdict of last resort: a screen past its bound is killed
 and "inconclusive: time_limit" is printed as JSON; one that ends without printing is "inconclusive:
-pkb_error"; a supervisor's line is a reject naming the cap only where the screen printed nothing. Twin: a
+pkb_error"; a supervisor's line counts only where the screen printed nothing: a reject naming the cap on
+processes or CPU time, inconclusive naming the cap on memory (the simulation's own state counts in it). Twin: a
 screen that printed its verdict and exited keeps it, whatever its stderr holds."""
 import json
 import sys
@@ -22,7 +23,10 @@ def _relay(monkeypatch, relayed: sandbox.Relayed) -> None:
 @pytest.mark.parametrize("relayed, code, verdict, kind", [
     (sandbox.Relayed(None, None), 3, "inconclusive", "time_limit"),
     (sandbox.Relayed(-9, None), 3, "inconclusive", "pkb_error"),
-    (sandbox.Relayed(-9, "pkb sandbox: 3 processes held 2 GiB", False), 1, "reject", "resource_limit"),
+    (sandbox.Relayed(-9, "pkb sandbox: 300 processes with 300 threads ran in the sandbox, over its cap of 96", False),
+     1, "reject", "resource_limit"),
+    (sandbox.Relayed(-9, "pkb sandbox: 3 processes held 2.01 GiB of resident memory, over the sandbox's cap of 2 GiB",
+                     False), 3, "inconclusive", "memory_limit"),
 ])
 def test_a_screen_without_its_verdict_gets_one_from_outside(monkeypatch, capsys, relayed, code, verdict, kind):
     _relay(monkeypatch, relayed)

@@ -27,7 +27,7 @@ from collections.abc import Callable
 import candidate_sandbox as sandbox
 from pkb.batch.job import ScreenJob
 from pkb.batch.worker import ZYGOTE_GONE_EXIT, inconclusive, rejected
-from pkbsim import ReasonKind, ScreenResult
+from pkbsim import ReasonKind, ScreenResult, memory_cap
 
 LOG_TAIL = 1 << 16  # bytes of a dead worker's stderr read for the supervisor's line
 
@@ -142,6 +142,8 @@ def run_local(jobs: list[ScreenJob], workers: int, time_limit: float, memory_gb:
                     if code == ZYGOTE_GONE_EXIT and id(w.job) not in restarted:  # not the job's fault: again
                         restarted.add(id(w.job))
                         queue.appendleft(w.job)
+                    elif broken and memory_cap(broken):  # the simulation's state counts in it: pkb's limit
+                        on_result(inconclusive(w.job, ReasonKind.MEMORY_LIMIT, memory_cap(broken)))
                     elif broken:  # the candidate's doing (a fork bomb, a CPU spinner): no second try
                         on_result(rejected(w.job, ReasonKind.RESOURCE_LIMIT, broken))
                     elif id(w.job) in retried:

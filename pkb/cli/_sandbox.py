@@ -43,10 +43,13 @@ def run_wrapped(argv: list[str]) -> int | None:
         return 2
     if cmd != "screen":
         return relayed.code if relayed.code is not None else 124
-    from pkbsim import Reason, ReasonKind  # here, not at module level: `pkb score` loads no part of the simulator
+    from pkbsim import Reason, ReasonKind, memory_cap  # here: `pkb score` loads no part of the simulator
     if relayed.code == 2 or (relayed.code in (0, 1, 3) and relayed.printed):
         return relayed.code   # the screen's own verdict (or usage error): a line on stderr cannot override it
     if relayed.breach:
+        pkbs_own = memory_cap(relayed.breach)
+        if pkbs_own:
+            return _verdict_here(argv, "inconclusive", Reason(ReasonKind.MEMORY_LIMIT, pkbs_own))
         return _verdict_here(argv, "reject", Reason(ReasonKind.RESOURCE_LIMIT, relayed.breach))
     if relayed.code is None:
         return _verdict_here(argv, "inconclusive", Reason(ReasonKind.TIME_LIMIT, (

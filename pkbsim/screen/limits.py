@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import traceback
 
+from candidate_sandbox import on_memory
 from pkbsim.errors import SimulatorLimit, out_of_memory
 from pkbsim.world.sites import _is_plumbing
 
@@ -30,6 +31,16 @@ def limit_of(exc: BaseException) -> str | None:
     if isinstance(exc, ModuleNotFoundError) and exc.name:
         return missing_package(exc.name)
     return None
+
+
+def memory_cap(breach: str) -> str | None:
+    """The line that makes a screen ended by the sandbox's cap `breach` inconclusive, or None where the candidate
+    broke it (processes, CPU time: a reject). The cap on resident memory counts the simulation's own state
+    (simulated device memory, race shadows), not the candidate's memory alone: an honest candidate with large
+    buffers can break it on a CPU and run on a GPU, and a hog gains nothing from going on to GPU scoring."""
+    if not on_memory(breach):
+        return None
+    return f"{breach} (the simulation's own state counts against this cap: a limit of pkb, not the candidate's fault)"
 
 
 def missing_package(module: str) -> str:
