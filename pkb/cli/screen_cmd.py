@@ -41,7 +41,7 @@ def add_parser(sub) -> None:
     add_parallelkernelbench_arguments(p)
     add_semantics_argument(p)
     add_sandbox_argument(p)
-    p.set_defaults(run=run)
+    p.set_defaults(run=run, leave_at_once=True)   # main._leave: no teardown after the verdict is out
 
 
 def options(args, task):
