@@ -225,3 +225,54 @@ def test_rounding_only_means_finite_errors_within_the_near_tolerance_bound():
     assert not _rounding_only([{**near, "error": 0.02 * NEAR_TOLERANCE * 2}])
     assert not _rounding_only([{**near, "finite": False}])
     assert not _rounding_only([])
+
+
+def _watched(monkeypatch, ended: bool) -> list:
+    """The order of the screen's waits for a candidate's process and of the reference's runs at a size
+    (`sizes.run_calls`), with every candidate's process seen as still running (ended=False) or as ended."""
+    from pkbsim.screen import isolation, sizes
+
+    events = []
+    real_start, real_result, real_run = isolation.Zygote.start, isolation.Child.result, sizes.run_calls
+
+    def start(self, job):
+        child = real_start(self, job)
+        child.ended = lambda: ended
+        return child
+
+    def result(self, timeout):
+        events.append("wait")
+        return real_result(self, timeout)
+
+    def run_calls(task, calls, *args, **kwargs):
+        events.extend((c.size["m"], c.size["n"]) for c in calls)
+        return real_run(task, calls, *args, **kwargs)
+    monkeypatch.setattr(isolation.Zygote, "start", start)
+    monkeypatch.setattr(isolation.Child, "result", result)
+    monkeypatch.setattr(sizes, "run_calls", run_calls)
+    return events
+
+
+@pytest.mark.parametrize("body, verdict", [(CHUNKED_OFFSET_BUG, Verdict.REJECT), (CHUNKED_FIXED, Verdict.PASS)])
+def test_the_reference_runs_its_sizes_while_the_candidates_process_runs_them(checkout, tmp_path, monkeypatch,
+                                                                            body, verdict):
+    """Before the screen waits for the sizes stage's process (the second wait), the reference has run at every
+    size of the ladder; the verdict and its reason are those of the tests above (the bug is found at 1024 x 64,
+    where the candidate's process stops: the reference's later sizes are not needed)."""
+    events = _watched(monkeypatch, ended=False)
+    res = run(checkout, tmp_path, "1_matmul_gather", body)
+    assert events[:events.index("wait", 1)] == ["wait", (1024, 64), (64, 1024), (512, 512), (1024, 1024)], events
+    assert res.verdict is verdict, (res.reasons, res.notes)
+    if verdict is Verdict.REJECT:
+        assert res.reasons[0].kind == ReasonKind.WRONG_AT_SIZE and "size 1024 x 64" in res.reasons[0].message
+    else:
+        assert Stage.SIZES in res.checked and "size 1024 x 1024" in res.notes[0], res.notes
+
+
+def test_once_the_candidates_process_has_ended_the_reference_runs_only_what_it_ran(checkout, tmp_path, monkeypatch):
+    """Its twin: the process already ended, nothing is run ahead, and the reference runs after the wait, at the
+    sizes the candidate ran, in one world."""
+    events = _watched(monkeypatch, ended=True)
+    res = run(checkout, tmp_path, "1_matmul_gather", CHUNKED_FIXED)
+    assert events == ["wait", "wait", (1024, 64), (64, 1024), (512, 512), (1024, 1024)], events
+    assert res.verdict is Verdict.PASS and Stage.SIZES in res.checked, (res.reasons, res.notes)

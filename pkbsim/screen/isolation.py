@@ -125,8 +125,8 @@ class Child:
     that descriptor (candidate_sandbox.untrusted_file), so a candidate that replaces the folder, or plants a
     FIFO, a link or a huge file in it, cannot redirect, stall or flood the read."""
 
-    def __init__(self, pid: int, workdir: str, wait: Callable[[float], ChildExit]):
-        self.pid, self.workdir, self._wait = pid, workdir, wait
+    def __init__(self, pid: int, workdir: str, wait: Callable[[float], ChildExit], ended: Callable[[], bool]):
+        self.pid, self.workdir, self._wait, self.ended = pid, workdir, wait, ended
         self._dirfd = open_folder(workdir)
 
     def result(self, timeout: float) -> tuple[dict | None, ChildExit]:
@@ -252,4 +252,9 @@ class Zygote:
                     pass
             raw = self._answer()
             return ChildExit(timed_out=True) if timed_out else _status(raw)
-        return Child(pid, workdir, wait)
+
+        def ended() -> bool:
+            """Whether the child has ended (its status is waiting on the pipe, or the zygote is gone), without
+            waiting or reading it."""
+            return bool(select.select([self._answers], [], [], 0)[0])
+        return Child(pid, workdir, wait, ended)

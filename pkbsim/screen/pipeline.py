@@ -22,7 +22,7 @@ from pkbsim.screen.isolation import ChildExit, Zygote
 from pkbsim.screen.parallelkernelbench import budgeted
 from pkbsim.screen.prebuild import builds_extensions
 from pkbsim.screen.result import Reason, ReasonKind, ScreenResult, Semantics, Stage
-from pkbsim.screen.sizes import describe, judge_sizes, ladder
+from pkbsim.screen.sizes import describe, judge_sizes, ladder, reference_at
 from pkbsim.screen.static import static_reasons
 from pkbsim.taskrun import mismatches
 from pkbsim.timing.topology import Topology
@@ -165,6 +165,10 @@ def _sizes(task: TaskSpec, ref, rep: CandidateReport, job: CandidateJob, spawner
     child = spawner.start(replace(job, cost=False, sizes=ladder(task), sizes_budget=opts.sizes_budget,
                                   screen_call_s=rep.seconds.get("functional", 0.0) / (1 + BACK_TO_BACK),
                                   screen_digest=digest or "").to_json())
+    limit_s = min(opts.timeout, 2 * opts.sizes_budget)
+    t_ahead = time.perf_counter()
+    known = _reference_ahead(task, opts, child, limit_s)
+    limit_s = max(limit_s - (time.perf_counter() - t_ahead), 1.0)
     payload, ended = child.result(opts.build_timeout + 2 * opts.sizes_budget + CHILD_SLACK_S)
     try:
         if payload is None or "pkb_error" in payload:
@@ -180,8 +184,7 @@ def _sizes(task: TaskSpec, ref, rep: CandidateReport, job: CandidateJob, spawner
         if got.reasons:
             res.findings += got.findings
             return got.reasons
-        reasons, notes = judge_sizes(task, got.sized, opts.world_size, opts.seed,
-                                     min(opts.timeout, 2 * opts.sizes_budget))
+        reasons, notes = judge_sizes(task, got.sized, opts.world_size, opts.seed, limit_s, known)
         for r in reasons:
             r.site = r.site or rep.solution_site
         ladder_runs = [r for r in got.sized if r["trial"] == 0]
@@ -197,6 +200,25 @@ def _sizes(task: TaskSpec, ref, rep: CandidateReport, job: CandidateJob, spawner
         return reasons
     finally:
         res.seconds[Stage.SIZES] = round(time.perf_counter() - t0, 3)
+
+
+def _reference_ahead(task: TaskSpec, opts: ScreenOptions, child, limit_s: float) -> dict:
+    """The reference at the sizes the candidate's process runs first (sizes.ladder, trial 0), here while that
+    process runs, each in a world of its own: (m, n, trial) -> outputs for judge_sizes, which ran them only after
+    the candidate's process had ended (up to 2 s of a warm screen). It stops before a size once that process has
+    ended (its runs may have stopped early: judge_sizes runs what is missing) and at a size that does not finish
+    cleanly (judge_sizes runs it again and says why), all under the stage's `limit_s` for the reference."""
+    known: dict = {}
+    t0 = time.perf_counter()
+    for size in ladder(task):
+        left = limit_s - (time.perf_counter() - t0)
+        if child.ended() or left <= 0:
+            break
+        outputs = reference_at(task, size, 0, opts.world_size, opts.seed, left)
+        if outputs is None:
+            break
+        known[(size[0], size[1], 0)] = outputs
+    return known
 
 
 def _right_when_fresh(task: TaskSpec, ref, job: CandidateJob, spawner, trial: int, opts: ScreenOptions) -> bool | None:

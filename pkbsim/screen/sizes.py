@@ -84,26 +84,48 @@ def describe(size) -> str:
     return f"size {size[0]} x {size[1]}"
 
 
-def judge_sizes(task: TaskSpec, sized: list[dict], world_size: int, seed: int, timeout: float) -> tuple[list[Reason], list[str]]:
-    """(reasons, notes): the candidate's runs at each size against the reference's at the same sizes and trials,
-    which run here in one world (under `timeout`: the stage's budget; the reference's own kernels may be slow)."""
+def reference_at(task: TaskSpec, size: list[int], trial: int, world_size: int, seed: int, timeout: float) -> list | None:
+    """The reference's outputs (plain, per rank) at one size and trial, in a world of its own; None where it did
+    not finish cleanly (judge_sizes then runs it again, and says why)."""
+    run = run_calls(task, [Call(trial, size={"m": size[0], "n": size[1]})], world_size, seed=seed, timeout=timeout,
+                    keep_inputs=False, shape_run=False)
+    if run.result.verdict != "ok" or run.raised or not run.calls or not run.calls[0].complete:
+        return None
+    return [plain(o) for o in run.calls[0].outputs]
+
+
+def judge_sizes(task: TaskSpec, sized: list[dict], world_size: int, seed: int, timeout: float,
+                known: dict | None = None) -> tuple[list[Reason], list[str]]:
+    """(reasons, notes): the candidate's runs at each size against the reference's at the same sizes and trials:
+    `known` ones ((m, n, trial) -> outputs, from `reference_at` while the candidate's process ran), the others run
+    here in one world (under `timeout`: the stage's budget; the reference's own kernels may be slow)."""
     if not sized:
         return [], []
+    known = known or {}
     screen = task.sizes.get("screen", SCREEN)
     full = [task.sizes.get("full", {}).get(side) for side in ("m", "n")]  # the benchmark's own size
-    run = run_calls(task, [Call(r["trial"], size={"m": r["m"], "n": r["n"]}) for r in sized], world_size, seed=seed,
-                    timeout=timeout, keep_inputs=False, shape_run=False)
-    lim = next(filter(None, (limit_of(r.error) for r in run.raised)), None)
-    f = run.result.findings
-    why = lim or (f"the reference fails there ({f[0].message if f else run.result.verdict})"
-                  if run.result.verdict != "timeout" else f"the reference's runs took over {timeout:g} s")
+    rest = [r for r in sized if (r["m"], r["n"], r["trial"]) not in known]
+    run = run_calls(task, [Call(r["trial"], size={"m": r["m"], "n": r["n"]}) for r in rest], world_size, seed=seed,
+                    timeout=timeout, keep_inputs=False, shape_run=False) if rest else None
+    why = ""
+    if run is not None:
+        lim = next(filter(None, (limit_of(r.error) for r in run.raised)), None)
+        f = run.result.findings
+        why = lim or (f"the reference fails there ({f[0].message if f else run.result.verdict})"
+                      if run.result.verdict != "timeout" else f"the reference's runs took over {timeout:g} s")
+    ran = iter(run.calls if run is not None else ())
     notes = []
-    for cand, ref in zip(sized, run.calls):
+    for cand in sized:
         size, trial = [cand["m"], cand["n"]], cand["trial"]
-        if not ref.complete:
-            notes.append(f"{describe(size)} not compared: {why}")
-            continue
-        refs = [plain(o) for o in ref.outputs]
+        refs = known.get((cand["m"], cand["n"], trial))
+        if refs is None:
+            ref = next(ran, None)
+            if ref is None:
+                break
+            if not ref.complete:
+                notes.append(f"{describe(size)} not compared: {why}")
+                continue
+            refs = [plain(o) for o in ref.outputs]
         wrong = mismatches(task, cand["outputs"], refs)
         if wrong:
             found = _errors(cand["outputs"], refs)
