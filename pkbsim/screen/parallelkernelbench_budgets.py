@@ -19,9 +19,9 @@ import resource
 import torch
 from torch.utils._python_dispatch import _disable_current_modes
 from torch.utils._pytree import tree_flatten, tree_map
-from torch.utils.flop_counter import flop_registry
 
 from pkbsim.errors import SimulatorLimit
+from pkbsim.world.flop_formulas import flop_registry
 from pkbsim.world.eager_mode import EagerDispatchMode
 
 # Both budgets are for all ranks together, which share one process and the CPU's cores: a rank gets its share

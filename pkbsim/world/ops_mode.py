@@ -12,9 +12,8 @@ from __future__ import annotations
 import torch
 from torch.utils._python_dispatch import _pop_mode, _push_mode
 
-from torch.utils.flop_counter import flop_registry
-
 from pkbsim.world import host_sync
+from pkbsim.world.flop_formulas import flop_registry
 from pkbsim.world.eager_mode import EagerDispatchMode
 from pkbsim.world.comms import is_fake, resolve_comm, storage_key
 from pkbsim.world.findings import Finding
