@@ -16,6 +16,7 @@ import importlib.util
 import inspect
 import os
 import sys
+import threading
 from dataclasses import dataclass
 
 import torch
@@ -64,15 +65,29 @@ def torch_dtype(name: str) -> torch.dtype:
 
 
 class Reference:
-    """A problem's reference `solution`, its module imported once in this process (a torchrun rank)."""
+    """A problem's reference `solution`, its module imported once in this process (a torchrun rank), when first
+    needed: registering a checkout imports none of its references (87 at HEAD, 0.17 s of every screen; one of
+    them imports triton)."""
 
     def __init__(self, path: str, slug: str):
         self.path, self.slug = path, slug
-        self.module = load_module(path, f"pkb_reference_{slug}")
-        fn = getattr(self.module, "solution", None)
-        if not callable(fn):
-            raise CheckoutError(f"{path} defines no solution(...); is this a ParallelKernelBench reference?")
-        self.__signature__ = inspect.signature(fn)
+        self._module = None
+        self._lock = threading.Lock()
+
+    @property
+    def module(self):
+        with self._lock:
+            if self._module is None:
+                module = load_module(self.path, f"pkb_reference_{self.slug}")
+                if not callable(getattr(module, "solution", None)):
+                    raise CheckoutError(f"{self.path} defines no solution(...); is this a ParallelKernelBench "
+                                        f"reference?")
+                self._module = module
+            return self._module
+
+    @property
+    def __signature__(self) -> inspect.Signature:
+        return inspect.signature(self.module.solution)
 
     def __call__(self, *args):
         return self.module.solution(*args)
