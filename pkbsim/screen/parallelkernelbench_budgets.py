@@ -123,6 +123,29 @@ def _size_argument(func, args, kwargs):
 # warm screen's 10 CPU-s (benchmarks/screen_profile.py)
 _INPUT_SHAPED = frozenset({torch.ops.aten.mm.default, torch.ops.aten.addmm.default, torch.ops.aten.bmm.default,
                            torch.ops.aten.baddbmm.default})
+# convolutions whose output shape follows from their arguments here, as the meta kernel computes it (same reason)
+_CONVOLUTIONS = frozenset({torch.ops.aten.convolution.default, torch.ops.aten._convolution.default})
+
+
+def _convolution_shape(args) -> list[int] | None:
+    """The output shape of aten.convolution / aten._convolution (input, weight, bias, stride, padding, dilation,
+    transposed, ...) for a batched, non-transposed convolution with integer lists; None for anything else (the
+    meta kernel decides: a transposed one's count reads the input's shape, not the output's)."""
+    if len(args) < 7 or not isinstance(args[0], torch.Tensor) or not isinstance(args[1], torch.Tensor):
+        return None
+    x, w, _, stride, padding, dilation, transposed = args[:7]
+    spatial = x.dim() - 2
+    if transposed or spatial < 1 or w.dim() != x.dim():
+        return None
+    params = []
+    for p in (stride, padding, dilation):
+        if not isinstance(p, (list, tuple)) or not all(type(v) is int for v in p) or len(p) not in (1, spatial):
+            return None
+        params.append(list(p) * spatial if len(p) == 1 else list(p))
+    stride, padding, dilation = params
+    out = [(x.shape[2 + i] + 2 * padding[i] - dilation[i] * (w.shape[2 + i] - 1) - 1) // stride[i] + 1
+           for i in range(spatial)]
+    return [x.shape[0], w.shape[0], *out] if all(o > 0 for o in out) and min(stride) > 0 else None
 
 
 def _flops(formula, func, args, kwargs) -> float:
@@ -139,6 +162,9 @@ def _flops(formula, func, args, kwargs) -> float:
     try:
         if func in _INPUT_SHAPED:
             return float(formula(*args, **kwargs, out_val=None))
+        shape = _convolution_shape(args) if func in _CONVOLUTIONS and not kwargs else None
+        if shape is not None:
+            return float(formula(*args, out_val=torch.Size(shape)))
         with _disable_current_modes():  # the modes below (the rank's compute trace) must not see the meta call
             margs, mkwargs = tree_map(meta, (args, kwargs))
             return float(formula(*margs, **mkwargs, out_val=func(*margs, **mkwargs)))
