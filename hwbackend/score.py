@@ -454,6 +454,10 @@ class _Scoring:
         self.cand_s: list[list[float]] = []
         self.cleanup: list[str] = []
         self.unreported, self.hideable, self.batches = 0.0, 0.0, []
+        # every launch's timed batches so far, judged together (clocks): a clock finding stands on all of them
+        self.ref_clocks: list[BatchClock] = []
+        self.cand_clocks: list[BatchClock] = []
+        self.clock_findings: list[Finding] = []
         self.cheated = False  # a finding of the candidate's own behaviour, in any launch so far
         # both jobs of a launch alive, batches taking turns (Protocol.interleave): only where each job has a sandbox
         # of its own (its own PID namespace and files: neither can see the other's processes or outputs), on one node
@@ -470,11 +474,15 @@ class _Scoring:
             if not self.launch(launch, launches):
                 return result
             launch += 1
-            if launch == launches == protocol.launches and protocol.confirm and not protocol.correctness_only \
-                    and summarize(self.ref_s, self.cand_s, self.hideable, self.interleave).faster:
-                launches += protocol.launches  # faster so far: it must stay faster over as many launches again
-                self.say(f"faster over {launch} launches: {protocol.launches} more to confirm it")
+            if launch == launches == protocol.launches and protocol.confirm and not protocol.correctness_only:
+                # faster so far, or a clock finding so far: either must stand over as many launches again
+                why = "faster" if summarize(self.ref_s, self.cand_s, self.hideable, self.interleave).faster \
+                    else "a clock finding" if self.clock_findings else ""
+                if why:
+                    launches += protocol.launches
+                    self.say(f"{why} over {launch} launches: {protocol.launches} more to confirm it")
         result.correct = True
+        result.findings += self.clock_findings
         if protocol.correctness_only:
             result.status = Status.INTEGRITY if result.integrity else Status.CORRECT
             return result
@@ -526,7 +534,7 @@ class _Scoring:
         self.cheated = self.cheated or bool(behaviour)
         self.clocks(launch, order, jobs)
         if failures:
-            self.result.findings += failures[:8]
+            self.result.findings += self.clock_findings + failures[:8]
             # wrong outputs of a candidate seen cheating (work left running, inputs changed, the harness
             # patched): integrity names why; the clock check, noisy on a loaded machine, does not decide it
             planted = any(f.kind == Status.INTEGRITY for f in failures)  # a FIFO, a link... at an output's place
@@ -557,11 +565,15 @@ class _Scoring:
         return found + [f for f in seen_here if f.message not in said]
 
     def clocks(self, launch: int, order: tuple[str, str], jobs: dict[str, JobResult]) -> None:
-        """The candidate's times against the scorer's own clock, and every timed batch kept for the JSON."""
+        """The candidate's times against the scorer's own clock, over every launch's batches so far (a patched
+        clock shows in every batch; one launch's few batches, one of them preempted on a loaded machine, made
+        identical code "integrity"), and every timed batch kept for the JSON."""
         ref, cand = jobs["reference"], jobs["candidate"]
-        check = cross_check(ref.clocks, cand.clocks, self.request.backend)
-        self.result.findings += [_integrity(m) for m in check.findings]
-        self.unreported, self.hideable = max(self.unreported, check.unexplained), max(self.hideable, check.tolerance)
+        self.ref_clocks += ref.clocks
+        self.cand_clocks += cand.clocks
+        check = cross_check(self.ref_clocks, self.cand_clocks, self.request.backend)
+        self.clock_findings = [_integrity(m) for m in check.findings]
+        self.unreported, self.hideable = check.unexplained, check.tolerance
         self.batches += [dict(launch=launch, role=role, batch=i + 1, at_s=at - self.began, wall_ms=b.wall * 1e3,
                               reported_ms=b.reported * 1e3, calls=b.calls)
                          for role in order for i, (b, at) in enumerate(zip(jobs[role].clocks, jobs[role].starts))]

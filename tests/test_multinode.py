@@ -310,7 +310,9 @@ def test_slurm_script_runs_with_a_stand_in_srun(tmp_path, capsys, started):
     node0 = (tmp_path / "nodes" / "node0.out").read_text()
     assert proc.returncode == 0 and "0 step(s) did not end faster or slower" in proc.stdout, (proc.stdout, node0)
     assert (tmp_path / "srun.log").read_text().startswith("srun 2 bash -c")
-    assert "node 1 of 2: ran its ranks of 2 job(s)" in (tmp_path / "nodes" / "node1.out").read_text()
+    # one launch is 2 jobs; a score faster after it (or with a clock finding) is confirmed over one more: 4
+    node1 = (tmp_path / "nodes" / "node1.out").read_text()
+    assert re.search(r"node 1 of 2: ran its ranks of (2|4) job\(s\)", node1), node1
     import sqlite3
     rows = sqlite3.connect(tmp_path / "r.sqlite").execute("SELECT task, nproc, correct FROM runs").fetchall()
     assert rows == [("all_reduce", 2, 1)]
