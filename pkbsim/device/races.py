@@ -366,9 +366,11 @@ class RaceDetector:
         before clock `vc`: writes of other ranks first, then (for a write) other ranks' reads, by rank."""
         for cells, ix in parts:
             writes = cells.write[ix]
-            late = self._late(writes, vc) & (self._rank[writes] != r)
-            if late.any():
-                return int(writes[np.argmax(late)]), ("write-write" if write else "stale read")
+            foreign = writes[self._rank[writes] != r]  # clocks only for these: a rank mostly reads its own writes
+            if foreign.size:
+                late = self._late(foreign, vc)
+                if late.any():
+                    return int(foreign[np.argmax(late)]), ("write-write" if write else "stale read")
         if write:
             for cells, ix in parts:
                 if not cells.ranks:
