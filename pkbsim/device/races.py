@@ -33,8 +33,8 @@ NEVER = 0  # the event index of "no access": the detector's event 0, ordered bef
 class _Cells:
     """Shadow cells: the index of the event of each one's last write and, for each rank that has read any of
     them, of its last read (NEVER: none). An event's clock thread, epoch and rank are kept once, by the
-    detector, not per cell: a cell is 4 bytes plus 4 a reading rank (an 8-rank page of 100 MB buffers went
-    past the sandbox's memory cap when each cell held every field)."""
+    detector, not per cell: a cell is 4 bytes plus 4 a reading rank, since strided reads expand most pages of
+    large buffers."""
 
     def __init__(self, n: int):
         self.write = np.zeros(n, dtype=np.int32)
