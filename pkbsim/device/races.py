@@ -47,7 +47,8 @@ class _Cells:
             return self.ranks.index(r)
         pos = bisect.bisect(self.ranks, r)
         self.ranks.insert(pos, r)
-        self.reads = np.insert(self.reads, pos, NEVER, axis=0)
+        none = np.zeros((1, self.reads.shape[1]), np.int32)  # NEVER (np.insert: twice the time)
+        self.reads = np.concatenate((self.reads[:pos], none, self.reads[pos:]))
         return pos
 
     def copy(self, dst, src: _Cells, at) -> None:
