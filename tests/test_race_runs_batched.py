@@ -4,7 +4,6 @@ races, the same finding (that access falls back to one run at a time). Random mu
 ranks with random clocks check it, on pages never touched, uniform, expanded and with split words."""
 import random
 
-import numpy as np
 import pytest
 import torch
 
@@ -34,9 +33,9 @@ def _state(det: RaceDetector, buf) -> list:
     out = []
     sh = det._shadows.get(buf)
     for n, page in sorted(sh.pages.items()):
-        cells = [page.uniform, page.splits] + [getattr(page, f).tolist() for f in races._FIELDS]
-        events = [[det._event(int(e)) for e in np.asarray(page.write_event).reshape(-1)],
-                  [det._event(int(e)) if e else None for e in np.asarray(page.read_event).reshape(-1)]]
+        cells = [page.uniform, page.splits, page.write.tolist(), list(page.ranks), page.reads.tolist()]
+        events = [[det._event(int(e)) if e else None for e in page.write],
+                  [det._event(int(e)) if e else None for e in page.reads.reshape(-1)]]
         out.append((n, cells, events))
     return out
 

@@ -184,16 +184,15 @@ def test_triton_bf16_stores_to_the_same_interleaved_slots_race(run_program):
 
 @pytest.mark.parametrize("read_first", [False, True])
 def test_expanding_a_uniform_page_gives_every_word_its_one_cell(read_first):
-    """A uniform page expanded before a partial access keeps, in each word's cell, the state its one cell had,
-    whether that state has reads (copied) or none (made as zeros: the memory is mapped on first touch)."""
-    page = races._Page(4)
-    page.access(0, races.PAGE * races.WORD, True, 3, 7, 1, 11)        # a whole write: one cell
+    """A uniform page expanded before a partial access keeps, in each word's cell, the state its one cell had;
+    only a rank that read the page has a row of reads."""
+    page = races._Page()
+    page.access(0, races.PAGE * races.WORD, True, 1, 11)        # a whole write: one cell
     if read_first:
-        page.access(0, races.PAGE * races.WORD, False, 2, 5, 2, 12)   # a whole read by rank 2: still uniform
+        page.access(0, races.PAGE * races.WORD, False, 2, 12)   # a whole read by rank 2: still uniform
     assert page.uniform
-    one = {name: getattr(page, name).copy() for name in races._FIELDS}
+    write, ranks, reads = page.write.copy(), list(page.ranks), page.reads.copy()
     page.expand()
-    for name, cell in one.items():
-        got = getattr(page, name)
-        assert got.shape == cell.shape[:-1] + (races.PAGE,) and got.dtype == cell.dtype, name
-        assert (got == cell).all(), name
+    assert page.write.shape == (races.PAGE,) and (page.write == write).all()
+    assert page.ranks == ranks == ([2] if read_first else [])
+    assert page.reads.shape == (len(ranks), races.PAGE) and (page.reads == reads).all()

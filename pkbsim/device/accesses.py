@@ -12,16 +12,17 @@ from pkbsim.device.kernel_report import KernelWork, sector_bytes
 from pkbsim.device.protocol import device_state, emit_data
 
 
-def byte_runs(starts, width: int, aligned: bool = False) -> list[tuple[int, int]]:
+def byte_runs(starts, width: int, aligned: bool = False, bounds: tuple[int, int] | None = None) -> list[tuple[int, int]]:
     """The byte ranges [lo, hi) that accesses of `width` bytes at `starts` cover, merged where they touch: a warp
     or a Triton block that touches every k-th word (its own slots of an interleaved or column-sliced buffer)
     must not be taken for one that also touches the words between, which other ranks may write. `aligned`: every
-    start is a multiple of `width`, a power of two (the PTX interpreter checked it), so items are marked, not bytes."""
+    start is a multiple of `width`, a power of two (the PTX interpreter checked it), so items are marked, not bytes.
+    `bounds`: the least and greatest start, if known."""
     if aligned and not width & (width - 1):
-        return _aligned_runs(np.asarray(starts).reshape(-1), width)
+        return _aligned_runs(np.asarray(starts).reshape(-1), width, bounds)
     a = np.asarray(starts).astype(np.int64).reshape(-1)
-    lo = int(a.min())
-    span = int(a.max()) - lo + width
+    lo, hi = bounds or (int(a.min()), int(a.max()))
+    span = hi - lo + width
     # close together (a warp's, a block's) and narrow: mark the bytes, no sort (a wide run, a whole row, would
     # build an index of 8 bytes per byte covered)
     if span <= 8 * width * a.size + 4096 and width <= 16:
@@ -34,10 +35,10 @@ def byte_runs(starts, width: int, aligned: bool = False) -> list[tuple[int, int]
     return list(zip(np.concatenate((a[:1], a[cut + 1])).tolist(), (np.concatenate((a[cut], a[-1:])) + width).tolist()))
 
 
-def _aligned_runs(a: np.ndarray, width: int) -> list[tuple[int, int]]:
+def _aligned_runs(a: np.ndarray, width: int, bounds: tuple[int, int] | None = None) -> list[tuple[int, int]]:
     """byte_runs of starts that are multiples of `width` (a power of two): one mark per item."""
     a = a.view(np.int64) if a.dtype == np.uint64 else a.astype(np.int64)   # addresses are below 2**63
-    lo, hi = int(a.min()), int(a.max())
+    lo, hi = bounds or (int(a.min()), int(a.max()))
     if lo == hi:   # every lane at one address (a scalar from a table)
         return [(lo, lo + width)]
     shift = width.bit_length() - 1
@@ -66,10 +67,11 @@ class Access:
         return cls(ctx, lo, hi, nbytes, device_state(ctx.world).memory.find(lo, hi))
 
     @classmethod
-    def of(cls, ctx, addrs: np.ndarray, width: int, region, runs=None, aligned: bool = False) -> Access:
-        """The access of `width` bytes at each of `addrs` (all in `region`); `aligned` as byte_runs."""
-        return cls(ctx, int(addrs.min()), int(addrs.max()) + width, int(addrs.size) * width, region, runs,
-                   sector_bytes(addrs, width, aligned))
+    def of(cls, ctx, addrs: np.ndarray, width: int, region, runs=None, aligned: bool = False,
+           bounds: tuple[int, int] | None = None) -> Access:
+        """The access of `width` bytes at each of `addrs` (all in `region`); `aligned` and `bounds` as byte_runs."""
+        lo, hi = bounds or (int(addrs.min()), int(addrs.max()))
+        return cls(ctx, lo, hi + width, int(addrs.size) * width, region, runs, sector_bytes(addrs, width, aligned, bounds))
 
     def data_events(self, kind: str, site: str, where: str) -> list[Event]:
         """The race-checked get/put events of a data access of a symmetric buffer: one per contiguous run."""

@@ -12,15 +12,16 @@ from pkbsim.world.findings import Finding
 SECTOR = 32   # bytes: the unit in which a GPU's L2 and HBM move data (sector_bytes shifts by 5)
 
 
-def sector_bytes(addrs: np.ndarray, width: int, aligned: bool = False) -> int:
+def sector_bytes(addrs: np.ndarray, width: int, aligned: bool = False, bounds: tuple[int, int] | None = None) -> int:
     """Bytes of the 32-byte sectors that accesses of `width` bytes at `addrs` touch: a warp reading every 8th
     float moves whole sectors, 8x the bytes it uses. `aligned`: each address is a multiple of `width`, so an
-    access of a power of two up to a sector lies in one sector (its first byte's)."""
+    access of a power of two up to a sector lies in one sector (its first byte's). `bounds`: the least and
+    greatest address, if known."""
     a = np.asarray(addrs).reshape(-1)
     if aligned and a.size and not width & (width - 1) and width <= SECTOR:
         a = a.view(np.int64) if a.dtype == np.uint64 else a.astype(np.int64)
         first = a >> 5   # SECTOR
-        lo, hi = int(first.min()), int(first.max())
+        lo, hi = (bounds[0] >> 5, bounds[1] >> 5) if bounds else (int(first.min()), int(first.max()))
         if lo == hi:
             return SECTOR
         if hi - lo + 1 > 4 * a.size + 64:
@@ -32,8 +33,8 @@ def sector_bytes(addrs: np.ndarray, width: int, aligned: bool = False) -> int:
     if not a.size:
         return 0
     first, last = a // SECTOR, (a + width - 1) // SECTOR
-    lo = int(first.min())
-    span = int(last.max()) - lo + 1
+    lo = bounds[0] // SECTOR if bounds else int(first.min())
+    span = ((bounds[1] + width - 1) // SECTOR if bounds else int(last.max())) - lo + 1
     if span > 4 * a.size + 64:   # scattered: count them by sorting
         return int(np.unique(np.concatenate((first, last)) if width > 1 else first).size) * SECTOR
     touched = np.zeros(span, dtype=bool)   # a warp's or a block's accesses lie close: mark them, no sort

@@ -59,17 +59,21 @@ class MemoryMap:
         r = self._regions[i]
         return r if hi <= r.base + r.size else None
 
-    def split(self, addrs: np.ndarray, width: int) -> list[tuple[Region | None, np.ndarray]]:
-        """The addresses of one access grouped by the region holding them (None: not symmetric memory)."""
+    def split(self, addrs: np.ndarray, width: int, bounds: tuple[int, int] | None = None
+              ) -> list[tuple[Region | None, np.ndarray]]:
+        """The addresses of one access grouped by the region holding them (None: not symmetric memory); `bounds`:
+        their minimum and maximum, if known (a warp-group's are 32768 addresses)."""
         self._refresh()
         if not self._starts:
             return [(None, addrs)]
-        first = bisect.bisect_right(self._starts, int(addrs.min())) - 1 if addrs.size else None
-        if first is not None and bisect.bisect_right(self._starts, int(addrs.max())) - 1 == first:
-            groups = [(first, addrs)]   # the common case, one region (or none) holds them all: no search per address
-        else:
-            idx = np.searchsorted(self._start_array, addrs, side="right").astype(np.int64) - 1
-            groups = [(int(i), addrs[idx == i]) for i in np.unique(idx)]
+        if bounds is None and addrs.size:
+            bounds = int(addrs.min()), int(addrs.max())
+        first = bisect.bisect_right(self._starts, bounds[0]) - 1 if addrs.size else None
+        if first is not None and bisect.bisect_right(self._starts, bounds[1]) - 1 == first:
+            r = self._regions[first] if first >= 0 else None   # the common case, one region (or none) holds them all
+            return [(r if r is not None and bounds[1] + width <= r.base + r.size else None, addrs)]
+        idx = np.searchsorted(self._start_array, addrs, side="right").astype(np.int64) - 1
+        groups = [(int(i), addrs[idx == i]) for i in np.unique(idx)]
         out = []
         for i, sub in groups:
             r = self._regions[i] if i >= 0 else None

@@ -45,22 +45,26 @@ class KernelObserver:
         self.ctx, self.run = ctx, run
         self.state = device_state(ctx.world)
 
-    def _split(self, addrs: np.ndarray, width: int) -> list:
+    def _split(self, addrs: np.ndarray, width: int, bounds: tuple[int, int] | None = None) -> list:
         """The device memory map's split, every part checked to be mapped on this rank (a freed symmetric
-        buffer is an illegal address; the interpreter adds the instruction)."""
-        parts = self.state.memory.split(addrs, width)
+        buffer is an illegal address; the interpreter adds the instruction); `bounds` as MemoryMap.split."""
+        parts = self.state.memory.split(addrs, width, bounds)
         for region, sub in parts:
             if region is not None:
-                check_mapped(region, self.ctx.rank, int(sub.min()))
+                check_mapped(region, self.ctx.rank, bounds[0] if bounds and sub is addrs else int(sub.min()))
         return parts
 
     def _accesses(self, addrs: np.ndarray, width: int) -> list[Access]:
         # every address a multiple of the width (the interpreter faults on any other, but for TMA's elements): runs and
         # sectors are counted per item
         aligned = width == 1 or not int(np.bitwise_or.reduce(addrs)) & (width - 1)
-        return [Access.of(self.ctx, sub, width, region, byte_runs(sub, width, aligned) if region is not None else None,
-                          aligned=aligned)
-                for region, sub in self._split(addrs, width)]
+        whole = int(addrs.min()), int(addrs.max())   # once: the split, the check, the access, its runs and sectors
+        out = []
+        for region, sub in self._split(addrs, width, whole):
+            b = whole if sub is addrs else (int(sub.min()), int(sub.max()))
+            runs = byte_runs(sub, width, aligned, b) if region is not None else None
+            out.append(Access.of(self.ctx, sub, width, region, runs, aligned=aligned, bounds=b))
+        return out
 
     def _words(self, addrs: np.ndarray, width: int) -> list[Access]:
         """One access per distinct address: each flag word is its own signal/wait (lane t of a barrier

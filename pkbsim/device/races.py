@@ -1,8 +1,8 @@
 """Happens-before race detection on symmetric buffers, with vector clocks (FastTrack-style epochs).
 
-Each buffer word keeps its last writer (clock thread, epoch, access) and each rank's last read (thread,
-epoch), in pages made on first touch, one cell per page while its words share one state (memory in
-proportion to the accesses, not to the buffer). A word that an access covers only in part is split into
+Each buffer word keeps its last write and each rank's last read (the access's index; the detector keeps its
+clock thread, epoch and rank), in pages made on first touch, one cell per page while its words share one
+state (memory in proportion to the accesses, not to the buffer). A word that an access covers only in part is split into
 halves or bytes, so that ranks storing adjacent bf16 or int8 elements of one word do not race. An access
 with clock V is ordered after an earlier access by thread q at epoch e iff V[q] >= e. Threads are the
 ranks' streams and the blocks of their kernels (pkbsim.world.clocks). Unordered pairs of different ranks
@@ -14,6 +14,7 @@ block can be missed.
 """
 from __future__ import annotations
 
+import bisect
 import weakref
 
 import numpy as np
@@ -23,58 +24,69 @@ from pkbsim.device.ir import Event
 # bytes per shadow cell. Accesses of whole words (nearly all) cost one cell a word; a word that an access
 # covers only in part (adjacent bf16 or int8 elements of different ranks) is split, by a side table of its
 # page, into halves or bytes, so that disjoint bytes never race. Cells of 2 bytes throughout would be exact
-# too but double the shadow state (about 160 bytes a cell with 8 ranks' reads): too much for buffers of
-# 100 MB (gemini-3-pro CUDA 79 went past the sandbox's 17.7 GiB)
+# too but double the shadow state
 WORD = 4
 PAGE = 4096  # shadow cells per page: pages are made on first touch, so memory follows what is touched
-
-
-_FIELDS = ("writer", "write_epoch", "write_event", "read_epoch", "read_thread", "read_event")
+NEVER = 0  # the event index of "no access": the detector's event 0, ordered before every clock
 
 
 class _Cells:
-    """Shadow cells, one column each: the last write (clock thread, epoch, event) and each rank's last read
-    (epoch + 1, 0 = never; thread; event)."""
+    """Shadow cells: the index of the event of each one's last write and, for each rank that has read any of
+    them, of its last read (NEVER: none). An event's clock thread, epoch and rank are kept once, by the
+    detector, not per cell: a cell is 4 bytes plus 4 a reading rank, since strided reads expand most pages of
+    large buffers."""
 
-    def __init__(self, world_size: int, n: int):
-        self.world_size = world_size
-        self.writer = np.full(n, -1, dtype=np.int16)
-        self.write_epoch = np.zeros(n, dtype=np.int64)
-        self.write_event = np.zeros(n, dtype=np.int64)
-        self.read_epoch = np.zeros((world_size, n), dtype=np.int64)
-        self.read_thread = np.zeros((world_size, n), dtype=np.int16)
-        self.read_event = np.zeros((world_size, n), dtype=np.int64)
+    def __init__(self, n: int):
+        self.write = np.zeros(n, dtype=np.int32)
+        self.ranks: list[int] = []  # the ranks with a row in `reads`, ascending (a race is reported by rank)
+        self.reads = np.zeros((0, n), dtype=np.int32)
+
+    def row(self, r: int) -> int:
+        """Rank r's row of `reads`, made (as never read) if it has none."""
+        if r in self.ranks:
+            return self.ranks.index(r)
+        pos = bisect.bisect(self.ranks, r)
+        self.ranks.insert(pos, r)
+        none = np.zeros((1, self.reads.shape[1]), np.int32)  # NEVER (np.insert: twice the time)
+        self.reads = np.concatenate((self.reads[:pos], none, self.reads[pos:]))
+        return pos
 
     def copy(self, dst, src: _Cells, at) -> None:
         """Cells `dst` take the state of cells `at` of `src`."""
-        for name in _FIELDS:
-            getattr(self, name)[..., dst] = getattr(src, name)[..., at]
+        self.write[dst] = src.write[at]
+        for k, q in enumerate(self.ranks):
+            if q not in src.ranks:
+                self.reads[k, dst] = NEVER
+        for k, q in enumerate(src.ranks):
+            row = self.row(q)  # first: it may replace `reads`
+            self.reads[row, dst] = src.reads[k, at]
 
-    def record(self, ix, write: bool, t: int, epoch: int, r: int, n: int) -> None:
-        """Access event n by rank r on clock thread t at `epoch` over cells `ix` (a slice or indices)."""
+    def record(self, ix, write: bool, r: int, n) -> None:
+        """Access event n (an index, or one per cell) by rank r over cells `ix` (a slice or indices)."""
         if write:
-            self.writer[ix], self.write_epoch[ix], self.write_event[ix] = t, epoch, n
-            self.read_epoch[:, ix] = 0
+            self.write[ix] = n
+            if self.ranks:
+                self.reads[:, ix] = NEVER
         else:
-            self.read_epoch[r, ix], self.read_thread[r, ix], self.read_event[r, ix] = epoch + 1, t, n
+            k = self.row(r)  # first: it may replace `reads`
+            self.reads[k, ix] = n
 
 
 class _Store(_Cells):
     """The extra cells of a page's split words, `per` a word (1: its second half; 3: its bytes 1 to 3; the
     first unit stays in the word's own cell). Grows by doubling; slots of words made whole again are reused."""
 
-    def __init__(self, world_size: int, per: int):
-        super().__init__(world_size, 0)
+    def __init__(self, per: int):
+        super().__init__(0)
         self.per, self.used, self.free = per, 0, []
 
     def alloc(self) -> int:
         if self.free:
             return self.free.pop()
-        if self.used * self.per == self.writer.shape[-1]:
+        if self.used * self.per == self.write.shape[-1]:
             more = max(8, self.used) * self.per
-            for name in _FIELDS:
-                a = getattr(self, name)
-                setattr(self, name, np.concatenate((a, np.zeros(a.shape[:-1] + (more,), a.dtype)), axis=-1))
+            self.write = np.concatenate((self.write, np.zeros(more, np.int32)))
+            self.reads = np.concatenate((self.reads, np.zeros((len(self.ranks), more), np.int32)), axis=1)
         self.used += 1
         return self.used - 1
 
@@ -87,13 +99,12 @@ class _Page(_Cells):
     2*slot for halves (slot in `halves`), 2*slot + 1 for bytes (in `bytes`); a write of the whole word makes
     it whole again. Each unit's state holds for all its bytes, so checks are exact at byte granularity."""
 
-    def __init__(self, world_size: int):
-        self.world_size = world_size
+    def __init__(self):
         self.collapse()
 
     def collapse(self) -> None:
         """Back to one never-touched cell (before a write that covers the whole page)."""
-        super().__init__(self.world_size, 1)
+        super().__init__(1)
         self.uniform = True
         self.split: np.ndarray | None = None  # made on the first split
         self.splits = 0
@@ -101,14 +112,10 @@ class _Page(_Cells):
         self.bytes: _Store | None = None
 
     def expand(self) -> None:
-        """A cell per word (before an access to part of a uniform page). A field whose one cell is all zeros (no
-        rank has read the page since its last whole write, the common case) is made by np.zeros, whose memory the
-        system maps on first touch: an 8-rank page's read fields are 590 KB, of which an access of one rank's
-        touches an eighth (a 1024 x 1024 bf16 buffer per rank expands 1024 pages)."""
-        for name in _FIELDS:
-            one = getattr(self, name)
-            shape = one.shape[:-1] + (PAGE,)
-            setattr(self, name, np.repeat(one, PAGE, axis=-1) if one.any() else np.zeros(shape, one.dtype))
+        """A cell per word (before an access to part of a uniform page); only ranks that read the page since its
+        last whole write have a row."""
+        self.write = np.full(PAGE, self.write[0], dtype=np.int32)
+        self.reads = np.repeat(self.reads, PAGE, axis=1)
         self.uniform = False
 
     def _units(self, w: int, m0: int, m1: int) -> list:
@@ -164,12 +171,12 @@ class _Page(_Cells):
         if (4 if c < 0 else 2 if c % 2 == 0 else 1) <= need:
             return
         if need == 2:
-            self.halves = self.halves or _Store(self.world_size, 1)
+            self.halves = self.halves or _Store(1)
             s = self.halves.alloc()
             self.halves.copy(s, self, w)
             self.split[w], self.splits = 2 * s, self.splits + 1
             return
-        self.bytes = self.bytes or _Store(self.world_size, 3)
+        self.bytes = self.bytes or _Store(3)
         s = self.bytes.alloc()
         if c < 0:
             self.bytes.copy(slice(3 * s, 3 * s + 3), self, [w, w, w])
@@ -193,15 +200,15 @@ class _Page(_Cells):
             c[sel] = -1
             self.splits -= int(sel.sum())
 
-    def access(self, blo: int, bhi: int, write: bool, t: int, epoch: int, r: int, n: int) -> None:
-        """Record event n over the page's bytes [blo, bhi) (checked already)."""
+    def access(self, blo: int, bhi: int, write: bool, r: int, n: int) -> None:
+        """Record event n of rank r over the page's bytes [blo, bhi) (checked already)."""
         if write and (blo, bhi) == (0, PAGE * WORD):
             self.collapse()
         elif self.uniform and (blo, bhi) != (0, PAGE * WORD):
             self.expand()
         if not self.uniform:
             if not self.splits and not blo % WORD and not bhi % WORD:  # whole words, none split: the common case
-                self.record(slice(blo // WORD, bhi // WORD), write, t, epoch, r, n)
+                self.record(slice(blo // WORD, bhi // WORD), write, r, n)
                 return
             a, b, fa, fb = blo // WORD, -(-bhi // WORD), -(-blo // WORD), bhi // WORD
             if write and self.splits and fa < fb:
@@ -211,14 +218,13 @@ class _Page(_Cells):
             if bhi % WORD:
                 self._refine(b - 1, max(blo - (b - 1) * WORD, 0), bhi - (b - 1) * WORD)
         for cells, ix in self.parts(blo, bhi):
-            cells.record(ix, write, t, epoch, r, n)
+            cells.record(ix, write, r, n)
 
 
 class _Shadow:
     """The pages of one symmetric buffer, by page number (a 1 GiB buffer costs nothing until touched)."""
 
-    def __init__(self, world_size: int):
-        self.world_size = world_size
+    def __init__(self):
         self.pages: dict[int, _Page] = {}
 
     def pieces(self, lo: int, hi: int, create: bool = False):
@@ -230,7 +236,7 @@ class _Shadow:
             if page is None:
                 if not create:
                     continue
-                page = self.pages[n] = _Page(self.world_size)
+                page = self.pages[n] = _Page()
             yield page, max(lo, n * size) - n * size, min(hi, (n + 1) * size) - n * size
 
 
@@ -256,17 +262,36 @@ class RaceDetector:
     def __init__(self, clocks):
         self.clocks = clocks
         self.size = clocks.ranks
-        self._rank_of = np.array([clocks.rank_of(t) for t in range(len(clocks.vc))], dtype=np.int64)
         # keyed by the allocation itself: an id could be reused by a later allocation once an evicted one is
         # gone, and a shadow goes with its allocation
         self._shadows: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-        self._events: list[Event] = []  # accesses referenced by the shadows
+        self._events: list = [None]  # accesses referenced by the shadows; 0 is NEVER
+        # per event index: its clock thread, the epoch of that thread's clock and its rank; NEVER's epoch -1
+        # is ordered before every clock (epochs start at 1)
+        self._thread = np.zeros(1024, dtype=np.int32)
+        self._epoch = np.full(1024, -1, dtype=np.int64)
+        self._rank = np.full(1024, -1, dtype=np.int32)
 
     def _shadow(self, alloc) -> _Shadow:
         sh = self._shadows.get(alloc)
         if sh is None:
-            sh = self._shadows[alloc] = _Shadow(self.size)
+            sh = self._shadows[alloc] = _Shadow()
         return sh
+
+    def _add(self, items: list, t: int, epoch: int, r: int) -> int:
+        """Append `items` as events of rank r on clock thread t at `epoch`; the first one's index."""
+        base = len(self._events)
+        self._events.extend(items)
+        end = len(self._events)
+        if end > 2**31 - 1:
+            raise OverflowError("race detector: more than 2**31 events (int32 shadow cells)")
+        if end > self._epoch.size:
+            grow = max(end, 2 * self._epoch.size) - self._epoch.size
+            self._thread = np.concatenate((self._thread, np.zeros(grow, np.int32)))
+            self._epoch = np.concatenate((self._epoch, np.full(grow, -1, np.int64)))
+            self._rank = np.concatenate((self._rank, np.full(grow, -1, np.int32)))
+        self._thread[base:end], self._epoch[base:end], self._rank[base:end] = t, epoch, r
+        return base
 
     def access(self, alloc, ev: Event, write: bool) -> tuple[Event, str] | None:
         """Record ev, made by rank ev.rank's current clock thread; return (the earlier conflicting access,
@@ -281,10 +306,9 @@ class RaceDetector:
         hit = self._conflict(parts, vc, r, write)
         if hit is not None:
             return self._event(hit[0]), hit[1]
-        self._events.append(ev)
-        n = len(self._events) - 1
+        n = self._add([ev], t, clock[t], r)
         for page, lo, hi in sh.pieces(ev.lo, ev.hi, create=True):
-            page.access(lo, hi, write, t, clock[t], r, n)
+            page.access(lo, hi, write, r, n)
         return None
 
     def _event(self, n: int) -> Event:
@@ -321,37 +345,42 @@ class RaceDetector:
             segs.append((n, page, s, e))
         if before is not None:
             before()  # what the caller does once no run races (it may raise)
-        base = runs.base = len(self._events)
-        self._events.extend([runs] * len(span))
+        base = runs.base = self._add([runs] * len(span), t, clock[t], r)
         for n, page, s, e in segs:
             if page is None:
-                page = sh.pages[n] = _Page(self.size)
+                page = sh.pages[n] = _Page()
             first = int(run_of[s])
             if e - s == PAGE and first == int(run_of[e - 1]):  # one run covers the page: as `access` records it
-                page.access(0, PAGE * WORD, write, t, clock[t], r, base + first)
+                page.access(0, PAGE * WORD, write, r, base + first)
                 continue
             if page.uniform:
                 page.expand()
-            page.record(words[s:e] - n * PAGE, write, t, clock[t], r, base + run_of[s:e])
+            page.record(words[s:e] - n * PAGE, write, r, base + run_of[s:e])
         return True
+
+    def _late(self, events: np.ndarray, vc: np.ndarray) -> np.ndarray:
+        """Which of `events` are not ordered before clock `vc`."""
+        return self._epoch[events] > vc[self._thread[events]]
 
     def _conflict(self, parts: list, vc: np.ndarray, r: int, write: bool) -> tuple[int, str] | None:
         """(event index, kind) of an earlier access in the cells `parts` ((cells, index) pairs) not ordered
-        before clock `vc`: writes first, then (for a write) reads."""
+        before clock `vc`: writes of other ranks first, then (for a write) other ranks' reads, by rank."""
         for cells, ix in parts:
-            writers = cells.writer[ix]
-            foreign = (writers >= 0) & (self._rank_of[writers] != r)
-            if foreign.any():
-                idx = np.nonzero(foreign)[0]
-                unordered = vc[writers[idx]] < cells.write_epoch[ix][idx]
-                if unordered.any():
-                    first = idx[np.argmax(unordered)]
-                    return int(cells.write_event[ix][first]), ("write-write" if write else "stale read")
+            writes = cells.write[ix]
+            foreign = writes[self._rank[writes] != r]  # clocks only for these: a rank mostly reads its own writes
+            if foreign.size:
+                late = self._late(foreign, vc)
+                if late.any():
+                    return int(foreign[np.argmax(late)]), ("write-write" if write else "stale read")
         if write:
             for cells, ix in parts:
-                late = cells.read_epoch[:, ix] > vc[cells.read_thread[:, ix]] + 1
-                late[r] = False
+                if not cells.ranks:
+                    continue
+                reads = cells.reads[:, ix]
+                late = self._late(reads, vc)
+                if r in cells.ranks:
+                    late[cells.ranks.index(r)] = False
                 if late.any():
                     q, w = np.argwhere(late)[0]
-                    return int(cells.read_event[:, ix][q, w]), "write after read"
+                    return int(reads[q, w]), "write after read"
         return None
