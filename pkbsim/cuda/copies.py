@@ -14,7 +14,6 @@ import ctypes
 
 from pkbsim.cuda.memory import rank_memory
 from pkbsim.device.accesses import Access
-from pkbsim.device.protocol import emit
 from pkbsim.ptx.errors import MemoryFault
 from pkbsim.ptx.memory import Region
 from pkbsim.world.context import current
@@ -33,8 +32,7 @@ def _events(ctx, lo: int, n: int, write: bool, site: str, what: str) -> None:
     """The copy's bytes of symmetric buffers as get (read) or put (write) events, race-checked."""
     access = Access.find(ctx, lo, lo + n, n)
     if access.region is not None and not access.region.on_pad:
-        for ev in access.data_events("put" if write else "get", site, what):
-            emit(ctx.world, ev, access.region)
+        access.emit_data(ctx.world, "put" if write else "get", site, what)
 
 
 def copy(dst: int, src: int | None, n: int, value: int, tensors=(), site: str = "?") -> None:

@@ -73,14 +73,9 @@ class Access:
         lo, hi = bounds or (int(addrs.min()), int(addrs.max()))
         return cls(ctx, lo, hi + width, int(addrs.size) * width, region, runs, sector_bytes(addrs, width, aligned, bounds))
 
-    def data_events(self, kind: str, site: str, where: str) -> list[Event]:
-        """The race-checked get/put events of a data access of a symmetric buffer: one per contiguous run."""
-        r = self.region
-        return [Event(kind, self.rank, site, where, r.owner, lo - r.base, hi - r.base, call=self.call)
-                for lo, hi in (self.runs or [(self.lo, self.hi)])]
-
     def emit_data(self, world, kind: str, site: str, where: str) -> None:
-        """Emit data_events(kind, site, where), the race check taking the runs together (protocol.emit_data)."""
+        """The race-checked get/put events of a data access of a symmetric buffer, one per contiguous run (the race
+        check takes the runs together: protocol.emit_data)."""
         emit_data(world, kind, self.rank, site, where, self.region, self.runs or [(self.lo, self.hi)], self.call)
 
     def event(self, kind: str, site: str, where: str, **kw) -> Event:

@@ -85,8 +85,7 @@ def masked_load(original):
         addrs, itemsize = _active(ptrs, mask)
         acc = _access(ctx, addrs, itemsize, launch, "load") if addrs.size else None
         if acc is not None and acc.region is not None and not acc.region.on_pad and not is_volatile:
-            for ev in acc.data_events("get", user_site(), launch.where):
-                emit(ctx.world, ev, acc.region)
+            acc.emit_data(ctx.world, "get", user_site(), launch.where)
         polling = acc is not None and (is_volatile or (acc.region is not None and acc.region.on_pad))
         with ctx.world.lock if polling else contextlib.nullcontext():  # a poll reports the value the load returned
             out = original(self, ptrs, mask, other, cache_modifier, eviction_policy, is_volatile)
@@ -120,8 +119,7 @@ def masked_store(original):
         site = user_site()
         with spin_handoff.writing(ctx, [(acc.lo, acc.hi, _owner(acc))], site, launch.where):
             if acc.region is not None and not acc.region.on_pad:
-                for ev in acc.data_events("put", site, launch.where):
-                    emit(ctx.world, ev, acc.region)
+                acc.emit_data(ctx.world, "put", site, launch.where)
             out = original(self, ptrs, value, mask, cache_modifier, eviction_policy)
             if acc.region is not None and acc.region.on_pad:  # a plain store to a flag: relaxed, it releases nothing
                 emit(ctx.world, acc.event("signal", site, launch.where, op="store", value=_nonzero(acc.snapshot()),
