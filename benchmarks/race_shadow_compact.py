@@ -11,64 +11,25 @@ the shadow's numpy bytes (per expanded page and per byte of buffer) and the seco
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import subprocess
 import sys
 import time
 
-import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from pkbsim.device.ir import Event  # noqa: E402
 from pkbsim.world.clocks import VectorClocks  # noqa: E402
-
-
-def load(source: str, name: str):
-    spec = importlib.util.spec_from_loader(name, loader=None)
-    mod = importlib.util.module_from_spec(spec)
-    exec(compile(source, f"<{name}>", "exec"), mod.__dict__)  # noqa: S102 - this repository's own code
-    return mod
-
-
-def shadow_bytes(det) -> tuple[int, int, int]:
-    """(numpy bytes of the shadows, pages, expanded pages)."""
-    seen, total, pages, expanded = set(), 0, 0, 0
-
-    def walk(obj):
-        nonlocal total
-        for v in vars(obj).values():
-            if isinstance(v, np.ndarray) and id(v) not in seen:
-                seen.add(id(v))
-                total += v.nbytes
-            elif hasattr(v, "__dict__") and not isinstance(v, type) and type(v).__module__ == type(obj).__module__:
-                walk(v)
-
-    for sh in det._shadows.values():
-        for page in sh.pages.values():
-            pages += 1
-            expanded += not page.uniform
-            walk(page)
-    return total, pages, expanded
-
-
-def barrier(clocks, n):
-    published = [clocks.release(r) for r in range(n)]
-    for q in range(n):
-        for p in published:
-            clocks.acquire(q, p)
-
-
-class _Buf:
-    """A weak-referenceable stand-in for an allocation."""
+from race_shadow_subword import Buf, barrier, load, shadow_bytes  # noqa: E402  (the sibling benchmark's tools)
 
 
 def measure(mod, n: int, nbytes: int) -> tuple[tuple[int, int, int], float, int]:
     clocks = VectorClocks(n)
     det = mod.RaceDetector(clocks)
-    bufs = [_Buf() for _ in range(n)]
+    bufs = [Buf() for _ in range(n)]
     races = 0
     t0 = time.perf_counter()
     for r in range(n):

@@ -44,9 +44,9 @@ def load(source: str, name: str, word: int | None = None) -> types.ModuleType:
     return mod
 
 
-def shadow_bytes(det) -> int:
-    """Bytes of the numpy arrays the detector's shadows hold (pages and any side stores)."""
-    seen, total = set(), 0
+def shadow_bytes(det) -> tuple[int, int, int]:
+    """(bytes of the numpy arrays the detector's shadows hold (pages and any side stores), pages, expanded pages)."""
+    seen, total, pages, expanded = set(), 0, 0, 0
 
     def walk(obj):
         nonlocal total
@@ -59,8 +59,14 @@ def shadow_bytes(det) -> int:
 
     for sh in det._shadows.values():
         for page in sh.pages.values():
+            pages += 1
+            expanded += not page.uniform
             walk(page)
-    return total
+    return total, pages, expanded
+
+
+class Buf:
+    """A weak-referenceable stand-in for an allocation (the detector keys its shadows by the allocation)."""
 
 
 def barrier(clocks, n):
@@ -86,7 +92,7 @@ def runs(pattern: str, size: int, n: int, rng) -> list[list[tuple[int, int]]]:
 def measure(mod, pattern: str, size: int, n: int) -> tuple[int, float, str]:
     clocks = VectorClocks(n)
     det = mod.RaceDetector(clocks)
-    buf = object()
+    buf = Buf()
     plan = runs(pattern, size, n, np.random.default_rng(0))
     t0 = time.perf_counter()
     verdict = "ok"
@@ -105,7 +111,7 @@ def measure(mod, pattern: str, size: int, n: int) -> tuple[int, float, str]:
             if hit is not None:
                 verdict = hit[1]
                 break
-    return shadow_bytes(det), time.perf_counter() - t0, verdict
+    return shadow_bytes(det)[0], time.perf_counter() - t0, verdict
 
 
 def main() -> None:
