@@ -76,6 +76,8 @@ class Reference:
 
     @property
     def module(self):
+        if self._module is not None:  # every call asks: no lock once imported
+            return self._module
         with self._lock:
             if self._module is None:
                 module = load_module(self.path, f"pkb_reference_{self.slug}")
