@@ -9,7 +9,8 @@
 # scored), self (the references of 10-100 us by the batch clock scored against themselves, the sampled
 # problems SELF_FROM..SELF_TO of results/score_resolution/self_sample.txt, the list a first overhead step printed), harness (FILEs of .pkbdata/pkb_dab's
 # trees: ParallelKernelBench's own clock, harness_speedups.py, then `pkb score` of the first DEV_SCORES (10) it
-# times consistently). INTERLEAVE=1 gives each score --interleave (the jobs taking turns). Every score is
+# times consistently). INTERLEAVE=1 gives each score --interleave (the jobs taking turns), GRAPHS=1 --graphs (each
+# timed batch one CUDA graph replay). Every score is
 # `pkb score --json` with the default protocol; its wall time is printed beside it. NPROC=8 scores on 8 GPUs
 # (the overhead and harness clocks are of one GPU).
 set -u
@@ -19,7 +20,7 @@ head=$PWD/.pkbdata/pkb_head
 
 score() {  # score NAME CANDIDATE ROOT
   t0=$(date +%s.%N)
-  python3 -m pkb.cli.main score "$2" --pkb-root "$3" --nproc-per-node "${NPROC:-1}" ${INTERLEAVE:+--interleave} \
+  python3 -m pkb.cli.main score "$2" --pkb-root "$3" --nproc-per-node "${NPROC:-1}" ${INTERLEAVE:+--interleave} ${GRAPHS:+--graphs} \
     --json > "$out/score.$1.json" \
     2> "$out/score.$1.err"
   rc=$?; t1=$(date +%s.%N)
@@ -31,8 +32,11 @@ try:
 except ValueError:
     print(f"{name}: no result (exit {rc})"); sys.exit()
 ci = d.get("speedup_ci95") or [0, 0]
+clock = d.get("clock_check") or {}
 print(f"{name}: {d['status']} {d.get('speedup') or 0:.4f}x CI {ci[0]:.4f}-{ci[1]:.4f} margin {d.get('noise_margin') or 0:.2%}"
-      f" ref {d.get('reference_ms') or 0:.4f} ms cand {d.get('candidate_ms') or 0:.4f} ms wall {float(t1) - float(t0):.1f} s")
+      f" ref {d.get('reference_ms') or 0:.4f} ms cand {d.get('candidate_ms') or 0:.4f} ms wall {float(t1) - float(t0):.1f} s"
+      f" tolerance {clock.get('tolerance') or 0:.2%} timed as {clock.get('timed_as', 'eager')}"
+      f" calls {(clock.get('batches') or [{}])[0].get('calls')}")
 EOF
 }
 

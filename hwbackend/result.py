@@ -42,6 +42,7 @@ class FailureKind(StrEnum):
     NODE_FAILURE = "node_failure"
     RESOURCE_LIMIT = "resource_limit"
     ERROR = "error"  # anything else: the launcher exited, a rank died without reporting
+    GRAPH_UNAVAILABLE = "graph_unavailable"  # `--graphs`: a batch could not be captured (the score times eagerly)
 
     @property
     def status(self) -> Status:
@@ -106,15 +107,18 @@ class ClockSummary:
     by both clocks: `batches` rows of launch, role, batch (its number in the launch), at_s (when it started,
     seconds into the score), wall_ms (the scorer's clock from "go" to the last "done"), reported_ms (the slowest
     rank's timed region) and calls, so that a noise margin can be traced to its batches; `interleaved`: the two
-    jobs of each launch took turns batch by batch."""
+    jobs of each launch took turns batch by batch; `timed_as`: "eager" (the calls run one after the other in
+    the timed region), "cuda graphs" (one replay of the batch's captured calls), or "eager (CUDA graphs: why
+    not)" where graphs were asked for and the score was timed again without them."""
     unexplained: float
     tolerance: float
     batches: list[dict] = field(default_factory=list)
     interleaved: bool = False
+    timed_as: str = "eager"
 
     def to_json(self) -> dict:
         return {"unexplained": self.unexplained, "tolerance": self.tolerance, "batches": self.batches,
-                "interleaved": self.interleaved}
+                "interleaved": self.interleaved, "timed_as": self.timed_as}
 
 
 @dataclass

@@ -18,7 +18,8 @@ import shutil
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
 from functools import partial
 
 import candidate_sandbox as sandbox
@@ -32,7 +33,7 @@ from hwbackend.job_spec import JobSpec
 from hwbackend.jobs import Job, JobFailure, become_subreaper
 from hwbackend.protocol import heard
 from hwbackend.recorder import Recorder
-from hwbackend.result import ClockSummary, Finding, ScoreResult, Status, TrialCheck
+from hwbackend.result import ClockSummary, FailureKind, Finding, ScoreResult, Status, TrialCheck
 from hwbackend.timing import summarize
 from tasks.api import aliased_outputs, compare
 from tasks.registry import TaskSpec, get
@@ -60,6 +61,10 @@ class Protocol:
     # the two jobs of a launch taking turns batch by batch (_interleaved), where each has a sandbox of its own and
     # on one node: an experiment, off by default (what a stop does not cover: docs/threat_model.md)
     interleave: bool = False
+    # each timed batch captured in one CUDA graph and timed as one replay (worker.py `capture`): no host in the
+    # timed region. A score where either job cannot be captured, or goes wrong only under the graph, is timed
+    # again eagerly, both jobs (GraphsFailed): never the candidate's fault
+    graphs: bool = False
     timeout: float = defaults.JOB_TIMEOUT_S  # seconds per job
     preset: str = "screen"
     correctness_only: bool = False
@@ -68,7 +73,7 @@ class Protocol:
         trials = self.trials if launch == 0 else 0
         if self.correctness_only:
             return Plan(seeds, launch, trials, 0, 0)
-        return Plan(seeds, launch, trials, self.warmup, self.batches)
+        return Plan(seeds, launch, trials, self.warmup, self.batches, self.graphs)
 
     @property
     def timed_launches(self) -> int:
@@ -81,8 +86,8 @@ class Plan:
     warm-up, so a batch's keys are made when it is sent, and the calls whose outputs are checked are drawn
     from a generator the candidate cannot see."""
 
-    def __init__(self, seeds: Seeds, launch: int, trials: int, warmup: int, batches: int):
-        self.seeds, self.launch, self.batches = seeds, launch, batches
+    def __init__(self, seeds: Seeds, launch: int, trials: int, warmup: int, batches: int, graphs: bool = False):
+        self.seeds, self.launch, self.batches, self.graphs = seeds, launch, batches, graphs
         self.correctness = [("trial", launch, i) for i in range(trials)]
         self.warmup = [("warmup", launch, i) for i in range(warmup)]
         self._checked: dict[int, list[int]] = {}
@@ -111,6 +116,27 @@ class JobResult:
     starts: list[float] = field(default_factory=list)  # when each timed batch was started (time.monotonic)
     fingerprints: dict[str, list[str]] = field(default_factory=dict)  # trial<i>-rank<r> -> [before, after]
     checked: list[str] = field(default_factory=list)  # the timed calls whose outputs were saved: timed<b>-<i>
+
+
+class GraphsFailed(JobFailure):
+    """Something went wrong in a phase timed with CUDA graphs (Protocol.graphs) that the eager protocol may not
+    show: the score is taken again eagerly, and that one decides."""
+
+    def __init__(self, why: str):
+        super().__init__(FailureKind.GRAPH_UNAVAILABLE, why)
+
+
+@contextmanager
+def _graph_phase(graphs: bool):
+    """A job's failure in a graph-timed phase, as GraphsFailed."""
+    try:
+        yield
+    except GraphsFailed:
+        raise
+    except JobFailure as e:
+        if not graphs:
+            raise
+        raise GraphsFailed(f"{e.kind}: {e.message}") from e
 
 
 class Seeds:
@@ -161,8 +187,10 @@ class _JobRun:
                         self.result.fingerprints[f"trial{i}-rank{rank}"] = pair
         warmup: list[dict] = []
         if plan.warmup:
-            job.send_each(lambda rank: dict(phase="warmup", seeds=plan.for_rank(plan.warmup, rank)))
-            warmup = job.gather()
+            with _graph_phase(plan.graphs and plan.batches > 0):
+                job.send_each(lambda rank: dict(phase="warmup", seeds=plan.for_rank(plan.warmup, rank),
+                                                graph=plan.graphs and plan.batches > 0))
+                warmup = job.gather()
         self.n = self.calls(warmup) if plan.batches else 0
 
     def batches(self) -> range:
@@ -171,14 +199,23 @@ class _JobRun:
         return range(self.plan.batches + 1 if self.plan.batches else 0)
 
     def stage(self, b: int) -> None:
+        """A batch's inputs made; with graphs, its calls captured first and their seeds sent only then."""
         keys = self.plan.timed(b, self.n)
-        self.job.send_each(lambda rank: dict(phase="timed", batch=b, seeds=self.plan.for_rank(keys, rank)))
-        self.job.gather()
+        seeds = partial(self.plan.for_rank, keys)
+        with _graph_phase(self.plan.graphs):
+            if self.plan.graphs:
+                self.job.send_all(phase="timed", batch=b, graph=True, calls=self.n)
+                self.job.gather()
+                self.job.send_each(lambda rank: dict(phase="fill", seeds=seeds(rank)))
+            else:
+                self.job.send_each(lambda rank: dict(phase="timed", batch=b, seeds=seeds(rank)))
+            self.job.gather()
 
     def time(self, b: int) -> None:
         started, t0 = time.monotonic(), time.perf_counter()
         self.job.send_all(phase="go")
-        replies = self.job.gather()
+        with _graph_phase(self.plan.graphs):
+            replies = self.job.gather()
         wall = time.perf_counter() - t0
         seconds = _reported(replies, wall, self.findings)  # the slowest rank's batch
         if b > 0:
@@ -190,7 +227,9 @@ class _JobRun:
         checked = self.plan.checked(b, self.n)
         self.result.checked += [f"timed{b}-{i}" for i in checked]
         self.job.send_all(phase="dump", batch=b, indices=checked)
-        for reply in self.job.gather():
+        with _graph_phase(self.plan.graphs):
+            replies = self.job.gather()
+        for reply in replies:
             self.findings += _said(reply)
 
     def close(self) -> None:
@@ -426,7 +465,13 @@ def score(request: ScoreRequest, protocol: Protocol = Protocol(),
         store.start(run_id, task.slug, os.path.abspath(candidate), label, world, backend)
     scoring = _Scoring(task, request, protocol, options, world, store, ScoreResult(run_id, task.slug))
     try:
-        return scoring.run()
+        try:
+            return scoring.run()
+        except GraphsFailed as e:
+            scoring.say(f"timed again without CUDA graphs: {e.message}")
+            scoring = _Scoring(task, request, replace(protocol, graphs=False), options, world, store,
+                               ScoreResult(run_id, task.slug), scoring.cleanup, f"eager (CUDA graphs: {e.message})")
+            return scoring.run()
     except JobFailure as e:
         scoring.result.status = e.kind.status
         scoring.result.findings.append(Finding(e.kind, e.rank, e.message, e.details))
@@ -444,7 +489,8 @@ class _Scoring:
     (`clocks`); after the last launch, the speed-up and its status (`verdict`)."""
 
     def __init__(self, task: TaskSpec, request: ScoreRequest, protocol: Protocol, options: ScoreOptions,
-                 world: int, store: Recorder | None, result: ScoreResult):
+                 world: int, store: Recorder | None, result: ScoreResult, cleanup: list[str] | None = None,
+                 timed_as: str = ""):
         self.task, self.request, self.protocol, self.options = task, request, protocol, options
         self.world, self.store, self.result = world, store, result
         self.seeds, self.say = Seeds(), (options.progress or (lambda msg: None))
@@ -452,7 +498,9 @@ class _Scoring:
         self.chosen = [protocol.calls] if protocol.calls else []  # a timed batch's calls: given, or the reference's pick
         self.ref_s: list[list[float]] = []
         self.cand_s: list[list[float]] = []
-        self.cleanup: list[str] = []
+        self.cleanup: list[str] = [] if cleanup is None else cleanup
+        # how the batches were timed, for the JSON: "cuda graphs", "eager", or why graphs asked for were not used
+        self.timed_as = timed_as or ("cuda graphs" if protocol.graphs else "eager")
         self.unreported, self.hideable, self.batches = 0.0, 0.0, []
         # every launch's timed batches so far, judged together (clocks): a clock finding stands on all of them
         self.ref_clocks: list[BatchClock] = []
@@ -528,6 +576,9 @@ class _Scoring:
         names = [f"trial{i}" for i in range(len(plan.correctness))] + cand.checked
         failures, seen_here = _compare_outputs(self.task, cand.out_dir, ref, ref_outputs, names, self.world,
                                                saved.limit_for([largest]), self.protocol.timeout)
+        if self.protocol.graphs and failures and all((f.call or "").startswith("timed") for f in failures):
+            raise GraphsFailed(f"the candidate's outputs of a replayed call were wrong ({failures[0].message}), "
+                               f"its correctness trials right")
         self.record_trials(launch, names, failures)
         behaviour = self.behaviour(cand, ref, seen_here)
         self.result.findings += behaviour
@@ -584,7 +635,7 @@ class _Scoring:
         stats = summarize(self.ref_s, self.cand_s, self.hideable, self.interleave)
         result.speedup, result.speedup_ci95, result.noise_margin = stats.speedup, stats.ci95, stats.noise_margin
         result.reference_ms, result.candidate_ms = stats.reference_ms, stats.candidate_ms
-        result.clock_check = ClockSummary(self.unreported, self.hideable, self.batches, self.interleave)
+        result.clock_check = ClockSummary(self.unreported, self.hideable, self.batches, self.interleave, self.timed_as)
         if result.speedup > IMPLAUSIBLE_SPEEDUP:
             result.findings.append(_integrity(f"speed-up {result.speedup:.1f}x is above the plausibility "
                                               f"limit of {IMPLAUSIBLE_SPEEDUP:g}x: review by hand"))

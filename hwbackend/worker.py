@@ -61,6 +61,7 @@ class Worker:
         self.poison_bytes = max(POISON_BYTES, 2 * self.l2_bytes)
         self.fn = self.task.reference
         self.kept: list = []
+        self.graph: Batch | None = None  # the captured batch whose outputs `kept` holds, until they are saved
         self.fingerprints: list[str] = []  # of the inputs of the last checked call: [before, after]
 
     def status(self, text: str) -> None:
@@ -142,6 +143,37 @@ class Worker:
         gc.collect()  # what the last batch left, collected here rather than at a random call of this one
         return batch
 
+    def capture(self, calls: int, label: str) -> Batch:
+        """A batch of `calls` captured in one CUDA graph (`pkb score --graphs`), on placeholders: tensors of the
+        inputs' shapes, their contents not yet written, so that nothing the candidate does while it is captured
+        (work on a stream outside the capture, a look at the memory) can see a timed call's inputs; their seeds
+        reach this process only after the capture (`fill`). One draw from a seed of no call's gives the
+        placeholders' structure. A candidate that cannot be captured (a host sync, a data-dependent shape) is
+        GraphUnavailable: the scorer then times both jobs eagerly."""
+        self.status(f"{label}: capturing {calls} calls in a CUDA graph")
+        shape = self.inputs([0, 0])
+        holders = [_placeholders(shape) for _ in range(calls)]
+        del shape
+        self.guard.sync()
+        try:
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                outs = [as_outputs(self.fn(*args)) for args in holders]
+        except Exception as e:  # noqa: BLE001 - whatever stops a capture: the scorer times eagerly
+            raise GraphUnavailable(f"{self.role}'s calls could not be captured in a CUDA graph: "
+                                   f"{type(e).__name__}: {str(e)[:300]}") from e
+        return Batch(label, holders, [self.status_bytes(f"{label}: the CUDA graph of {calls} calls replaying")],
+                     graph, outs)
+
+    def fill(self, batch: Batch, seeds: list) -> None:
+        """The captured batch's inputs, drawn from the calls' seeds and copied into its placeholders; finished on
+        the device before the scorer's clock starts."""
+        self.status(f"{batch.label}: copying its inputs in")
+        for holders, seed in zip(batch.inputs, seeds):
+            _copy_into(holders, self.inputs(seed))
+        self.guard.sync()
+        gc.collect()
+
     def run_batch(self, batch: Batch) -> tuple[list, float]:
         """The calls of `batch` back to back in one timed region, each on inputs of its own: the clock starts
         after a barrier and stops after a sync of every stream of the device, so all of every call's work is
@@ -156,7 +188,11 @@ class Worker:
         collecting = gc.isenabled()
         gc.disable()
         start = self.guard.start_timer()
-        for step, args in zip(batch.steps, batch.inputs):
+        if batch.graph is not None:
+            self.status_map[:] = batch.steps[0]
+            batch.graph.replay()
+            outs = batch.outputs
+        for step, args in zip(batch.steps, batch.inputs if batch.graph is None else ()):
             self.status_map[:] = step  # a copy into the status mapping: no encoding inside the timed region
             outs.append(as_outputs(self.fn(*args)))
         self.status(f"{batch.label}: every call returned; at the device sync after the batch")
@@ -168,9 +204,11 @@ class Worker:
         self.guard.barrier()
         return outs, seconds
 
-    def warmup(self, seeds: list) -> dict:
+    def warmup(self, seeds: list, graph: bool = False) -> dict:
         """The first call on its own (builds, caches), then the others as a timed batch: what the batch showed
-        and the sizes the scorer needs to choose how many calls a timed batch holds (batch_size.py)."""
+        and the sizes the scorer needs to choose how many calls a timed batch holds (batch_size.py). With
+        `graph`, the batch is captured in a CUDA graph and replayed (`capture`), and its time per call is the
+        replay's: what a timed batch of the same protocol will take."""
         self.status("warm-up call 0: making its inputs")
         args = self.inputs(seeds[0])
         out, _, _ = self.call(args, check=False, phase="warm-up call 0")
@@ -178,7 +216,11 @@ class Worker:
         del out, args
         if len(seeds) < 2:
             return dict(sizes, per_call_s=0.0)
-        batch = self.stage(seeds[1:], "warm-up batch")
+        if graph:
+            batch = self.capture(len(seeds) - 1, "warm-up batch")
+            self.fill(batch, seeds[1:])
+        else:
+            batch = self.stage(seeds[1:], "warm-up batch")
         outs, seconds = self.run_batch(batch)
         del outs, batch
         if self.device.type == "cuda":
@@ -228,7 +270,17 @@ class Worker:
                     self.save(f"trial{i}", out, args if self.role == "candidate" else None)
                 self.ch.send(event="done", findings=findings + self.tampered(), fingerprints=fingerprints)
             elif phase == "warmup":
-                self.ch.send(event="done", findings=[], **self.warmup(msg["seeds"]))
+                self.ch.send(event="done", findings=[], **self.warmup(msg["seeds"], msg.get("graph", False)))
+            elif phase == "timed" and msg.get("graph"):  # captured first, its seeds sent after (`capture`)
+                batch = self.capture(msg["calls"], f"timed batch {msg['batch']}")
+                self.ch.send(event="captured")
+                self.fill(batch, self.ch.recv()["seeds"])
+                self.ch.send(event="ready")
+                self.ch.recv()  # go
+                outs, seconds = self.run_batch(batch)
+                self.kept, self.graph = outs, batch  # the graph holds the outputs' memory until they are saved
+                self.ch.send(event="done", findings=[], seconds=[seconds])
+                del batch, outs
             elif phase == "timed":
                 batch = self.stage(msg.pop("seeds"), f"timed batch {msg['batch']}")
                 self.ch.send(event="ready")
@@ -239,7 +291,7 @@ class Worker:
             elif phase == "dump":
                 for i in msg["indices"]:
                     self.save(f"timed{msg['batch']}-{i}", self.kept[i])
-                self.kept = []
+                self.kept, self.graph = [], None
                 self.ch.send(event="done", findings=self.tampered())
 
 
@@ -287,10 +339,54 @@ def _shared_copy(t) -> bool:
 
 @dataclass
 class Batch:
-    """A timed batch as staged: each call's inputs, and the status line written as it starts."""
+    """A timed batch as staged: each call's inputs, and the status line written as it starts; a captured one
+    (`Worker.capture`) also its CUDA graph and the outputs the graph writes, and one status line."""
     label: str
     inputs: list
     steps: list[bytes]
+    graph: object = None
+    outputs: list | None = None
+
+
+class GraphUnavailable(Exception):
+    """A batch could not be captured in a CUDA graph (or its inputs did not fit the captured placeholders): not
+    the candidate's fault, the scorer times the score eagerly instead."""
+
+
+def _placeholders(args):
+    """`args` with each device tensor replaced by an unwritten one of its shape, strides and dtype; everything
+    else (numbers, host tensors, modules, whose weights `_copy_into` overwrites) kept from the draw."""
+    leaves, spec = tree_flatten(args)
+    return tree_unflatten([torch.empty_strided(t.size(), t.stride(), dtype=t.dtype, device=t.device)
+                           .requires_grad_(t.requires_grad)
+                           if isinstance(t, torch.Tensor) and t.device.type != "cpu" else t for t in leaves], spec)
+
+
+def _copy_into(holders, drawn) -> None:
+    """A call's drawn inputs copied into the placeholders a graph was captured on. Whatever the capture read on
+    the host (numbers, host tensors, shapes) must be what the draw holds, or the graph is not this call's:
+    GraphUnavailable."""
+    have, spec = tree_flatten(holders)
+    want, spec2 = tree_flatten(drawn)
+    if spec != spec2:
+        raise GraphUnavailable("a call's inputs are not of the structure the graph was captured with")
+    with torch.no_grad():
+        for h, w in zip(have, want):
+            if isinstance(h, torch.nn.Module) and isinstance(w, torch.nn.Module):
+                mine, theirs = h.state_dict(keep_vars=True), w.state_dict(keep_vars=True)
+                if mine.keys() != theirs.keys() or any(mine[k].shape != theirs[k].shape for k in mine):
+                    raise GraphUnavailable("a call's module inputs differ in their weights' shapes")
+                for k in mine:
+                    mine[k].copy_(theirs[k])
+            elif isinstance(h, torch.Tensor) and h.device.type != "cpu":
+                if not isinstance(w, torch.Tensor) or h.shape != w.shape or h.dtype != w.dtype:
+                    raise GraphUnavailable("a call's inputs differ in shape or dtype from the graph's placeholders")
+                h.copy_(w)
+            elif isinstance(h, torch.Tensor):
+                if not (isinstance(w, torch.Tensor) and h.shape == w.shape and torch.equal(h, w)):
+                    raise GraphUnavailable("a call's host tensors differ from those the graph was captured with")
+            elif type(h) is not type(w) or (isinstance(h, (int, float, str, bool, bytes)) and h != w):
+                raise GraphUnavailable(f"a call's input {h!r} differs from the {w!r} the graph was captured with")
 
 
 @dataclass
@@ -338,6 +434,8 @@ def builds_fail_as_compile_errors() -> None:
 def classify(exc: BaseException) -> FailureKind:
     if isinstance(exc, CompileError):
         return FailureKind.COMPILE_ERROR
+    if isinstance(exc, GraphUnavailable):
+        return FailureKind.GRAPH_UNAVAILABLE
     if is_cuda_error(f"{type(exc).__name__}: {exc}") or type(exc).__name__ in ("AcceleratorError", "CudaError"):
         return FailureKind.CUDA_ERROR
     return FailureKind.EXCEPTION

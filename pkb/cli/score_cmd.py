@@ -46,6 +46,10 @@ def add_parser(sub) -> None:
                    help="an experiment: the two jobs of a launch alive at once, their batches taking turns, the "
                         "idle one stopped (sandboxed, one node); a stop does not reach work a candidate queued on "
                         "a GPU (docs/threat_model.md). Default: one job after the other")
+    p.add_argument("--graphs", action="store_true",
+                   help="capture each timed batch in one CUDA graph and time its replay, so that the host's launch "
+                        "rate is out of the timed region (kernels of 10-100 us); a score either job of which cannot "
+                        "be captured is timed again without (nccl only). Default: eager batches")
     p.add_argument("--correctness-only", action="store_true",
                    help="correctness trials only, no timing (status 'correct' instead of faster/slower)")
     p.add_argument("--preset", choices=["screen", "full"], default=None,
@@ -109,7 +113,8 @@ def run(args) -> int:
                                                          file=sys.stderr))
     with _cluster(rdzv, args.timeout) as cluster:
         protocol = Protocol(args.trials, args.launches, args.batches, args.calls, timeout=args.timeout,
-                            preset=preset, correctness_only=args.correctness_only, interleave=args.interleave)
+                            preset=preset, correctness_only=args.correctness_only, interleave=args.interleave,
+                            graphs=args.graphs)
         res = score_candidate(ScoreRequest(task.slug, args.candidate, nproc, backend, args.label), protocol,
                     ScoreOptions(ScoreStore(args.db) if args.db else None, args.resume, progress, cluster))
     if args.json:

@@ -1,0 +1,52 @@
+"""`pkb score --graphs` (hwbackend/score.py Protocol.graphs, worker.py `capture`): each timed batch captured in a
+CUDA graph on placeholders whose inputs are copied in after the capture. Where a batch cannot be captured the
+score is timed again eagerly, both jobs, and says so; never the candidate's fault. On this CPU machine no
+capture can happen, which is the fallback's own test; the capture itself runs on a GPU
+(benchmarks/score_resolution_gpu.sh with GRAPHS=1)."""
+import os
+import tempfile
+
+import pytest
+import torch
+
+from hwbackend.score import Protocol, ScoreOptions, ScoreRequest, score
+from hwbackend.worker import GraphUnavailable, _copy_into, _placeholders
+
+from conftest import HERE
+
+CANDS = os.path.join(HERE, "candidates")
+
+
+@pytest.mark.slow
+def test_a_score_that_cannot_be_captured_is_timed_again_eagerly_and_says_why(tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    request = ScoreRequest("all_reduce", os.path.join(CANDS, "reference_copy.py"), 2, "gloo")
+    said = []
+    res = score(request, Protocol(launches=1, batches=2, calls=2, timeout=60, graphs=True),
+                ScoreOptions(progress=said.append))
+    assert res.correct and res.status in ("faster", "slower"), res
+    assert res.clock_check.timed_as.startswith("eager (CUDA graphs: "), res.clock_check.timed_as
+    assert "could not be captured" in res.clock_check.timed_as, res.clock_check.timed_as
+    assert any("timed again without CUDA graphs" in line for line in said), said
+    assert not any(f.kind == "graph_unavailable" for f in res.findings), res.findings
+    # its twin, eager as asked: no second try
+    said.clear()
+    plain = score(request, Protocol(launches=1, batches=2, calls=2, timeout=60), ScoreOptions(progress=said.append))
+    assert plain.correct and plain.clock_check.timed_as == "eager", plain.clock_check
+    assert not any("without CUDA graphs" in line for line in said), said
+
+
+def _draw(n: int, host: torch.Tensor):
+    return (torch.ones(4, 4, device="meta"), n, host, "sum")
+
+
+def test_a_call_s_inputs_fit_the_placeholders_only_where_what_the_host_read_is_the_same():
+    holders = _placeholders(_draw(3, torch.arange(3)))
+    assert holders[0].device.type == "meta" and holders[0] is not _draw(3, torch.arange(3))[0]
+    _copy_into(holders, _draw(3, torch.arange(3)))  # same numbers and host tensors: it fits
+    with pytest.raises(GraphUnavailable, match="differs"):
+        _copy_into(holders, _draw(4, torch.arange(3)))  # a number the capture read on the host
+    with pytest.raises(GraphUnavailable, match="host tensors"):
+        _copy_into(holders, _draw(3, torch.arange(3) + 1))
+    with pytest.raises(GraphUnavailable, match="structure"):
+        _copy_into(holders, _draw(3, torch.arange(3))[:3])
