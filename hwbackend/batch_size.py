@@ -22,6 +22,11 @@ MIN_CALLS = 4
 MAX_CALLS = 8192             # host memory for the seeds and the staged inputs' Python objects stays small
 L2_SPAN = 3                  # a batch's inputs cover at least this many L2 caches (when memory allows)
 MEMORY_SHARE = 0.25          # of the device memory free after the warm-up: a batch's inputs and outputs
+# the same under CUDA graphs (`pkb score --graphs`): a replayed call takes only its device time, so memory is what
+# bounds a batch's length (all-reduce of 2 MiB at one rank: about 5 us a call), and a batch too short for the
+# clock check's tolerance (2 x the harness's 0.25-0.45 ms jitter per batch on an H100) widens the margin; a
+# capture that runs out of memory is timed again eagerly, never the candidate's fault
+GRAPH_MEMORY_SHARE = 0.5
 
 
 @dataclass(frozen=True)
@@ -41,9 +46,10 @@ class WarmupReport:
                    reply.get("free_bytes"), int(reply.get("l2_bytes") or 0))
 
 
-def calls_per_batch(reports: list[WarmupReport], backend: str) -> int:
+def calls_per_batch(reports: list[WarmupReport], backend: str, graphs: bool = False) -> int:
     """The calls of one batch, from every rank's warm-up report: the slowest rank's time per call, the largest
-    call's bytes, the least free memory (none: no warm-up ran, the fewest calls)."""
+    call's bytes, the least free memory (none: no warm-up ran, the fewest calls); `graphs`: of a batch captured
+    in a CUDA graph (GRAPH_MEMORY_SHARE)."""
     if not reports:
         return MIN_CALLS
     per_call = max(max(r.per_call_s for r in reports), 1e-7)
@@ -55,5 +61,5 @@ def calls_per_batch(reports: list[WarmupReport], backend: str) -> int:
         n = max(n, math.ceil(L2_SPAN * l2 / inputs))
     free = [r.free_bytes for r in reports if r.free_bytes is not None]
     if free and footprint:
-        n = min(n, max(1, int(MEMORY_SHARE * min(free) // footprint)))
+        n = min(n, max(1, int((GRAPH_MEMORY_SHARE if graphs else MEMORY_SHARE) * min(free) // footprint)))
     return max(1, min(n, MAX_CALLS))

@@ -539,7 +539,8 @@ class _Scoring:
     def batch_calls(self, role: str, replies: list[dict]) -> int:
         if not self.chosen:  # the first launch runs the reference first: its warm-up decides, never a candidate's
             assert role == "reference", "a candidate's job ran before the reference chose the batch size"
-            self.chosen.append(calls_per_batch([WarmupReport.from_reply(r) for r in replies], self.request.backend))
+            self.chosen.append(calls_per_batch([WarmupReport.from_reply(r) for r in replies], self.request.backend,
+                                                self.protocol.graphs))
             self.say(f"timed batches of {self.chosen[0]} calls")
         return self.chosen[0]
 

@@ -263,6 +263,8 @@ def test_a_batch_is_long_against_the_overhead_spans_the_cache_and_fits_in_memory
     assert calls_per_batch([WarmupReport(1e-6, 1024, 1024, 60 << 30, 50 * mib)], "nccl") == MAX_CALLS
     # memory: a quarter of the free memory over one call's inputs and outputs
     assert calls_per_batch([WarmupReport(20e-6, 512 * mib, 512 * mib, 8 << 30, 50 * mib)], "nccl") == 2
+    # a batch captured in a CUDA graph may take half of it (its calls are short: memory bounds the batch)
+    assert calls_per_batch([WarmupReport(20e-6, 512 * mib, 512 * mib, 8 << 30, 50 * mib)], "nccl", graphs=True) == 4
     # the CPU: no cache or memory terms
     assert calls_per_batch([WarmupReport(1e-3, 8 * mib, 8 * mib)], "gloo") == round(BATCH_S["gloo"] / 1e-3)
 
