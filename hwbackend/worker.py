@@ -7,6 +7,7 @@ are set up before the candidate is imported.
 """
 from __future__ import annotations
 
+import copy
 import gc
 import importlib.util
 import mmap
@@ -353,13 +354,21 @@ class GraphUnavailable(Exception):
     the candidate's fault, the scorer times the score eagerly instead."""
 
 
+PLAIN = (int, float, str, bool, bytes, torch.dtype, torch.device)  # inputs a capture may read: must be the same
+
+
 def _placeholders(args):
     """`args` with each device tensor replaced by an unwritten one of its shape, strides and dtype; everything
     else (numbers, host tensors, modules, whose weights `_copy_into` overwrites) kept from the draw."""
     leaves, spec = tree_flatten(args)
-    return tree_unflatten([torch.empty_strided(t.size(), t.stride(), dtype=t.dtype, device=t.device)
-                           .requires_grad_(t.requires_grad)
-                           if isinstance(t, torch.Tensor) and t.device.type != "cpu" else t for t in leaves], spec)
+    return tree_unflatten([_placeholder(t) for t in leaves], spec)
+
+
+def _placeholder(leaf):
+    if isinstance(leaf, torch.Tensor) and leaf.device.type != "cpu":
+        return torch.empty_strided(leaf.size(), leaf.stride(), dtype=leaf.dtype, device=leaf.device) \
+            .requires_grad_(leaf.requires_grad)
+    return copy.deepcopy(leaf) if isinstance(leaf, torch.nn.Module) else leaf  # a module of each call's own
 
 
 def _copy_into(holders, drawn) -> None:
@@ -385,7 +394,7 @@ def _copy_into(holders, drawn) -> None:
             elif isinstance(h, torch.Tensor):
                 if not (isinstance(w, torch.Tensor) and h.shape == w.shape and torch.equal(h, w)):
                     raise GraphUnavailable("a call's host tensors differ from those the graph was captured with")
-            elif type(h) is not type(w) or (isinstance(h, (int, float, str, bool, bytes)) and h != w):
+            elif type(h) is not type(w) or (isinstance(h, PLAIN) and h != w):
                 raise GraphUnavailable(f"a call's input {h!r} differs from the {w!r} the graph was captured with")
 
 

@@ -50,3 +50,14 @@ def test_a_call_s_inputs_fit_the_placeholders_only_where_what_the_host_read_is_t
         _copy_into(holders, _draw(3, torch.arange(3) + 1))
     with pytest.raises(GraphUnavailable, match="structure"):
         _copy_into(holders, _draw(3, torch.arange(3))[:3])
+
+
+def test_each_call_s_module_input_gets_its_own_weights():
+    drawn = [(torch.nn.Linear(2, 2), torch.ones(2, device="meta")) for _ in range(2)]
+    holders = [_placeholders(drawn[0]) for _ in range(2)]
+    assert holders[0][0] is not holders[1][0] and holders[0][0] is not drawn[0][0]
+    for h, d in zip(holders, drawn):
+        _copy_into(h, d)
+    for h, d in zip(holders, drawn):
+        assert torch.equal(h[0].weight, d[0].weight)
+    assert not torch.equal(holders[0][0].weight, holders[1][0].weight)  # (two draws of Linear differ)
