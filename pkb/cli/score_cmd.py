@@ -126,6 +126,8 @@ def run(args) -> int:
             line += (f" - speed-up {res.speedup:.3f}x (95% CI {lo:.3f}-{hi:.3f}, noise margin "
                      f"{res.noise_margin:.1%}{'' if res.resolved else ': not resolved'}), reference "
                      f"{res.reference_ms:.4f} ms, candidate {res.candidate_ms:.4f} ms per call")
+            if args.graphs and res.clock_check:
+                line += f"; timed as {res.clock_check.timed_as}"
         for f in res.findings:
             rank = f" rank {f.rank}" if f.rank is not None else ""
             print(f"  {f.kind}{rank}: {f.message}")
