@@ -5,6 +5,8 @@ ways in one process on the same device, with the scorer's own worker code:
   how pkb timed every call before batches; correctness trials still run so);
 - `batch`: calls back to back on fresh inputs, one timed region per batch (`Worker.run_batch`, how pkb
   times now), as many calls as the scorer would choose (`batch_size.calls_per_batch` on `Worker.warmup`);
+- `graph` (nccl): the batch captured in one CUDA graph and timed as one replay (`Worker.capture`, `pkb score
+  --graphs`), as many calls as the scorer would then choose; where the capture fails, why;
 - `harness`: ParallelKernelBench's own timing function from the checkout (`utils/performance.py`: one event
   pair around back-to-back calls on cycled input copies), where the checkout has it.
 
@@ -73,6 +75,8 @@ def measure(w: Worker, slug: str, backend: str, harness, seed: int) -> dict:
     row = {"task": slug, "calls_per_batch": n, "input_mib": report.input_bytes / 2**20,
            "single_ms": statistics.median(single) * 1e3, "batch_ms": statistics.median(batch) * 1e3,
            "batch_spread": (max(batch) - min(batch)) / statistics.median(batch)}
+    if backend == "nccl":
+        row |= _graphs(w, backend, seeds[:10], seed)
     if harness is not None and backend == "nccl":
         args = w.inputs(seeds[-1])
         first = next(i for i, a in enumerate(args) if isinstance(a, torch.Tensor))
@@ -81,6 +85,27 @@ def measure(w: Worker, slug: str, backend: str, harness, seed: int) -> dict:
             harness(fn, args[first], warmup_iters=50, measure_iters=100)["wall_time_ms"] for _ in range(3))
     torch.cuda.empty_cache() if torch.cuda.is_available() else None
     return row
+
+
+def _graphs(w: Worker, backend: str, warmup: list, seed: int) -> dict:
+    """The graph column: calls per batch as the scorer would choose them, ms per call (median of 5 batches after
+    one that settles), their spread, and the seconds a batch took to capture and fill; or why not."""
+    try:
+        n = calls_per_batch([WarmupReport.from_reply(w.warmup(warmup, graph=True))], backend, graphs=True)
+        times, staging = [], []
+        for b in range(6):
+            t0 = time.perf_counter()
+            staged = w.capture(n, f"graph batch {b}")
+            w.fill(staged, [[seed + 104729 * (b + 1) + 2 * i, seed + 104729 * (b + 1) + 2 * i + 1] for i in range(n)])
+            staging.append(time.perf_counter() - t0)
+            outs, seconds = w.run_batch(staged)
+            times += [seconds / n] if b else []
+            del outs, staged
+    except Exception as e:  # noqa: BLE001 - a reference that cannot be captured is a row of its own
+        torch.cuda.synchronize()
+        return {"graph_error": f"{type(e).__name__}: {str(e)[:200]}"}
+    return {"graph_calls": n, "graph_ms": statistics.median(times) * 1e3,
+            "graph_spread": (max(times) - min(times)) / statistics.median(times), "graph_staging_s": max(staging)}
 
 
 def main() -> int:
@@ -99,8 +124,8 @@ def main() -> int:
     ids = args.problems or sorted(slugs)
     w = _worker(args.backend, args.preset, root, slugs[ids[0]])
     harness, rows, t0 = _harness(root), [], time.monotonic()
-    print(f"{'task':42s} {'calls':>6s} {'single':>9s} {'batch':>9s} {'harness':>9s} {'spread':>7s}  (ms per call)",
-          flush=True)
+    print(f"{'task':42s} {'calls':>6s} {'single':>9s} {'batch':>9s} {'harness':>9s} {'spread':>7s} "
+          f"{'g.calls':>7s} {'graph':>9s} {'g.spread':>8s} {'g.stage':>7s}  (ms per call; s)", flush=True)
     for pid in ids:
         if time.monotonic() - t0 > args.budget_s:
             print(f"budget of {args.budget_s:.0f} s spent: stopped before problem {pid}")
@@ -115,14 +140,21 @@ def main() -> int:
             print(f"{row['task']:42s} error: {row['error']}", flush=True)
         else:
             h = f"{row['harness_ms']:9.4f}" if "harness_ms" in row else f"{'-':>9s}"
+            g = (f"{row['graph_calls']:7d} {row['graph_ms']:9.4f} {row['graph_spread']:8.1%} "
+                 f"{row['graph_staging_s']:7.2f}" if "graph_ms" in row else f"graph: {row.get('graph_error', '-')}")
             print(f"{row['task']:42s} {row['calls_per_batch']:6d} {row['single_ms']:9.4f} {row['batch_ms']:9.4f} "
-                  f"{h} {row['batch_spread']:7.1%}", flush=True)
+                  f"{h} {row['batch_spread']:7.1%} {g}", flush=True)
     timed = [r for r in rows if "harness_ms" in r]
     if timed:
         before = statistics.median(r["single_ms"] - r["harness_ms"] for r in timed)
         after = statistics.median(r["batch_ms"] - r["harness_ms"] for r in timed)
         print(f"median overhead against the harness's clock over {len(timed)} problems: single {before * 1e3:.1f} us "
               f"per call, batch {after * 1e3:.1f} us per call")
+        graphed = [r for r in timed if "graph_ms" in r]
+        if graphed:
+            print(f"graph over {len(graphed)} of them: {statistics.median(r['graph_ms'] - r['harness_ms'] for r in graphed) * 1e3:.1f}"
+                  f" us per call against the harness's clock; batch over graph time: median "
+                  f"{statistics.median(r['batch_ms'] / r['graph_ms'] for r in graphed):.2f}x")
     sample = [r["task"] for r in rows if "batch_ms" in r and args.lo <= r["batch_ms"] <= args.hi]
     print(f"references of {args.lo}-{args.hi} ms by the batch clock ({len(sample)}): {' '.join(sample)}")
     if args.out:
