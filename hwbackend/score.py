@@ -39,6 +39,10 @@ from tasks.api import aliased_outputs, compare
 from tasks.registry import TaskSpec, get
 
 IMPLAUSIBLE_SPEEDUP = 10.0
+# seconds a batch's capture in a CUDA graph and its inputs' fill may take (`--graphs`): in one process on an H100 they
+# took 1-3.5 s for 4000-8192 calls; in a scorer's job one capture of 5860 calls did not end within the job's 300 s
+# (benchmarks/results/score_resolution/run7_h100_graphs). Beyond it the score is timed eagerly
+GRAPH_STAGING_S = 60.0
 # CPU seconds a stopped candidate may show for one of the reference's turns: a thread caught in a system call
 # finishes it before it stops; more is something that restarted it (hwbackend/jobs.py Job.ran_while_stopped)
 RAN_WHILE_STOPPED_S = 0.002
@@ -139,6 +143,22 @@ def _graph_phase(graphs: bool):
         raise GraphsFailed(f"{e.kind}: {e.message}") from e
 
 
+@contextmanager
+def _bounded(job, seconds: float, what: str):
+    """`job`'s replies within `seconds` from now (or its own deadline, if sooner): a timeout says `what` took longer,
+    and which step each silent rank was at."""
+    own = job.deadline
+    job.deadline = min(own, time.monotonic() + seconds)
+    try:
+        yield
+    except JobFailure as e:
+        if e.kind is not FailureKind.TIMEOUT or job.deadline >= own:
+            raise
+        raise GraphsFailed(f"{what} took more than {seconds:g} s ({e.message.split('; ', 1)[-1]})") from e
+    finally:
+        job.deadline = own
+
+
 class Seeds:
     """Per-call, per-rank seeds derived from a secret that never leaves this process. A rank is sent, for
     each call, the call's shared seed (what every rank must draw identically: shared=True tensors, replicated
@@ -202,13 +222,14 @@ class _JobRun:
         """A batch's inputs made; with graphs, its calls captured first and their seeds sent only then."""
         keys = self.plan.timed(b, self.n)
         seeds = partial(self.plan.for_rank, keys)
-        with _graph_phase(self.plan.graphs):
-            if self.plan.graphs:
-                self.job.send_all(phase="timed", batch=b, graph=True, calls=self.n)
-                self.job.gather()
-                self.job.send_each(lambda rank: dict(phase="fill", seeds=seeds(rank)))
-            else:
-                self.job.send_each(lambda rank: dict(phase="timed", batch=b, seeds=seeds(rank)))
+        if not self.plan.graphs:
+            self.job.send_each(lambda rank: dict(phase="timed", batch=b, seeds=seeds(rank)))
+            self.job.gather()
+            return
+        with _graph_phase(True), _bounded(self.job, GRAPH_STAGING_S, f"batch {b}'s capture of {self.n} calls"):
+            self.job.send_all(phase="timed", batch=b, graph=True, calls=self.n)
+            self.job.gather()
+            self.job.send_each(lambda rank: dict(phase="fill", seeds=seeds(rank)))
             self.job.gather()
 
     def time(self, b: int) -> None:

@@ -61,3 +61,41 @@ def test_each_call_s_module_input_gets_its_own_weights():
     for h, d in zip(holders, drawn):
         assert torch.equal(h[0].weight, d[0].weight)
     assert not torch.equal(holders[0][0].weight, holders[1][0].weight)  # (two draws of Linear differ)
+
+
+class _SilentJob:
+    """A job whose ranks never answer: gather waits out the deadline it is given, as Job.gather does."""
+
+    def __init__(self, seconds: float):
+        import time
+        self.deadline, self.seen = time.monotonic() + seconds, []
+
+    def send_all(self, **msg):
+        pass
+
+    def send_each(self, message):
+        pass
+
+    def gather(self):
+        import time
+        from hwbackend.jobs import JobFailure
+        from hwbackend.result import FailureKind
+        self.seen.append(self.deadline - time.monotonic())
+        raise JobFailure(FailureKind.TIMEOUT, "no answer within 300 s from 1 of 1 rank(s) (0 answered); rank 0: "
+                         "timed batch 0: capturing 9 calls in a CUDA graph")
+
+
+def test_a_capture_that_hangs_is_timed_eagerly_after_a_bound_not_the_job_s_whole_limit():
+    from hwbackend.jobs import JobFailure
+    from hwbackend.score import GRAPH_STAGING_S, GraphsFailed, Plan, Seeds, _JobRun
+    run = _JobRun.__new__(_JobRun)
+    run.plan, run.n, run.job = Plan(Seeds(), 0, 0, 1, 1, graphs=True), 9, _SilentJob(300)
+    with pytest.raises(GraphsFailed, match=f"capture of 9 calls took more than {GRAPH_STAGING_S:g} s .*rank 0: timed"):
+        run.stage(1)
+    assert run.job.seen[0] <= GRAPH_STAGING_S < 300, run.job.seen
+    assert run.job.deadline - run.job.seen[0] > 200  # the job's own deadline back afterwards
+    # its twin, eager: the job's own deadline, and a timeout stays a timeout
+    run.plan, run.job = Plan(Seeds(), 0, 0, 1, 1), _SilentJob(300)
+    with pytest.raises(JobFailure) as e:
+        run.stage(1)
+    assert not isinstance(e.value, GraphsFailed) and run.job.seen[0] > 200
