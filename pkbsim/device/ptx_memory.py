@@ -54,7 +54,7 @@ class KernelObserver:
                 check_mapped(region, self.ctx.rank, bounds[0] if bounds and sub is addrs else int(sub.min()))
         return parts
 
-    def _accesses(self, addrs: np.ndarray, width: int) -> list[Access]:
+    def _accesses(self, addrs: np.ndarray, width: int, repeat: int = 1) -> list[Access]:
         # every address a multiple of the width (the interpreter faults on any other, but for TMA's elements): runs and
         # sectors are counted per item
         aligned = width == 1 or not int(np.bitwise_or.reduce(addrs)) & (width - 1)
@@ -64,18 +64,24 @@ class KernelObserver:
             b = whole if sub is addrs else (int(sub.min()), int(sub.max()))
             runs = byte_runs(sub, width, aligned, b) if region is not None else None
             out.append(Access.of(self.ctx, sub, width, region, runs, aligned=aligned, bounds=b))
+            out[-1].nbytes *= repeat
         return out
 
-    def _words(self, addrs: np.ndarray, width: int) -> list[Access]:
+    def _words(self, addrs: np.ndarray, width: int, repeat: int = 1) -> list[Access]:
         """One access per distinct address: each flag word is its own signal/wait (lane t of a barrier
         polls the slot of peer t)."""
         uniq, counts = np.unique(addrs, return_counts=True)
-        return [Access(self.ctx, lo, lo + width, int(n) * width, region)
+        return [Access(self.ctx, lo, lo + width, int(n) * width * repeat, region)
                 for region, sub in self._split(uniq, width)
                 for lo, n in zip(map(int, sub), counts[np.searchsorted(uniq, sub)])]
 
     def access(self, g, op: str, ins, addrs, width: int, perform):
         addrs = np.asarray(addrs, dtype=np.uint64)
+        repeat = 1
+        if op == "ld" and addrs.size > 1 and addrs.strides[0] == 0:
+            # every lane loads one address (the interpreter hands such a load over as a zero-stride vector): the
+            # access of one lane, its bytes counted once a lane; its runs, sectors, words and race checks are the same
+            repeat, addrs = addrs.size, addrs[:1]
         glob = addrs if int(addrs.max()) < SHARED_WINDOW else addrs[addrs < np.uint64(SHARED_WINDOW)]
         if not glob.size:
             return perform()
@@ -84,21 +90,21 @@ class KernelObserver:
         quals = set(ins.parts)
         site, where = site_of(ins.loc), self.run.where(g)
         if op == "ld" and not quals & _FLAG_LOAD:
-            return self._load(g, self._data_or_pad_words(glob, width), quals, site, where, perform)
+            return self._load(g, self._data_or_pad_words(glob, width, repeat), quals, site, where, perform)
         if op == "st" and not quals & _FLAG_STORE:
             return self._store(g, self._data_or_pad_words(glob, width), quals, site, where, perform)
-        words = self._words(glob, width)
+        words = self._words(glob, width, repeat)
         if op == "ld":
             return self._load(g, words, quals, site, where, perform)
         if op == "st":
             return self._store(g, words, quals, site, where, perform)
         return self._atomic(g, words, quals, op, site, where, perform)
 
-    def _data_or_pad_words(self, addrs, width) -> list[Access]:
-        """Data ranges per region, but signal-pad words one by one."""
-        accs = self._accesses(addrs, width)
+    def _data_or_pad_words(self, addrs, width, repeat: int = 1) -> list[Access]:
+        """Data ranges per region, but signal-pad words one by one; `repeat`: lanes each address stands for."""
+        accs = self._accesses(addrs, width, repeat)
         if any(a.region is not None and a.region.on_pad for a in accs):
-            return [w for a in accs for w in (self._words(addrs[(addrs >= a.lo) & (addrs < a.hi)], width)
+            return [w for a in accs for w in (self._words(addrs[(addrs >= a.lo) & (addrs < a.hi)], width, repeat)
                                                 if a.region is not None and a.region.on_pad else [a])]
         return accs
 

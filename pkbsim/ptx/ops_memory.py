@@ -15,7 +15,7 @@ import numpy as np
 from .access import check_aligned, global_parts, load, locate, space_of, store
 from .dtypes import carrier
 from .errors import MemoryFault, NotSimulated
-from .memory import MulticastRegion, gather, scatter
+from .memory import SHARED_WINDOW, MulticastRegion, gather, scatter
 from .ops_float import pack, unpack
 from .registry import builds
 
@@ -72,6 +72,8 @@ def ld(ins, ctx):
             a = a[idx]
             if not len(a):
                 return
+        if space in _SHARED_BY_LANES and _uniform(a):
+            return _ld_uniform(g, m, a, space, c, nvec, writers, ins)
         check_aligned(a, c.itemsize * nvec)
         vals = _observed(g, "ld", ins, space, a, c.itemsize * nvec, lambda: load(g, space, a, idx, c, nvec))
         for i, w in enumerate(writers):
@@ -82,6 +84,27 @@ def ld(ins, ctx):
                 full[idx] = vals[:, i]
                 w(g, full, m)
     return run
+
+
+_SHARED_BY_LANES = ("global", "const", "generic")   # spaces where one address is one word for every lane (generic: if global)
+
+
+def _uniform(a: np.ndarray) -> bool:
+    """Every active lane's address is the same (a table entry or an argument every thread reads), in global memory."""
+    a0 = a[0]
+    return a.size > 1 and a[-1] == a0 and int(a0) < SHARED_WINDOW and not (a != a0).any()
+
+
+def _ld_uniform(g, m, a, space, c, nvec, writers, ins) -> None:
+    """A load whose active lanes all read one address: the word is read once and written to every active lane, as the
+    lane-by-lane load would. The observer sees the lanes' addresses as one zero-stride vector of the same length (and
+    counts every lane's bytes, as before); alignment, faults and their messages are those of the lanes' address."""
+    one = a[:1].copy()
+    check_aligned(one, c.itemsize * nvec)
+    lanes = np.ndarray(a.shape, one.dtype, one, 0, (0,))   # np.broadcast_to's view, at a tenth of its cost
+    vals = _observed(g, "ld", ins, space, lanes, c.itemsize * nvec, lambda: load(g, space, one, None, c, nvec))
+    for i, w in enumerate(writers):
+        w(g, vals[0, i], m)
 
 
 def _param_name(op: str) -> str:

@@ -99,6 +99,7 @@ class LaneGroup:
         self.parked = np.zeros(n, bool)   # lanes spinning on memory, set aside until something is stored
         self.parked_stores = 0
         self.spins, self.spin_stores = 0, -1
+        self._straight = None             # (lanes, their warp count) of a divergent step that may go on straight (_run_straight)
         group_regions(self)
 
     def special(self, name: str):
@@ -135,6 +136,8 @@ class LaneGroup:
                         return self._finished()
                 elif self._step_divergent():
                     return self._finished()
+                elif self._straight is not None:
+                    budget = self._run_straight(budget)
                 if self.yield_requested:
                     self.yield_requested = False
                     self.spun = True
@@ -253,7 +256,8 @@ class LaneGroup:
             group = self.pc == m
         d = self.code[m]
         counters = self.launch.counters
-        counters.warp_instructions += warps(group)
+        nw = warps(group)
+        counters.warp_instructions += nw
         mask = group
         if d.guard is not None:
             p = self.regs[d.guard]
@@ -262,6 +266,11 @@ class LaneGroup:
         if d.kind == PLAIN:
             if mask.any():
                 d.fn(self, mask)
+            if not blocked and self.code[m + 1].kind == PLAIN:
+                self._maybe_reconverge()
+                if self.upc < 0:
+                    self._straight = group, nw
+                return False
         elif d.kind == MBAR_WAIT:
             if mask.any():
                 blocked = d.fn(self, mask)
@@ -285,6 +294,46 @@ class LaneGroup:
             self._call_or_return(d, mask)
         self._maybe_reconverge()
         return False
+
+    def _run_straight(self, budget: int) -> int:
+        """Go on with the lanes of the divergent step just taken (a plain instruction, no lane blocked) through the
+        plain instructions that follow, while they stay the lowest pc of the live lanes: what further divergent steps
+        would do one at a time, without finding the group, counting its warps, moving every pc and looking for
+        reconvergence at each step (none can happen before the group reaches another lane's pc). The same
+        instructions run with the same masks and budget; the pcs are written once at the end (no instruction reads
+        them; an error in one leaves them as a step would). Returns the budget left."""
+        group, nw = self._straight
+        self._straight = None
+        if budget <= 0 or self.yield_requested:
+            return budget
+        k = int(self.pc[int(np.argmax(group))])    # the group's pc, one past the instruction it ran
+        others = np.where(group, np.iinfo(np.int64).max, self.pc)
+        stop = int(others.min()) if self.alive.all() else int(others[self.alive].min())   # no lane blocked: live = alive
+        code, regs, counters = self.code, self.regs, self.launch.counters
+        start = k
+        try:
+            while budget > 0 and k < stop:
+                d = code[k]
+                if d.kind != PLAIN:
+                    break
+                budget -= 1
+                counters.warp_instructions += nw
+                k += 1
+                if d.guard is None:
+                    d.fn(self, group)
+                else:
+                    p = regs[d.guard]
+                    mask = group & (~p if d.guard_neg else p)
+                    if mask.any():
+                        d.fn(self, mask)
+                if self.yield_requested:
+                    break
+        finally:
+            if k != start:
+                self.pc[group] = k
+        if k != start:
+            self._maybe_reconverge()
+        return budget
 
     def _mbar_hang(self) -> str:
         at = self.code[int(self.pc[self.mbar_wait].min())].loc
