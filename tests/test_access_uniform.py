@@ -9,6 +9,8 @@ import pytest
 from pkbsim.device.memory_map import MemoryMap
 from pkbsim.device.ptx_memory import KernelObserver
 
+from test_access_bounds import _Pad, _Symm  # the same stand-ins for a symmetric allocation's pad and table
+
 
 class _Alloc:
     def __init__(self, rank: int, base: int, nbytes: int):
@@ -17,26 +19,6 @@ class _Alloc:
 
     def unmapped_for(self, rank):
         return None
-
-
-class _Pad:
-    def __init__(self, ptr: int):
-        self.ptr = ptr
-
-    def data_ptr(self) -> int:
-        return self.ptr
-
-    def numel(self) -> int:
-        return 64
-
-
-class _Symm:
-    def __init__(self, allocs):
-        self.by_storage = {a.base: a for a in allocs}
-        self.generation = 1
-
-    def reap(self) -> None:
-        pass
 
 
 class _World:
