@@ -207,9 +207,9 @@ class _JobRun:
                         self.result.fingerprints[f"trial{i}-rank{rank}"] = pair
         warmup: list[dict] = []
         if plan.warmup:
-            with _graph_phase(plan.graphs and plan.batches > 0):
-                job.send_each(lambda rank: dict(phase="warmup", seeds=plan.for_rank(plan.warmup, rank),
-                                                graph=plan.graphs and plan.batches > 0))
+            graph = plan.graphs and plan.batches > 0
+            with _graph_phase(graph):
+                job.send_each(lambda rank: dict(phase="warmup", seeds=plan.for_rank(plan.warmup, rank), graph=graph))
                 warmup = job.gather()
         self.n = self.calls(warmup) if plan.batches else 0
 

@@ -193,9 +193,10 @@ class Worker:
             self.status_map[:] = batch.steps[0]
             batch.graph.replay()
             outs = batch.outputs
-        for step, args in zip(batch.steps, batch.inputs if batch.graph is None else ()):
-            self.status_map[:] = step  # a copy into the status mapping: no encoding inside the timed region
-            outs.append(as_outputs(self.fn(*args)))
+        else:
+            for step, args in zip(batch.steps, batch.inputs):
+                self.status_map[:] = step  # a copy into the status mapping: no encoding inside the timed region
+                outs.append(as_outputs(self.fn(*args)))
         self.status(f"{batch.label}: every call returned; at the device sync after the batch")
         self.guard.sync()
         seconds = self.guard.stop_timer(start)

@@ -5,10 +5,13 @@ capture can happen, which is the fallback's own test; the capture itself runs on
 (benchmarks/score_resolution_gpu.sh with GRAPHS=1)."""
 import os
 import tempfile
+import time
 
 import pytest
 import torch
 
+from hwbackend.jobs import JobFailure
+from hwbackend.result import FailureKind
 from hwbackend.score import Protocol, ScoreOptions, ScoreRequest, score
 from hwbackend.worker import GraphUnavailable, _copy_into, _placeholders
 
@@ -67,7 +70,6 @@ class _SilentJob:
     """A job whose ranks never answer: gather waits out the deadline it is given, as Job.gather does."""
 
     def __init__(self, seconds: float):
-        import time
         self.deadline, self.seen = time.monotonic() + seconds, []
 
     def send_all(self, **msg):
@@ -77,16 +79,12 @@ class _SilentJob:
         pass
 
     def gather(self):
-        import time
-        from hwbackend.jobs import JobFailure
-        from hwbackend.result import FailureKind
         self.seen.append(self.deadline - time.monotonic())
         raise JobFailure(FailureKind.TIMEOUT, "no answer within 300 s from 1 of 1 rank(s) (0 answered); rank 0: "
                          "timed batch 0: capturing 9 calls in a CUDA graph")
 
 
 def test_a_capture_that_hangs_is_timed_eagerly_after_a_bound_not_the_job_s_whole_limit():
-    from hwbackend.jobs import JobFailure
     from hwbackend.score import GRAPH_STAGING_S, GraphsFailed, Plan, Seeds, _JobRun
     run = _JobRun.__new__(_JobRun)
     run.plan, run.n, run.job = Plan(Seeds(), 0, 0, 1, 1, graphs=True), 9, _SilentJob(300)

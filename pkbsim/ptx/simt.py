@@ -266,11 +266,6 @@ class LaneGroup:
         if d.kind == PLAIN:
             if mask.any():
                 d.fn(self, mask)
-            if not blocked and self.code[m + 1].kind == PLAIN:
-                self._maybe_reconverge()
-                if self.upc < 0:
-                    self._straight = group, nw
-                return False
         elif d.kind == MBAR_WAIT:
             if mask.any():
                 blocked = d.fn(self, mask)
@@ -293,6 +288,8 @@ class LaneGroup:
         elif mask.any():
             self._call_or_return(d, mask)
         self._maybe_reconverge()
+        if d.kind == PLAIN and not blocked and self.upc < 0 and self.code[m + 1].kind == PLAIN:
+            self._straight = group, nw   # the run loop goes on with these lanes (_run_straight)
         return False
 
     def _run_straight(self, budget: int) -> int:
