@@ -43,6 +43,10 @@ IMPLAUSIBLE_SPEEDUP = 10.0
 # took 1-3.5 s for 4000-8192 calls; in a scorer's job one capture of 5860 calls did not end within the job's 300 s
 # (benchmarks/results/score_resolution/run7_h100_graphs). Beyond it the score is timed eagerly
 GRAPH_STAGING_S = 60.0
+# a capture still running this many seconds before that bound writes every thread's stack into the job's log,
+# which the timed-again score keeps (ClockSummary.graphs_log): where a capture that never answers was
+STACKS_BEFORE_S = 10.0
+GRAPHS_LOG_CHARS = 6000
 # CPU seconds a stopped candidate may show for one of the reference's turns: a thread caught in a system call
 # finishes it before it stops; more is something that restarted it (hwbackend/jobs.py Job.ran_while_stopped)
 RAN_WHILE_STOPPED_S = 0.002
@@ -126,8 +130,8 @@ class GraphsFailed(JobFailure):
     """Something went wrong in a phase timed with CUDA graphs (Protocol.graphs) that the eager protocol may not
     show: the score is taken again eagerly, and that one decides."""
 
-    def __init__(self, why: str):
-        super().__init__(FailureKind.GRAPH_UNAVAILABLE, why)
+    def __init__(self, why: str, details: str = ""):
+        super().__init__(FailureKind.GRAPH_UNAVAILABLE, why, details=details)
 
 
 @contextmanager
@@ -140,7 +144,7 @@ def _graph_phase(graphs: bool):
     except JobFailure as e:
         if not graphs:
             raise
-        raise GraphsFailed(f"{e.kind}: {e.message}") from e
+        raise GraphsFailed(f"{e.kind}: {e.message}", e.details) from e
 
 
 @contextmanager
@@ -154,7 +158,8 @@ def _bounded(job, seconds: float, what: str):
     except JobFailure as e:
         if e.kind is not FailureKind.TIMEOUT or job.deadline >= own:
             raise
-        raise GraphsFailed(f"{what} took more than {seconds:g} s ({e.message.split('; ', 1)[-1]})") from e
+        raise GraphsFailed(f"{what} took more than {seconds:g} s ({e.message.split('; ', 1)[-1]})",
+                           job.log_tail(GRAPHS_LOG_CHARS)) from e
     finally:
         job.deadline = own
 
@@ -227,7 +232,8 @@ class _JobRun:
             self.job.gather()
             return
         with _graph_phase(True), _bounded(self.job, GRAPH_STAGING_S, f"batch {b}'s capture of {self.n} calls"):
-            self.job.send_all(phase="timed", batch=b, graph=True, calls=self.n)
+            self.job.send_all(phase="timed", batch=b, graph=True, calls=self.n,
+                              stacks_after_s=GRAPH_STAGING_S - STACKS_BEFORE_S)
             self.job.gather()
             self.job.send_each(lambda rank: dict(phase="fill", seeds=seeds(rank)))
             self.job.gather()
@@ -491,7 +497,8 @@ def score(request: ScoreRequest, protocol: Protocol = Protocol(),
         except GraphsFailed as e:
             scoring.say(f"timed again without CUDA graphs: {e.message}")
             scoring = _Scoring(task, request, replace(protocol, graphs=False), options, world, store,
-                               ScoreResult(run_id, task.slug), scoring.cleanup, f"eager (CUDA graphs: {e.message})")
+                               ScoreResult(run_id, task.slug), scoring.cleanup, f"eager (CUDA graphs: {e.message})",
+                               e.details)
             return scoring.run()
     except JobFailure as e:
         scoring.result.status = e.kind.status
@@ -511,7 +518,7 @@ class _Scoring:
 
     def __init__(self, task: TaskSpec, request: ScoreRequest, protocol: Protocol, options: ScoreOptions,
                  world: int, store: Recorder | None, result: ScoreResult, cleanup: list[str] | None = None,
-                 timed_as: str = ""):
+                 timed_as: str = "", graphs_log: str = ""):
         self.task, self.request, self.protocol, self.options = task, request, protocol, options
         self.world, self.store, self.result = world, store, result
         self.seeds, self.say = Seeds(), (options.progress or (lambda msg: None))
@@ -522,6 +529,7 @@ class _Scoring:
         self.cleanup: list[str] = [] if cleanup is None else cleanup
         # how the batches were timed, for the JSON: "cuda graphs", "eager", or why graphs asked for were not used
         self.timed_as = timed_as or ("cuda graphs" if protocol.graphs else "eager")
+        self.graphs_log = graphs_log  # the failed graph phase's job log tail, where it had one
         self.unreported, self.hideable, self.batches = 0.0, 0.0, []
         # every launch's timed batches so far, judged together (clocks): a clock finding stands on all of them
         self.ref_clocks: list[BatchClock] = []
@@ -657,7 +665,8 @@ class _Scoring:
         stats = summarize(self.ref_s, self.cand_s, self.hideable, self.interleave)
         result.speedup, result.speedup_ci95, result.noise_margin = stats.speedup, stats.ci95, stats.noise_margin
         result.reference_ms, result.candidate_ms = stats.reference_ms, stats.candidate_ms
-        result.clock_check = ClockSummary(self.unreported, self.hideable, self.batches, self.interleave, self.timed_as)
+        result.clock_check = ClockSummary(self.unreported, self.hideable, self.batches, self.interleave, self.timed_as,
+                                           self.graphs_log)
         if result.speedup > IMPLAUSIBLE_SPEEDUP:
             result.findings.append(_integrity(f"speed-up {result.speedup:.1f}x is above the plausibility "
                                               f"limit of {IMPLAUSIBLE_SPEEDUP:g}x: review by hand"))

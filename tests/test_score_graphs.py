@@ -32,10 +32,12 @@ def test_a_score_that_cannot_be_captured_is_timed_again_eagerly_and_says_why(tmp
     assert "could not be captured" in res.clock_check.timed_as, res.clock_check.timed_as
     assert any("timed again without CUDA graphs" in line for line in said), said
     assert not any(f.kind == "graph_unavailable" for f in res.findings), res.findings
+    assert "GraphUnavailable" in res.clock_check.graphs_log, res.clock_check.graphs_log  # the failed phase's own words
     # its twin, eager as asked: no second try
     said.clear()
     plain = score(request, Protocol(launches=1, batches=2, calls=2, timeout=60), ScoreOptions(progress=said.append))
     assert plain.correct and plain.clock_check.timed_as == "eager", plain.clock_check
+    assert "graphs_log" not in plain.clock_check.to_json()
     assert not any("without CUDA graphs" in line for line in said), said
 
 
@@ -78,6 +80,9 @@ class _SilentJob:
     def send_each(self, message):
         pass
 
+    def log_tail(self, n: int) -> str:
+        return "Thread 0x1 (most recent call first):\n  File worker.py, line 160 in capture"[-n:]
+
     def gather(self):
         self.seen.append(self.deadline - time.monotonic())
         raise JobFailure(FailureKind.TIMEOUT, "no answer within 300 s from 1 of 1 rank(s) (0 answered); rank 0: "
@@ -88,8 +93,10 @@ def test_a_capture_that_hangs_is_timed_eagerly_after_a_bound_not_the_job_s_whole
     from hwbackend.score import GRAPH_STAGING_S, GraphsFailed, Plan, Seeds, _JobRun
     run = _JobRun.__new__(_JobRun)
     run.plan, run.n, run.job = Plan(Seeds(), 0, 0, 1, 1, graphs=True), 9, _SilentJob(300)
-    with pytest.raises(GraphsFailed, match=f"capture of 9 calls took more than {GRAPH_STAGING_S:g} s .*rank 0: timed"):
+    with pytest.raises(GraphsFailed, match=f"capture of 9 calls took more than {GRAPH_STAGING_S:g} s .*rank 0: timed") \
+            as failed:
         run.stage(1)
+    assert "line 160 in capture" in failed.value.details  # the job's log, where the stacks were written
     assert run.job.seen[0] <= GRAPH_STAGING_S < 300, run.job.seen
     assert run.job.deadline - run.job.seen[0] > 200  # the job's own deadline back afterwards
     # its twin, eager: the job's own deadline, and a timeout stays a timeout
@@ -97,3 +104,34 @@ def test_a_capture_that_hangs_is_timed_eagerly_after_a_bound_not_the_job_s_whole
     with pytest.raises(JobFailure) as e:
         run.stage(1)
     assert not isinstance(e.value, GraphsFailed) and run.job.seen[0] > 200
+
+
+def test_a_block_that_outlives_its_bound_writes_every_thread_s_stack_and_one_in_time_writes_none():
+    import subprocess
+    import sys
+    prog = ("import time; from hwbackend.worker import stacks_after\n"
+            "def capture_that_hangs(s):\n    time.sleep(s)\n"
+            "with stacks_after({bound}):\n    capture_that_hangs(1.0)\n")
+    late = subprocess.run([sys.executable, "-c", prog.format(bound=0.2)], capture_output=True, text=True, timeout=120)
+    assert late.returncode == 0 and "capture_that_hangs" in late.stderr, late.stderr
+    in_time = subprocess.run([sys.executable, "-c", prog.format(bound=30)], capture_output=True, text=True,
+                             timeout=120)
+    assert in_time.returncode == 0 and "capture_that_hangs" not in in_time.stderr, in_time.stderr
+
+
+def test_a_job_captures_its_timed_batch_once_and_replays_it_for_every_later_batch(monkeypatch):
+    from hwbackend.worker import Batch, Worker
+    captured = []
+
+    def capture(self, calls, label):
+        captured.append((calls, label))
+        return Batch(label, [()] * calls, [b""], object(), [])
+    monkeypatch.setattr(Worker, "capture", capture)
+    worker = Worker.__new__(Worker)
+    worker.graph = None
+    first = worker.timed_graph(5, "timed batch 0")
+    again = worker.timed_graph(5, "timed batch 1")
+    assert again is first and captured == [(5, "timed batch 0")]  # one capture for both batches
+    assert again.label == "timed batch 1" and b"timed batch 1" in again.steps[0]  # a timeout names the batch
+    other = worker.timed_graph(7, "timed batch 2")  # another length: captured anew
+    assert other is not first and captured[-1] == (7, "timed batch 2")
