@@ -105,3 +105,30 @@ def test_helper_modules_beside_the_tree_are_each_ranks_own(tmp_path, monkeypatch
     with _rank_private_modules(str(tmp_path / "elsewhere" / "sub" / "c.py")):
         import helpers_tk.cache as same
     assert same is shared                                   # not the candidate's tree: shared
+
+
+def test_a_unit_built_in_one_process_is_found_by_the_next_whose_cache_is_at_another_path(clean_env, monkeypatch,
+                                                                                          tmp_path):
+    """A candidate's process sees its own cache at a path of its own working directory (confinement.py): the
+    same folder under another name in each of a screen's processes. Here one folder under two names."""
+    monkeypatch.setenv("PKB_THUNDERKITTENS_ROOT", _fake_root(tmp_path))
+    own = tmp_path / "by-candidate"
+    own.mkdir()
+    (tmp_path / "seen-by-the-sizes-stage").symlink_to(own)
+    built = []
+
+    def compile_(name, tu, flags, nvcc, rt, out_dir, origin, host):
+        built.append(out_dir)
+        os.makedirs(out_dir)
+        open(os.path.join(out_dir, f"{name}.so"), "w").close()
+    monkeypatch.setattr(build, "_compile", compile_)
+    monkeypatch.setattr(build, "runtime_dir", lambda: "/pkb-runtime")
+    monkeypatch.setattr(build.driver, "digest", lambda: "driver")
+    for seen in ("by-candidate", "seen-by-the-sizes-stage"):
+        monkeypatch.setenv("PKB_CACHE_DIR", str(tmp_path / seen))
+        so, _ = build.build("tk_ext", TU, [], [], "cand.py")
+        assert os.path.isfile(so) and str(tmp_path / seen) in so
+    assert len(built) == 1, built   # one build; the second process found it
+    # its twin: another unit is another key, built again
+    build.build("tk_ext", TU + "void g() {}\n", [], [], "cand.py")
+    assert len(built) == 2

@@ -37,7 +37,7 @@ from pkbsim.cuda.toolchain import (
     torch_dirs,
 )
 from pkbsim.errors import CompileError, SimulatorLimit
-from pkbsim.ptx.compile import EXTENSION_CACHE, nvcc_version, trusted_cache_root
+from pkbsim.ptx.compile import EXTENSION_CACHE, cache_root, nvcc_version, trusted_cache_root
 
 HOST_FLAG = re.compile(r"^(-D|-U|-I|-std=)")   # what of a candidate's nvcc flags g++ sees in a host unit
 KEPT_FLAG = re.compile(r"^(-D|-U|-I|-O\d?$|--use_fast_math$|-use_fast_math$|--expt-|-std=)")
@@ -90,7 +90,7 @@ def build(name: str, tu: str, extra_cuda_cflags: list[str], include_paths: list[
     with building():  # waiting for another rank's (or process's) build is building time too
         rt = runtime_dir()
         cut = _split(tu) or ""  # what nvcc compiles: a change of the cut is a new build
-        parts = [tu, cut, *flags, prelude, torch.__version__, nvcc_version(nvcc), rt, host_header.identity(),
+        parts = [tu, cut, *_portable(flags), prelude, torch.__version__, nvcc_version(nvcc), rt, host_header.identity(),
                  LINK_RULES]
         if driver.wanted(tu, thunderkittens.uses_thunderkittens(tu)):
             parts.append(driver.digest())  # the tensor-map stand-in it may link (others' keys unchanged)
@@ -114,6 +114,16 @@ def build(name: str, tu: str, extra_cuda_cflags: list[str], include_paths: list[
                         _store(out_dir, e)
                         raise
     return so, name
+
+
+def _portable(flags: list[str]) -> list[str]:
+    """The flags as the cache key reads them: the cache's own folder as a name, not as its path. A candidate's
+    process sees its build cache at a folder of its own working directory (confinement.py), a new path in each
+    process, and pkb's copy of ThunderKittens lives in that cache: its include paths made a new key in each of a
+    screen's processes (the functional stage's, the sizes stage's), which built a ParallelKittens unit again,
+    60-230 s each time. The copy's folder is named by its content, so the name is enough."""
+    root = cache_root()
+    return [f.replace(root, "$PKB_CACHE_DIR") for f in flags]
 
 
 def _store(out_dir: str, error: ExtensionBuildError) -> None:
