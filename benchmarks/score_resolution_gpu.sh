@@ -7,7 +7,8 @@
 # overhead (the per-call clock overhead of every reference, score_clock_overhead.py),
 # synthetic (a 5%-faster and a 2%-slower candidate and the reference itself, synthetic_speedups.py, each
 # scored), self (the references of 10-100 us by the batch clock scored against themselves, the sampled
-# problems SELF_FROM..SELF_TO of results/score_resolution/self_sample.txt, the list a first overhead step printed), harness (FILEs of .pkbdata/pkb_dab's
+# problems SELF_FROM..SELF_TO of results/score_resolution/self_sample.txt, the list a first overhead step printed, or of
+# SAMPLE="pkb12_allgather_gemm ..." where given), harness (FILEs of .pkbdata/pkb_dab's
 # trees: ParallelKernelBench's own clock, harness_speedups.py, then `pkb score` of the first DEV_SCORES (10) it
 # times consistently). INTERLEAVE=1 gives each score --interleave (the jobs taking turns), GRAPHS=1 --graphs (each
 # timed batch one CUDA graph replay). Every score is
@@ -70,7 +71,7 @@ esac
 case " $steps " in *" self "*)
   from=${3:-1}; to=${4:-10}
   # the sample a first overhead run chose (kept in the repository), else the one this run's printed
-  sample=$(cat benchmarks/results/score_resolution/self_sample.txt 2>/dev/null || true)
+  sample=${SAMPLE:-$(cat benchmarks/results/score_resolution/self_sample.txt 2>/dev/null || true)}
   [ -n "$sample" ] || sample=$(sed -n 's/^references of .* by the batch clock ([0-9]*): //p' "$out/clock_overhead.txt")
   i=0
   for slug in $sample; do

@@ -31,7 +31,7 @@ from frontdoor import FrontDoor
 _door = FrontDoor("hwbackend")
 _export = _door.export
 
-_export("hwbackend.defaults", "TRIALS LAUNCHES BATCHES CALLS JOB_TIMEOUT_S GLOO_MAX_RANKS GLOO_RANKS_PER_CORE "
+_export("hwbackend.defaults", "TRIALS LAUNCHES BATCHES GRAPH_BATCHES CALLS JOB_TIMEOUT_S GLOO_MAX_RANKS GLOO_RANKS_PER_CORE "
                               "SLURM_PORT SLURM_JOB_NAME")
 _export("hwbackend.score", "Protocol ScoreOptions ScoreRequest gloo_rank_bound", score_candidate="score")
 _export("hwbackend.job_spec", "default_preset")

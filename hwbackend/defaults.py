@@ -4,6 +4,9 @@ parser loads neither torch nor the scorer)."""
 TRIALS = 3              # correctness trials with fresh inputs, on the first launch
 LAUNCHES = 2            # launches of each job (candidate and reference alternating)
 BATCHES = 8             # timed batches per launch
+# the same under CUDA graphs (`pkb score --graphs`): a replayed batch varied by 1-2% where eager ones by 5-50%, and each
+# costs its inputs' fill (0.9 s for 4601 calls on an H200), so half as many keep a score's wall time near the eager one's
+GRAPH_BATCHES = 4
 CALLS = 0               # timed calls per batch; 0: as many as make a batch long (hwbackend/batch_size.py)
 WARMUP = 10             # warm-up calls per launch: the first alone, the others as one timed batch
 JOB_TIMEOUT_S = 300.0   # wall-clock limit per scoring job (and for the other nodes to join)

@@ -110,17 +110,20 @@ class ClockSummary:
     jobs of each launch took turns batch by batch; `timed_as`: "eager" (the calls run one after the other in
     the timed region), "cuda graphs" (one replay of the batch's captured calls), or "eager (CUDA graphs: why
     not)" where graphs were asked for and the score was timed again without them; `graphs_log`: then, the end of
-    the failed job's log (a capture that never answered writes every thread's stack there)."""
+    the failed job's log (a capture that never answered writes every thread's stack there); `jobs`: each job's
+    launch, role and started_s, ready_s (its correctness trials and warm-up done), ended_s, seconds into the score:
+    where a score's wall time went."""
     unexplained: float
     tolerance: float
     batches: list[dict] = field(default_factory=list)
     interleaved: bool = False
     timed_as: str = "eager"
     graphs_log: str = ""
+    jobs: list[dict] = field(default_factory=list)
 
     def to_json(self) -> dict:
         return {"unexplained": self.unexplained, "tolerance": self.tolerance, "batches": self.batches,
-                "interleaved": self.interleaved, "timed_as": self.timed_as} | \
+                "interleaved": self.interleaved, "timed_as": self.timed_as, "jobs": self.jobs} | \
             ({"graphs_log": self.graphs_log} if self.graphs_log else {})
 
 

@@ -124,6 +124,8 @@ class JobResult:
     starts: list[float] = field(default_factory=list)  # when each timed batch was started (time.monotonic)
     fingerprints: dict[str, list[str]] = field(default_factory=dict)  # trial<i>-rank<r> -> [before, after]
     checked: list[str] = field(default_factory=list)  # the timed calls whose outputs were saved: timed<b>-<i>
+    # when the job started, was ready to time (correctness trials and warm-up done) and ended (time.monotonic)
+    span: dict[str, float] = field(default_factory=dict)
 
 
 class GraphsFailed(JobFailure):
@@ -200,6 +202,7 @@ class _JobRun:
         """Start the job; its correctness trials (each rank gets its own seeds only: the channels are in rank
         order) and its warm-up, which sets the calls of a timed batch."""
         job, plan = self.job, self.plan
+        self.result.span["started"] = time.monotonic()
         job.start()
         for reply in job.gather():
             self.findings += _said(reply)
@@ -217,6 +220,7 @@ class _JobRun:
                 job.send_each(lambda rank: dict(phase="warmup", seeds=plan.for_rank(plan.warmup, rank), graph=graph))
                 warmup = job.gather()
         self.n = self.calls(warmup) if plan.batches else 0
+        self.result.span["ready"] = time.monotonic()
 
     def batches(self) -> range:
         """The timed batches' numbers; batch 0 settles (the allocator's pool grows to it, the clocks wake):
@@ -262,6 +266,7 @@ class _JobRun:
     def close(self) -> None:
         job = self.job
         job.finish()
+        self.result.span["ended"] = time.monotonic()
         if job.leftovers and self.spec.role == "candidate":
             self.findings.append(_integrity(f"{job.leftovers} process(es) of the candidate were still running "
                                             f"after its job ended"))
@@ -531,6 +536,7 @@ class _Scoring:
         self.timed_as = timed_as or ("cuda graphs" if protocol.graphs else "eager")
         self.graphs_log = graphs_log  # the failed graph phase's job log tail, where it had one
         self.unreported, self.hideable, self.batches = 0.0, 0.0, []
+        self.jobs: list[dict] = []  # each job's span: started, ready to time, ended (seconds into the score)
         # every launch's timed batches so far, judged together (clocks): a clock finding stands on all of them
         self.ref_clocks: list[BatchClock] = []
         self.cand_clocks: list[BatchClock] = []
@@ -658,6 +664,8 @@ class _Scoring:
         self.batches += [dict(launch=launch, role=role, batch=i + 1, at_s=at - self.began, wall_ms=b.wall * 1e3,
                               reported_ms=b.reported * 1e3, calls=b.calls)
                          for role in order for i, (b, at) in enumerate(zip(jobs[role].clocks, jobs[role].starts))]
+        self.jobs += [dict(launch=launch, role=role, **{f"{k}_s": round(t - self.began, 3)
+                                                         for k, t in jobs[role].span.items()}) for role in order]
 
     def verdict(self) -> ScoreResult:
         """The speed-up over every launch, its interval and margin, and the status they give."""
@@ -666,7 +674,7 @@ class _Scoring:
         result.speedup, result.speedup_ci95, result.noise_margin = stats.speedup, stats.ci95, stats.noise_margin
         result.reference_ms, result.candidate_ms = stats.reference_ms, stats.candidate_ms
         result.clock_check = ClockSummary(self.unreported, self.hideable, self.batches, self.interleave, self.timed_as,
-                                           self.graphs_log)
+                                           self.graphs_log, self.jobs)
         if result.speedup > IMPLAUSIBLE_SPEEDUP:
             result.findings.append(_integrity(f"speed-up {result.speedup:.1f}x is above the plausibility "
                                               f"limit of {IMPLAUSIBLE_SPEEDUP:g}x: review by hand"))

@@ -33,6 +33,9 @@ def test_a_score_that_cannot_be_captured_is_timed_again_eagerly_and_says_why(tmp
     assert any("timed again without CUDA graphs" in line for line in said), said
     assert not any(f.kind == "graph_unavailable" for f in res.findings), res.findings
     assert "GraphUnavailable" in res.clock_check.graphs_log, res.clock_check.graphs_log  # the failed phase's own words
+    spans = res.clock_check.jobs  # where the score's wall time went: each job's start, ready, end
+    assert [j["role"] for j in spans] == ["reference", "candidate"], spans
+    assert all(0 <= j["started_s"] <= j["ready_s"] <= j["ended_s"] for j in spans), spans
     # its twin, eager as asked: no second try
     said.clear()
     plain = score(request, Protocol(launches=1, batches=2, calls=2, timeout=60), ScoreOptions(progress=said.append))

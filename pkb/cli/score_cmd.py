@@ -9,7 +9,7 @@ import time
 from contextlib import contextmanager
 
 import candidate_sandbox
-from hwbackend import (BATCHES, CALLS, GLOO_MAX_RANKS, GLOO_RANKS_PER_CORE, JOB_TIMEOUT_S, LAUNCHES, TRIALS,
+from hwbackend import (BATCHES, CALLS, GRAPH_BATCHES, GLOO_MAX_RANKS, GLOO_RANKS_PER_CORE, JOB_TIMEOUT_S, LAUNCHES, TRIALS,
                        EndpointError, Rendezvous, Status, default_preset, parse_endpoint)
 from pkb.cli._arguments import add_db_argument, add_parallelkernelbench_arguments, add_sandbox_argument, sandbox_ready
 from pkb.cli._layout import check_node_layout
@@ -37,8 +37,8 @@ def add_parser(sub) -> None:
                    help=f"correctness trials with fresh inputs (default {TRIALS})")
     p.add_argument("--launches", type=int, default=LAUNCHES,
                    help=f"launches of each job, in alternating order (default {LAUNCHES})")
-    p.add_argument("--batches", type=int, default=BATCHES,
-                   help=f"timed batches per launch (default {BATCHES})")
+    p.add_argument("--batches", type=int, default=None,
+                   help=f"timed batches per launch (default {BATCHES}, {GRAPH_BATCHES} with --graphs)")
     p.add_argument("--calls", type=int, default=CALLS,
                    help="timed calls per batch, run back to back (default: as many as make a batch about "
                         "0.1 s long with nccl, 0.05 s with gloo, from the reference's warm-up)")
@@ -100,6 +100,8 @@ def run(args) -> int:
     if not task.supports(world):
         raise UsageError(f"task {task.slug} supports world sizes {task.world_sizes.describe()}, not {world}; "
                          f"pass a supported --nproc-per-node" + (" and --nnodes" if rdzv else ""))
+    if args.batches is None:
+        args.batches = GRAPH_BATCHES if args.graphs else BATCHES
     if min(args.trials, args.launches, args.batches) < 1 or args.calls < 0 or args.timeout <= 0:
         raise UsageError("--trials, --launches and --batches must be >= 1, --calls >= 0 (0: chosen) and "
                          "--timeout > 0")
