@@ -123,8 +123,8 @@ class ClockSummary:
 
     def to_json(self) -> dict:
         return {"unexplained": self.unexplained, "tolerance": self.tolerance, "batches": self.batches,
-                "interleaved": self.interleaved, "timed_as": self.timed_as, "jobs": self.jobs} | \
-            ({"graphs_log": self.graphs_log} if self.graphs_log else {})
+                "interleaved": self.interleaved, "timed_as": self.timed_as} | \
+            ({"graphs_log": self.graphs_log} if self.graphs_log else {}) | ({"jobs": self.jobs} if self.jobs else {})
 
 
 @dataclass

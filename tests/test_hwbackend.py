@@ -191,7 +191,8 @@ def test_a_score_result_is_the_same_json_after_a_round_trip():
            "findings": [{"kind": "integrity", "rank": None, "message": "the candidate modified its inputs"}],
            "noise_margin": 0.05, "clock_check": {"unexplained": 0.0, "tolerance": 0.01, "batches": [
                {"launch": 0, "role": "reference", "wall_ms": 41.2, "reported_ms": 40.9, "calls": 800}],
-               "interleaved": True, "timed_as": "cuda graphs"}}
+               "interleaved": True, "timed_as": "cuda graphs", "jobs": [
+                   {"launch": 0, "role": "reference", "started_s": 0.0, "ready_s": 4.1, "ended_s": 9.8}]}}
     res = ScoreResult.from_json(doc)
     assert res.status is Status.FASTER and res.integrity and res.trials[0].ok
     assert json.dumps(res.to_json()) == json.dumps(doc)  # the same keys, in the same order
