@@ -39,12 +39,12 @@ from tasks.api import aliased_outputs, compare
 from tasks.registry import TaskSpec, get
 
 IMPLAUSIBLE_SPEEDUP = 10.0
-# seconds a batch's capture in a CUDA graph and its inputs' fill may take (`--graphs`): in one process on an H100 they
-# took 1-3.5 s for 4000-8192 calls; in a scorer's job one capture of 5860 calls did not end within the job's 300 s
-# (benchmarks/results/score_resolution/run7_h100_graphs). Beyond it the score is timed eagerly
+# seconds a batch's capture in a CUDA graph and its inputs' fill may take (`--graphs`): 1-11 s for 4000-8192 calls
+# on an H100 or H200 (benchmarks/results/score_resolution/run7_h100_graphs, run8_h200_graphs). Beyond it the score is
+# timed eagerly
 GRAPH_STAGING_S = 60.0
-# a capture still running this many seconds before that bound writes every thread's stack into the job's log,
-# which the timed-again score keeps (ClockSummary.graphs_log): where a capture that never answers was
+# a capture still running this many seconds before that bound writes every thread's stack into the job's log, whose
+# last GRAPHS_LOG_CHARS the timed-again score keeps (ClockSummary.graphs_log): where a capture that never answers was
 STACKS_BEFORE_S = 10.0
 GRAPHS_LOG_CHARS = 6000
 # CPU seconds a stopped candidate may show for one of the reference's turns: a thread caught in a system call

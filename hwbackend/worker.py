@@ -172,9 +172,10 @@ class Worker:
 
     def timed_graph(self, calls: int, label: str) -> Batch:
         """The job's timed batch of `calls` calls as a CUDA graph: captured for the first timed batch, replayed for
-        every later one with that batch's inputs copied into its placeholders (`fill`). A capture took 1-3.5 s
-        of 4000-8192 calls on an H100: one per batch made a score's staging most of its 70 s. The candidate's
-        host code runs only while the graph is captured, before any timed batch's seeds reach this process."""
+        every later one with that batch's inputs copied into its placeholders (`fill`): a capture costs up to a
+        millisecond a call (7 s for 7244 GEMM calls on an H200), once a job rather than once a batch. The
+        candidate's host code runs only while the graph is captured, before any timed batch's seeds reach
+        this process."""
         if self.graph is not None and len(self.graph.inputs) == calls:
             self.graph.label = label
             self.graph.steps = [self.status_bytes(f"{label}: the CUDA graph of {calls} calls replaying")]
@@ -238,7 +239,7 @@ class Worker:
         if graph:
             batch = self.capture(len(seeds) - 1, "warm-up batch")
             self.fill(batch, seeds[1:])
-            batch.graph.replay()  # a graph's first replay uploads it: 0.2 ms, which made 9 calls look 20 us each
+            batch.graph.replay()  # untimed: a graph's first replay uploads it, which made 9 calls of 2.5 us look 21.7
         else:
             batch = self.stage(seeds[1:], "warm-up batch")
         outs, seconds = self.run_batch(batch)
