@@ -68,6 +68,8 @@ def main() -> int:
     ap.add_argument("--screen-arg", action="append", default=[], metavar="ARG",
                     help="passed on to every pkb screen (both codes), e.g. --screen-arg=--sizes-budget=0")
     args = ap.parse_args()
+    # each code's screens run in its own folder: a relative path would name another file there (or none)
+    args.files, args.pkb_root = [os.path.abspath(f) for f in args.files], os.path.abspath(args.pkb_root)
     extra = (["--no-sandbox"] if args.no_sandbox else []) + args.screen_arg
     load_before = os.getloadavg()[0]
     with contextlib.ExitStack() as stack:

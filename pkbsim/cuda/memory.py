@@ -122,7 +122,7 @@ def rank_memory(ctx, tensors) -> RankMemory:
         # address of a freed buffer (pkbsim.device.ptx_memory), never a read of reused memory
         space.map(_symm_region(alloc))
         space.map(Region.of_tensor(alloc.pad, f"rank {alloc.rank} signal pad"))
-    for handle in list(symm.all_handles):
+    for handle in symm.live_handles():
         for table in handle.pointer_tables():
             space.map(Region.of_tensor(table, "symmetric-memory pointer table"))
         span = handle.multicast_range()

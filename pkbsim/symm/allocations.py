@@ -103,6 +103,13 @@ class SymmState:
         self.quarantined = 0
         self.lock = threading.RLock()
 
+    def live_handles(self) -> list:
+        """The handles the program still holds, now. Read under the lock: another rank's thread may add one
+        meanwhile, and a WeakSet iterates in Python, between whose steps that thread can run ("Set changed
+        size during iteration" on a rank of a ThunderKittens all-reduce, blamed on the candidate's line)."""
+        with self.lock:
+            return list(self.all_handles)
+
     def add(self, alloc: Allocation, key: int, pad_key: int) -> None:
         self.reap()
         with self.lock:
