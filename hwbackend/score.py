@@ -620,6 +620,8 @@ class _Scoring:
         self.result.findings += behaviour
         self.cheated = self.cheated or bool(behaviour)
         self.clocks(launch, order, jobs)
+        self.jobs += [dict(launch=launch, role=role, **{f"{k}_s": round(t - self.began, 3)
+                                                         for k, t in jobs[role].span.items()}) for role in order]
         if failures:
             self.result.findings += self.clock_findings + failures[:8]
             # wrong outputs of a candidate seen cheating (work left running, inputs changed, the harness
@@ -664,8 +666,6 @@ class _Scoring:
         self.batches += [dict(launch=launch, role=role, batch=i + 1, at_s=at - self.began, wall_ms=b.wall * 1e3,
                               reported_ms=b.reported * 1e3, calls=b.calls)
                          for role in order for i, (b, at) in enumerate(zip(jobs[role].clocks, jobs[role].starts))]
-        self.jobs += [dict(launch=launch, role=role, **{f"{k}_s": round(t - self.began, 3)
-                                                         for k, t in jobs[role].span.items()}) for role in order]
 
     def verdict(self) -> ScoreResult:
         """The speed-up over every launch, its interval and margin, and the status they give."""
